@@ -1,0 +1,32 @@
+-- EchoMQ v1 `extend` (PROTOCOL.md "Scripts", fenced verb): renew a lease.
+-- KEYS[1] job row   emq:{q}:job:<id>
+-- KEYS[2] active    emq:{q}:active
+-- ARGV[1] id        JOB-namespaced id
+-- ARGV[2] token     the fencing token the claim handed out
+-- ARGV[3] lease_ms  positive integer; the new deadline is server TIME + lease_ms
+-- Replies: 1; errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE.
+if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
+  return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+end
+local token = tonumber(ARGV[2])
+if token == nil or token < 1 or token ~= math.floor(token) then
+  return redis.error_reply('EMQARG token must be a positive integer')
+end
+local lease = tonumber(ARGV[3])
+if lease == nil or lease <= 0 or lease ~= math.floor(lease) or lease > 9007199254740991 then
+  return redis.error_reply('EMQARG lease_ms must be a positive integer')
+end
+local row = redis.call('HMGET', KEYS[1], 'state', 'attempts')
+if row[1] == false then
+  return redis.error_reply('EMQNOJOB no such job')
+end
+if row[1] ~= 'active' then
+  return redis.error_reply('EMQSTATE job is ' .. row[1] .. ', not active')
+end
+if tonumber(row[2]) ~= token then
+  return redis.error_reply('EMQFENCE token ' .. ARGV[2] .. ' is stale, current is ' .. tostring(row[2]))
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], 'XX', now + lease, ARGV[1])
+return 1

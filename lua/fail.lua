@@ -1,0 +1,60 @@
+-- EchoMQ v1 `fail` (PROTOCOL.md "Scripts", fenced verb).
+-- KEYS[1] job row   emq:{q}:job:<id>
+-- KEYS[2] active    emq:{q}:active
+-- KEYS[3] pending   emq:{q}:pending
+-- KEYS[4] delayed   emq:{q}:delayed
+-- KEYS[5] failed    emq:{q}:failed
+-- ARGV[1] id            JOB-namespaced id
+-- ARGV[2] token         the fencing token the claim handed out
+-- ARGV[3] error         text stored in `last_error`
+-- ARGV[4] max_attempts  positive integer
+-- ARGV[5] backoff_ms    non-negative integer; > 0 sends a retry to delayed, due after it
+-- ARGV[6] priority      non-negative integer, the retry's pending score
+-- Replies: 'retry' while attempts < max_attempts, else 'failed';
+--          errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE (in that order of checks).
+if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
+  return redis.error_reply('EMQKIND job id must be JOB-namespaced')
+end
+local function int(v, min)
+  local n = tonumber(v)
+  if n == nil or n < min or n ~= math.floor(n) or n > 9007199254740991 then return nil end
+  return n
+end
+local token = int(ARGV[2], 1)
+if token == nil then return redis.error_reply('EMQARG token must be a positive integer') end
+if ARGV[3] == nil then return redis.error_reply('EMQARG error text is missing') end
+local max_attempts = int(ARGV[4], 1)
+if max_attempts == nil then return redis.error_reply('EMQARG max_attempts must be a positive integer') end
+local backoff = int(ARGV[5], 0)
+if backoff == nil then return redis.error_reply('EMQARG backoff_ms must be a non-negative integer') end
+local priority = int(ARGV[6], 0)
+if priority == nil then return redis.error_reply('EMQARG priority must be a non-negative integer') end
+local row = redis.call('HMGET', KEYS[1], 'state', 'attempts')
+if row[1] == false then
+  return redis.error_reply('EMQNOJOB no such job')
+end
+if row[1] ~= 'active' then
+  return redis.error_reply('EMQSTATE job is ' .. row[1] .. ', not active')
+end
+local attempts = tonumber(row[2])
+if attempts ~= token then
+  return redis.error_reply('EMQFENCE token ' .. ARGV[2] .. ' is stale, current is ' .. tostring(row[2]))
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+if attempts < max_attempts then
+  if backoff > 0 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('HSET', KEYS[1], 'state', 'delayed', 'last_error', ARGV[3])
+    redis.call('ZADD', KEYS[4], now + backoff, ARGV[1])
+  else
+    redis.call('HSET', KEYS[1], 'state', 'pending', 'last_error', ARGV[3])
+    redis.call('ZADD', KEYS[3], priority, ARGV[1])
+  end
+  return 'retry'
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'state', 'failed', 'last_error', ARGV[3])
+redis.call('ZADD', KEYS[5], now, ARGV[1])
+return 'failed'

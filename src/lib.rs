@@ -1,0 +1,11 @@
+//! emq-bench: a load harness, latency recorder and invariant checker for EchoMQ, the Valkey job
+//! queue whose every state change is one Lua script (`../shared/PROTOCOL.md`, EchoMQ v1).
+//!
+//! Modules, one concern each:
+//! - [`cli`]: the command line (clap derive), no logic.
+//! - [`protocol`]: keyspace builders, job ids, the script registry and one typed function per verb.
+//! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
+
+pub mod cli;
+pub mod protocol;
+pub mod server;

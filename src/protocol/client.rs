@@ -1,0 +1,97 @@
+//! The EchoMQ v1 client: one pipelined connection plus the script registry. The verbs live one
+//! per file in `verbs/`, each a typed function over [`EchoClient::call`].
+
+use super::error::CallError;
+use super::registry::ScriptRegistry;
+use super::script::Script;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connection settings. redis-rs times async calls out after 500 ms and leaves TCP_NODELAY off
+/// by default; both are set here on purpose.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOptions {
+    /// Time to establish the TCP connection (and AUTH/SELECT), ms resolution.
+    pub connect_timeout: Duration,
+    /// Time to wait for one reply; past it the call is an unknown outcome ([`CallError::Timeout`]).
+    pub response_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions { connect_timeout: Duration::from_secs(2), response_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// Opens a multiplexed (pipelining) connection to `url` with TCP_NODELAY on.
+///
+/// Requests from clones of the returned connection share one socket and may be in flight
+/// together; replies come back in order. Errors: a bad URL or a failed connect, classified.
+pub async fn connect(url: &str, opts: ConnectOptions) -> Result<MultiplexedConnection, CallError> {
+    let client = redis::Client::open(url).map_err(|e| CallError::Connection(format!("{url}: {e}")))?;
+    let info =
+        client.get_connection_info().clone().set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+    let client = redis::Client::open(info).map_err(|e| CallError::Connection(e.to_string()))?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(opts.connect_timeout))
+        .set_response_timeout(Some(opts.response_timeout));
+    client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| CallError::from_redis(&e))
+}
+
+/// A connection and the scripts it calls. Cheap to clone: clones share the socket and the
+/// registry, so each load task holds its own handle and keeps its own requests in flight.
+#[derive(Clone)]
+pub struct EchoClient {
+    conn: MultiplexedConnection,
+    registry: Arc<ScriptRegistry>,
+}
+
+impl EchoClient {
+    /// Connects to `url` and `SCRIPT LOAD`s every script of `registry`.
+    ///
+    /// Errors: the connect failure or the first failed load.
+    pub async fn connect(
+        url: &str,
+        opts: ConnectOptions,
+        registry: Arc<ScriptRegistry>,
+    ) -> Result<EchoClient, CallError> {
+        let mut conn = connect(url, opts).await?;
+        registry.load_all(&mut conn).await?;
+        Ok(EchoClient { conn, registry })
+    }
+
+    /// Wraps an open connection without loading anything (calls still survive NOSCRIPT).
+    pub fn from_connection(conn: MultiplexedConnection, registry: Arc<ScriptRegistry>) -> EchoClient {
+        EchoClient { conn, registry }
+    }
+
+    /// The registry the client calls.
+    pub fn registry(&self) -> &ScriptRegistry {
+        &self.registry
+    }
+
+    /// The underlying connection, for plain commands (INFO, SCAN, ...).
+    pub fn connection(&mut self) -> &mut MultiplexedConnection {
+        &mut self.conn
+    }
+
+    /// Starts `EVALSHA <sha of script> <numkeys>`.
+    pub(crate) fn evalsha(&self, script: Script, numkeys: usize) -> Cmd {
+        self.registry.evalsha(script, numkeys)
+    }
+
+    /// Sends a command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
+    pub(crate) async fn call(&mut self, script: Script, cmd: &Cmd) -> Result<Value, CallError> {
+        self.registry.run(&mut self.conn, script, cmd).await
+    }
+}
+
+/// Reads an integer reply, or says which verb got which shape instead.
+pub(crate) fn int_reply(script: Script, value: &Value) -> Result<i64, CallError> {
+    match value {
+        Value::Int(n) => Ok(*n),
+        other => Err(CallError::Reply(format!("{} replied {other:?}, expected an integer", script.name()))),
+    }
+}

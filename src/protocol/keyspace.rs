@@ -1,0 +1,247 @@
+//! The gated keyspace builders (PROTOCOL.md "Keyspace"): queue names and job ids are checked
+//! host-side, so an ill-formed name or id is an error before anything reaches the wire.
+
+use std::fmt;
+
+/// Why a queue name or a job id was refused by the host-side gate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyspaceError {
+    /// The queue name is not 1–64 bytes of `[A-Za-z0-9_.-]`.
+    #[error("queue name {name:?} is refused: {reason} (PROTOCOL.md: 1-64 bytes of [A-Za-z0-9_.-])")]
+    QueueName {
+        /// The refused name, verbatim.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The job id is not `JOB` + a 26-character lowercase Crockford-base32 ULID.
+    #[error("job id {id:?} is refused: {reason} (PROTOCOL.md: JOB + 26-char lowercase Crockford-base32 ULID)")]
+    JobId {
+        /// The refused id (lossy UTF-8).
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+/// A checked queue name: 1–64 bytes of `[A-Za-z0-9_.-]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueName(String);
+
+impl QueueName {
+    /// Checks `name` against the protocol's queue-name rule.
+    ///
+    /// Errors: [`KeyspaceError::QueueName`] for an empty name, one over 64 bytes, or a byte
+    /// outside `[A-Za-z0-9_.-]` (braces would break the `{q}` hash tag, `:` the key layout).
+    pub fn new(name: &str) -> Result<QueueName, KeyspaceError> {
+        let refuse = |reason| KeyspaceError::QueueName { name: name.to_string(), reason };
+        if name.is_empty() {
+            return Err(refuse("it is empty"));
+        }
+        if name.len() > 64 {
+            return Err(refuse("it is longer than 64 bytes"));
+        }
+        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
+            return Err(refuse("it has a byte outside [A-Za-z0-9_.-]"));
+        }
+        Ok(QueueName(name.to_string()))
+    }
+
+    /// The name as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Length of a job id in bytes: `JOB` + 26 ULID characters.
+pub const JOB_ID_LEN: usize = 29;
+
+/// Crockford base32 in lowercase: the ULID alphabet without i, l, o, u.
+const CROCKFORD_LOWER: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+
+/// A checked job id: `JOB` + a 26-character lowercase Crockford-base32 ULID, 29 bytes inline.
+///
+/// `Copy` and allocation-free, so the hot path can pass ids around by value. Byte order of
+/// two ids is their mint order (the ULID is time-ordered), which the pending set relies on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId([u8; JOB_ID_LEN]);
+
+impl JobId {
+    /// Checks `bytes` against the protocol's job-id rule.
+    ///
+    /// Errors: [`KeyspaceError::JobId`] when the length is not 29, the `JOB` prefix is
+    /// missing, a character is not lowercase Crockford base32, or the ULID overflows 128 bits
+    /// (first character above `7`).
+    pub fn parse(bytes: &[u8]) -> Result<JobId, KeyspaceError> {
+        let refuse = |reason| KeyspaceError::JobId { id: String::from_utf8_lossy(bytes).into_owned(), reason };
+        if bytes.len() != JOB_ID_LEN {
+            return Err(refuse("it is not 29 bytes long"));
+        }
+        if &bytes[..3] != b"JOB" {
+            return Err(refuse("it does not start with JOB"));
+        }
+        if !bytes[3..].iter().all(|b| CROCKFORD_LOWER.contains(b)) {
+            return Err(refuse("the ULID part is not lowercase Crockford base32"));
+        }
+        if bytes[3] > b'7' {
+            return Err(refuse("the ULID part overflows 128 bits"));
+        }
+        let mut id = [0u8; JOB_ID_LEN];
+        id.copy_from_slice(bytes);
+        Ok(JobId(id))
+    }
+
+    /// Builds an id from a ULID (always well-formed, so infallible).
+    pub fn from_ulid(ulid: ulid::Ulid) -> JobId {
+        let mut id = [0u8; JOB_ID_LEN];
+        id[..3].copy_from_slice(b"JOB");
+        let mut text = [0u8; ulid::ULID_LEN];
+        ulid.array_to_str(&mut text);
+        text.make_ascii_lowercase();
+        id[3..].copy_from_slice(&text);
+        JobId(id)
+    }
+
+    /// The ULID inside the id.
+    pub fn ulid(&self) -> ulid::Ulid {
+        // Safe to unwrap: the constructor checked the alphabet and the 128-bit range.
+        ulid::Ulid::from_string(self.as_str().get(3..).unwrap_or_default()).expect("checked ULID")
+    }
+
+    /// The id's 29 bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The id as text (always ASCII).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("job ids are ASCII")
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobId({})", self.as_str())
+    }
+}
+
+/// Every key of one queue, built once (PROTOCOL.md "Keyspace"): all share the hash tag `{q}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueKeys {
+    /// The queue's checked name.
+    pub queue: QueueName,
+    /// `emq:{q}:job:`, the prefix of every job row and the prefix ARGV of claim/reap/promote.
+    pub job_prefix: String,
+    /// `emq:{q}:pending` (ZSET, score = priority).
+    pub pending: String,
+    /// `emq:{q}:delayed` (ZSET, score = due time, server ms).
+    pub delayed: String,
+    /// `emq:{q}:active` (ZSET, score = lease deadline, server ms).
+    pub active: String,
+    /// `emq:{q}:completed` (ZSET, score = finish time, server ms).
+    pub completed: String,
+    /// `emq:{q}:failed` (ZSET, score = finish time, server ms).
+    pub failed: String,
+}
+
+impl QueueKeys {
+    /// Builds the keys of queue `queue`.
+    pub fn new(queue: QueueName) -> QueueKeys {
+        let base = format!("emq:{{{}}}:", queue.as_str());
+        QueueKeys {
+            job_prefix: format!("{base}job:"),
+            pending: format!("{base}pending"),
+            delayed: format!("{base}delayed"),
+            active: format!("{base}active"),
+            completed: format!("{base}completed"),
+            failed: format!("{base}failed"),
+            queue,
+        }
+    }
+
+    /// The row key `emq:{q}:job:<id>`; the id was checked when the [`JobId`] was made.
+    pub fn job_key(&self, id: &JobId) -> String {
+        let mut key = String::with_capacity(self.job_prefix.len() + JOB_ID_LEN);
+        key.push_str(&self.job_prefix);
+        key.push_str(id.as_str());
+        key
+    }
+
+    /// `emq:{q}:*`, the SCAN pattern that matches every key of this queue and no other.
+    pub fn scan_pattern(&self) -> String {
+        format!("emq:{{{}}}:*", self.queue.as_str())
+    }
+
+    /// The five location sets, in the order of the `state` values they hold.
+    pub fn location_sets(&self) -> [(&'static str, &str); 5] {
+        [
+            ("pending", &self.pending),
+            ("delayed", &self.delayed),
+            ("active", &self.active),
+            ("completed", &self.completed),
+            ("failed", &self.failed),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_follow_the_protocol_rule() {
+        assert!(QueueName::new("bench-0").is_ok());
+        assert!(QueueName::new("a.B_c-9").is_ok());
+        assert!(QueueName::new(&"x".repeat(64)).is_ok());
+        for bad in ["", "has space", "brace{", "colon:x", "ümlaut", &"x".repeat(65)] {
+            assert!(matches!(QueueName::new(bad), Err(KeyspaceError::QueueName { .. })), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn job_ids_follow_the_protocol_rule() {
+        let good = "JOB01arz3ndektsv4rrffq69g5fav";
+        assert_eq!(JobId::parse(good.as_bytes()).unwrap().as_str(), good);
+        for bad in [
+            "job01arz3ndektsv4rrffq69g5fav",  // prefix case
+            "JOB01ARZ3NDEKTSV4RRFFQ69G5FAV",  // uppercase ULID
+            "JOB01arz3ndektsv4rrffq69g5fa",   // short
+            "JOB01arz3ndektsv4rrffq69g5favv", // long
+            "JOB01arz3ndektsv4rrffq69g5fai",  // i is not Crockford
+            "JOB81arz3ndektsv4rrffq69g5fav",  // overflows 128 bits
+            "XYZ01arz3ndektsv4rrffq69g5fav",
+        ] {
+            assert!(matches!(JobId::parse(bad.as_bytes()), Err(KeyspaceError::JobId { .. })), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn keys_share_the_queue_hash_tag() {
+        let keys = QueueKeys::new(QueueName::new("orders").unwrap());
+        let id = JobId::parse(b"JOB01arz3ndektsv4rrffq69g5fav").unwrap();
+        assert_eq!(keys.job_key(&id), "emq:{orders}:job:JOB01arz3ndektsv4rrffq69g5fav");
+        assert_eq!(keys.pending, "emq:{orders}:pending");
+        assert_eq!(keys.job_prefix, "emq:{orders}:job:");
+        assert_eq!(keys.scan_pattern(), "emq:{orders}:*");
+    }
+
+    #[test]
+    fn ulid_round_trips_through_the_id() {
+        let ulid = ulid::Ulid::from_parts(1_700_000_000_000, 42);
+        let id = JobId::from_ulid(ulid);
+        assert_eq!(id.ulid(), ulid);
+        assert!(JobId::parse(id.as_bytes()).is_ok());
+    }
+}

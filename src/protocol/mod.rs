@@ -1,0 +1,18 @@
+//! The EchoMQ v1 protocol client (PROTOCOL.md): gated keyspace builders, job-id minting, the
+//! script registry (`SCRIPT LOAD`, `EVALSHA`, NOSCRIPT recovery) and one typed function per verb.
+
+pub mod client;
+pub mod error;
+pub mod ids;
+pub mod keyspace;
+pub mod registry;
+pub mod script;
+pub mod verbs;
+
+pub use client::{ConnectOptions, EchoClient};
+pub use error::{CallError, RegistryError};
+pub use ids::JobIdGen;
+pub use keyspace::{JobId, KeyspaceError, QueueKeys, QueueName};
+pub use registry::ScriptRegistry;
+pub use script::{ErrorCode, Script};
+pub use verbs::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};

@@ -1,0 +1,32 @@
+//! `complete`: finish an active job, fenced by its token.
+
+use crate::protocol::client::{int_reply, EchoClient};
+use crate::protocol::error::CallError;
+use crate::protocol::keyspace::{JobId, QueueKeys};
+use crate::protocol::script::Script;
+
+/// What a complete did (PROTOCOL.md: reply 1 or 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompleteReply {
+    /// The job moved from active to completed (reply 1).
+    Completed,
+    /// The job was already completed with this same token: a safe retry (reply 0).
+    AlreadyCompleted,
+}
+
+impl EchoClient {
+    /// Runs `complete`: KEYS job, active, completed; ARGV id, token.
+    ///
+    /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` (stale token) as
+    /// [`CallError::Emq`], or a transport error.
+    pub async fn complete(&mut self, keys: &QueueKeys, id: &JobId, token: u64) -> Result<CompleteReply, CallError> {
+        let mut cmd = self.evalsha(Script::Complete, 3);
+        cmd.arg(keys.job_key(id)).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
+        let value = self.call(Script::Complete, &cmd).await?;
+        match int_reply(Script::Complete, &value)? {
+            1 => Ok(CompleteReply::Completed),
+            0 => Ok(CompleteReply::AlreadyCompleted),
+            n => Err(CallError::Reply(format!("complete replied {n}, expected 0 or 1"))),
+        }
+    }
+}

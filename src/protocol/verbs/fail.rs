@@ -1,0 +1,64 @@
+//! `fail`: end an attempt with an error; retry (pending or delayed) or give up (failed).
+
+use crate::protocol::client::EchoClient;
+use crate::protocol::error::CallError;
+use crate::protocol::keyspace::{JobId, QueueKeys};
+use crate::protocol::script::Script;
+use redis::Value;
+
+/// What a fail did (PROTOCOL.md: the string `retry` or `failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailReply {
+    /// attempts < max_attempts: back to pending, or to delayed when backoff_ms > 0.
+    Retry,
+    /// attempts reached max_attempts: the job is failed for good.
+    Failed,
+}
+
+/// The policy arguments of a `fail` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailArgs<'a> {
+    /// Text stored in the row's `last_error` field.
+    pub error: &'a str,
+    /// Attempts allowed in all (≥ 1); the job fails for good when `attempts` reaches it.
+    pub max_attempts: u32,
+    /// Retry delay in ms; 0 sends the retry straight back to pending.
+    pub backoff_ms: u64,
+    /// The retry's pending score (0 = highest).
+    pub priority: u64,
+}
+
+impl EchoClient {
+    /// Runs `fail`: KEYS job, active, pending, delayed, failed; ARGV id, token, error,
+    /// max_attempts, backoff_ms, priority.
+    ///
+    /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` as [`CallError::Emq`],
+    /// or a transport error.
+    pub async fn fail(
+        &mut self,
+        keys: &QueueKeys,
+        id: &JobId,
+        token: u64,
+        args: FailArgs<'_>,
+    ) -> Result<FailReply, CallError> {
+        let mut cmd = self.evalsha(Script::Fail, 5);
+        cmd.arg(keys.job_key(id))
+            .arg(&keys.active)
+            .arg(&keys.pending)
+            .arg(&keys.delayed)
+            .arg(&keys.failed)
+            .arg(id.as_bytes())
+            .arg(token)
+            .arg(args.error)
+            .arg(args.max_attempts)
+            .arg(args.backoff_ms)
+            .arg(args.priority);
+        match self.call(Script::Fail, &cmd).await? {
+            Value::BulkString(s) if s == b"retry" => Ok(FailReply::Retry),
+            Value::BulkString(s) if s == b"failed" => Ok(FailReply::Failed),
+            Value::SimpleString(s) if s == "retry" => Ok(FailReply::Retry),
+            Value::SimpleString(s) if s == "failed" => Ok(FailReply::Failed),
+            other => Err(CallError::Reply(format!("fail replied {other:?}, expected retry or failed"))),
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! `progress`: store a progress note on an active job, fenced by its token.
+
+use crate::protocol::client::{int_reply, EchoClient};
+use crate::protocol::error::CallError;
+use crate::protocol::keyspace::{JobId, QueueKeys};
+use crate::protocol::script::Script;
+
+impl EchoClient {
+    /// Runs `progress`: KEYS job; ARGV id, token, progress (opaque bytes, stored in the row's
+    /// `progress` field).
+    ///
+    /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` as [`CallError::Emq`],
+    /// a reply other than 1, or a transport error.
+    pub async fn progress(
+        &mut self,
+        keys: &QueueKeys,
+        id: &JobId,
+        token: u64,
+        progress: &[u8],
+    ) -> Result<(), CallError> {
+        let mut cmd = self.evalsha(Script::Progress, 1);
+        cmd.arg(keys.job_key(id)).arg(id.as_bytes()).arg(token).arg(progress);
+        let value = self.call(Script::Progress, &cmd).await?;
+        match int_reply(Script::Progress, &value)? {
+            1 => Ok(()),
+            n => Err(CallError::Reply(format!("progress replied {n}, expected 1"))),
+        }
+    }
+}

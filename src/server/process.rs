@@ -1,0 +1,177 @@
+//! Starting, probing and stopping one `valkey-server` process.
+
+use super::{find_server_binary, ServerError};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to start the embedded server.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// The binary (`--server-bin`); `None` searches as [`find_server_binary`] documents.
+    pub binary: Option<PathBuf>,
+    /// Extra config directives, each passed as `--name value` after the defaults so they
+    /// override them (e.g. `("save", "60 1000")` to turn snapshots back on).
+    pub config: Vec<(String, String)>,
+}
+
+/// A running `valkey-server` bound to 127.0.0.1 on a free port, with a private data
+/// directory. Dropping it kills the process and removes the directory.
+pub struct EmbeddedServer {
+    child: Child,
+    port: u16,
+    binary: PathBuf,
+    dir: PathBuf,
+}
+
+/// How long the server gets to answer its first PING.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl EmbeddedServer {
+    /// Starts a server and waits until it answers PING.
+    ///
+    /// Defaults: `--bind 127.0.0.1`, `--save ""`, `--appendonly no` (persistence off),
+    /// `--loglevel warning`, then `options.config`. A port taken between probing and binding
+    /// is retried with another port (three tries). Errors: [`ServerError`].
+    pub fn start(options: &ServerOptions) -> Result<EmbeddedServer, ServerError> {
+        let binary = find_server_binary(options.binary.as_deref())?;
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::start_once(&binary, &options.config) {
+                Ok(server) => return Ok(server),
+                Err(err @ ServerError::NotReady { .. }) => last = Some(err),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last.expect("three tries"))
+    }
+
+    fn start_once(binary: &Path, config: &[(String, String)]) -> Result<EmbeddedServer, ServerError> {
+        let spawn_err = |source| ServerError::Spawn { binary: binary.to_path_buf(), source };
+        let port = free_port().map_err(spawn_err)?;
+        let dir = std::env::temp_dir().join(format!("emq-bench-valkey-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(spawn_err)?;
+        let log = std::fs::File::create(dir.join("server.log")).map_err(spawn_err)?;
+        let mut cmd = Command::new(binary);
+        cmd.arg("--port").arg(port.to_string());
+        for (name, value) in [("bind", "127.0.0.1"), ("save", ""), ("appendonly", "no"), ("loglevel", "warning")] {
+            cmd.arg(format!("--{name}")).arg(value);
+        }
+        cmd.arg("--dir").arg(&dir);
+        for (name, value) in config {
+            cmd.arg(format!("--{name}")).arg(value);
+        }
+        cmd.stdin(Stdio::null()).stdout(log.try_clone().map_err(spawn_err)?).stderr(log);
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().map_err(spawn_err)?;
+        let mut server = EmbeddedServer { child, port, binary: binary.to_path_buf(), dir };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), ServerError> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(self.not_ready(format!("it exited with {status}")));
+            }
+            if ping(self.port).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(self.not_ready(format!("no PONG within {READY_TIMEOUT:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn not_ready(&self, reason: String) -> ServerError {
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+        ServerError::NotReady { binary: self.binary.clone(), port: self.port, reason, log }
+    }
+
+    /// The loopback port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/`, the URL clients connect to.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The binary that was started.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
+    /// The server's process id (for CPU accounting from /proc, or pinning with taskset).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the server now (SIGTERM, then SIGKILL after 2 s) and removes its directory.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SIGTERM lets valkey exit cleanly; a stuck server is killed after a grace period.
+            // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for EmbeddedServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A port the kernel just gave out on 127.0.0.1 (free now; `start` retries if it is taken).
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// One inline PING; Ok when the reply is `+PONG`.
+fn ping(port: u16) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))?;
+    stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+    stream.write_all(b"PING\r\n")?;
+    let mut reply = [0u8; 7];
+    stream.read_exact(&mut reply)?;
+    if &reply == b"+PONG\r\n" {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("not PONG (still loading?)"))
+    }
+}
+
+/// Asks the kernel to SIGTERM the server if this process dies (even by SIGKILL), so a killed
+/// test run or harness never leaves a server behind.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}
