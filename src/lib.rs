@@ -7,5 +7,8 @@
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 
 pub mod cli;
+pub mod load;
 pub mod protocol;
+pub mod scenario;
 pub mod server;
+pub mod target;

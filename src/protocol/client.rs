@@ -4,8 +4,8 @@
 use super::error::CallError;
 use super::registry::ScriptRegistry;
 use super::script::Script;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Cmd, Value};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,26 +25,33 @@ impl Default for ConnectOptions {
     }
 }
 
-/// Opens a multiplexed (pipelining) connection to `url` with TCP_NODELAY on.
+/// Opens a pipelining connection to `url` with TCP_NODELAY on, that reconnects by itself.
 ///
 /// Requests from clones of the returned connection share one socket and may be in flight
-/// together; replies come back in order. Errors: a bad URL or a failed connect, classified.
-pub async fn connect(url: &str, opts: ConnectOptions) -> Result<MultiplexedConnection, CallError> {
+/// together; replies come back in order. A lost connection fails the requests in flight (an
+/// unknown outcome) and is re-established with exponential backoff (10 ms doubling to 1 s) by
+/// redis-rs' `ConnectionManager`, so a run survives a server restart.
+/// Errors: a bad URL or a failed first connect, classified.
+pub async fn connect(url: &str, opts: ConnectOptions) -> Result<ConnectionManager, CallError> {
     let client = redis::Client::open(url).map_err(|e| CallError::Connection(format!("{url}: {e}")))?;
     let info =
         client.get_connection_info().clone().set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
     let client = redis::Client::open(info).map_err(|e| CallError::Connection(e.to_string()))?;
-    let config = AsyncConnectionConfig::new()
+    let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(opts.connect_timeout))
-        .set_response_timeout(Some(opts.response_timeout));
-    client.get_multiplexed_async_connection_with_config(&config).await.map_err(|e| CallError::from_redis(&e))
+        .set_response_timeout(Some(opts.response_timeout))
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_secs(1))
+        .set_exponent_base(2.0)
+        .set_number_of_retries(3);
+    ConnectionManager::new_with_config(client, config).await.map_err(|e| CallError::from_redis(&e))
 }
 
 /// A connection and the scripts it calls. Cheap to clone: clones share the socket and the
 /// registry, so each load task holds its own handle and keeps its own requests in flight.
 #[derive(Clone)]
 pub struct EchoClient {
-    conn: MultiplexedConnection,
+    conn: ConnectionManager,
     registry: Arc<ScriptRegistry>,
 }
 
@@ -63,7 +70,7 @@ impl EchoClient {
     }
 
     /// Wraps an open connection without loading anything (calls still survive NOSCRIPT).
-    pub fn from_connection(conn: MultiplexedConnection, registry: Arc<ScriptRegistry>) -> EchoClient {
+    pub fn from_connection(conn: ConnectionManager, registry: Arc<ScriptRegistry>) -> EchoClient {
         EchoClient { conn, registry }
     }
 
@@ -73,7 +80,7 @@ impl EchoClient {
     }
 
     /// The underlying connection, for plain commands (INFO, SCAN, ...).
-    pub fn connection(&mut self) -> &mut MultiplexedConnection {
+    pub fn connection(&mut self) -> &mut ConnectionManager {
         &mut self.conn
     }
 

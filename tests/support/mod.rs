@@ -4,7 +4,7 @@
 
 use emq_bench::protocol::{CallError, EchoClient, QueueKeys, QueueName, Script, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
-use redis::aio::MultiplexedConnection;
+use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -45,17 +45,17 @@ pub async fn raw(client: &mut EchoClient, script: Script, keys: &[&str], args: &
 }
 
 /// The row at `key`, field → value.
-pub async fn row(conn: &mut MultiplexedConnection, key: &str) -> BTreeMap<String, Vec<u8>> {
+pub async fn row(conn: &mut ConnectionManager, key: &str) -> BTreeMap<String, Vec<u8>> {
     conn.hgetall(key).await.unwrap()
 }
 
 /// The score of `member` in `zset`, if it is a member.
-pub async fn score(conn: &mut MultiplexedConnection, zset: &str, member: &str) -> Option<f64> {
+pub async fn score(conn: &mut ConnectionManager, zset: &str, member: &str) -> Option<f64> {
     conn.zscore(zset, member).await.unwrap()
 }
 
 /// A `DUMP` of every key of queue `keys` (sorted by key), to prove a call changed nothing.
-pub async fn snapshot(conn: &mut MultiplexedConnection, keys: &QueueKeys) -> Vec<(String, Vec<u8>)> {
+pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> Vec<(String, Vec<u8>)> {
     let mut names: Vec<String> = conn.keys(keys.scan_pattern()).await.unwrap();
     names.sort();
     let mut out = Vec::new();
@@ -67,7 +67,7 @@ pub async fn snapshot(conn: &mut MultiplexedConnection, keys: &QueueKeys) -> Vec
 }
 
 /// The server's clock in ms (the scripts' time source).
-pub async fn server_ms(conn: &mut MultiplexedConnection) -> u64 {
+pub async fn server_ms(conn: &mut ConnectionManager) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
 }

@@ -1,0 +1,110 @@
+//! Job payloads: random-looking bytes of the drawn size that carry the job's identity and a
+//! checksum, so a claim can verify the bytes it got back (invariant I4, payload-intact).
+//!
+//! Layout (little-endian checksum):
+//! `[0..16)` the job's ULID as a big-endian u128 · `[16..20)` CRC-32 of `[0..16) ++ [20..)` ·
+//! `[20..)` filler copied from a per-thread random pool at an offset taken from the ULID.
+//! Copying from a pool instead of drawing fresh random bytes keeps the hot path cheap.
+
+use crate::protocol::JobId;
+use rand::{RngCore, SeedableRng};
+
+/// Bytes of header: 16 of identity, 4 of checksum. The smallest payload the harness sends.
+pub const HEADER_LEN: usize = 20;
+
+/// Size of the random filler pool, bytes.
+const POOL_LEN: usize = 1 << 20;
+
+/// A pool of random filler bytes; one per load thread.
+pub struct PayloadPool {
+    pool: Vec<u8>,
+}
+
+/// What a payload check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadCheck {
+    /// Identity and checksum match.
+    Intact,
+    /// Shorter than the 20-byte header.
+    TooShort,
+    /// The header names another job.
+    WrongId,
+    /// The bytes were changed.
+    BadChecksum,
+}
+
+impl PayloadPool {
+    /// A pool of 1 MiB of bytes drawn from `seed`.
+    pub fn new(seed: u64) -> PayloadPool {
+        let mut pool = vec![0u8; POOL_LEN];
+        rand::rngs::SmallRng::seed_from_u64(seed).fill_bytes(&mut pool);
+        PayloadPool { pool }
+    }
+
+    /// Writes the payload of job `id` with `size` bytes (at least [`HEADER_LEN`]) into `out`,
+    /// replacing its contents; `out`'s capacity is reused.
+    pub fn build(&self, id: &JobId, size: usize, out: &mut Vec<u8>) {
+        let size = size.max(HEADER_LEN);
+        let ulid = id.ulid().0;
+        out.clear();
+        out.extend_from_slice(&ulid.to_be_bytes());
+        out.extend_from_slice(&[0; 4]);
+        let mut offset = (ulid as usize) % POOL_LEN;
+        while out.len() < size {
+            let take = (size - out.len()).min(POOL_LEN - offset);
+            out.extend_from_slice(&self.pool[offset..offset + take]);
+            offset = 0;
+        }
+        let crc = checksum(out);
+        out[16..20].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// The CRC-32 of a payload, over everything but its checksum field.
+pub fn checksum(payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&payload[..16.min(payload.len())]);
+    if payload.len() > HEADER_LEN {
+        hasher.update(&payload[HEADER_LEN..]);
+    }
+    hasher.finalize()
+}
+
+/// Checks that `payload` is the intact payload of job `id`.
+pub fn verify(id: &JobId, payload: &[u8]) -> PayloadCheck {
+    if payload.len() < HEADER_LEN {
+        return PayloadCheck::TooShort;
+    }
+    if payload[..16] != id.ulid().0.to_be_bytes() {
+        return PayloadCheck::WrongId;
+    }
+    let stored = u32::from_le_bytes(payload[16..20].try_into().expect("4 bytes"));
+    if stored != checksum(payload) {
+        return PayloadCheck::BadChecksum;
+    }
+    PayloadCheck::Intact
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::JobIdGen;
+
+    #[test]
+    fn built_payloads_verify_and_any_change_is_caught() {
+        let pool = PayloadPool::new(1);
+        let mut ids = JobIdGen::new(1);
+        let (id, other) = (ids.next_id(), ids.next_id());
+        let mut buf = Vec::new();
+        for size in [0, 20, 21, 100, 4096, POOL_LEN + 10] {
+            pool.build(&id, size, &mut buf);
+            assert_eq!(buf.len(), size.max(HEADER_LEN));
+            assert_eq!(verify(&id, &buf), PayloadCheck::Intact);
+            assert_eq!(verify(&other, &buf), PayloadCheck::WrongId);
+            let last = buf.len() - 1;
+            buf[last] ^= 1;
+            assert_eq!(verify(&id, &buf), PayloadCheck::BadChecksum);
+        }
+        assert_eq!(verify(&id, &buf[..10]), PayloadCheck::TooShort);
+    }
+}

@@ -1,0 +1,74 @@
+//! Scenario files (`scenarios/*.toml`): the raw file model, its validation, and
+//! the resolved [`Plan`] the load driver runs.
+//!
+//! Two layers (STYLE.md habit 4):
+//! - the raw layer mirrors the file, one struct per TOML table, every struct
+//!   `#[serde(deny_unknown_fields)]` (habit 3): [`Scenario`] (`file.rs`),
+//!   [`Target`], [`Producers`], [`Consumers`], [`Maintenance`], with [`Dist`]
+//!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] (`units.rs`).
+//!   Defaults live in the raw structs' `Default` impls, so a serialized
+//!   [`Scenario`] shows every value the run used.
+//! - [`validate`] resolves it into a [`Plan`] (`plan.rs`): `Duration`s, byte
+//!   counts, checked [`Fraction`]s, queue names, samplers.
+//!
+//! Errors: syntax, type, unknown-field and unit errors come from the toml crate
+//! with line, column and caret; rule violations are [`ScenarioError::Invalid`] with
+//! the file, the key's line, the field, the value found and what was expected.
+
+mod consumers;
+mod context;
+mod dist;
+mod error;
+mod file;
+mod maintenance;
+mod plan;
+mod producers;
+mod sampler;
+mod target;
+mod units;
+pub mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+pub use consumers::{BackoffSpec, Consumers, ExtendSpec};
+pub use dist::{Dist, LogNormalSpec};
+pub use error::ScenarioError;
+pub use file::{Queues, Scenario};
+pub use maintenance::Maintenance;
+pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
+pub use producers::{Arrival, Producers};
+pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
+pub use target::{redact_url, Target};
+pub use units::{HumanDuration, HumanSize};
+
+/// Smallest payload in bytes: every payload starts with the harness's 20-byte
+/// header (used to check I4 payload-intact), so each configured size must fit it.
+pub const MIN_PAYLOAD: u64 = crate::load::payload::HEADER_LEN as u64;
+
+/// Reads and resolves the scenario file at `path`.
+///
+/// # Errors
+/// [`ScenarioError::Read`] if the file cannot be read, else as [`parse`].
+pub fn load(path: &Path) -> Result<Plan, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.to_owned(), source })?;
+    parse(&text, path)
+}
+
+/// Parses and resolves scenario `text`; `path` is used only in messages and
+/// recorded as [`Plan::source`].
+///
+/// # Errors
+/// [`ScenarioError::Syntax`] for TOML syntax, type, unknown-field, unit-string and
+/// missing-key errors (the toml crate's full message); [`ScenarioError::Invalid`]
+/// for a value that breaks a rule of the format.
+pub fn parse(text: &str, path: &Path) -> Result<Plan, ScenarioError> {
+    let raw: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Syntax {
+        path: path.to_owned(),
+        line: e.span().map(|s| text[..s.start].matches('\n').count() + 1),
+        message: e.to_string().trim_end().to_owned(),
+    })?;
+    validate::resolve(raw, text, path)
+}

@@ -1,0 +1,255 @@
+//! The resolved, typed plan: what the load driver sees (STYLE.md habit 4).
+//!
+//! Every value here is checked and in its working unit (`Duration`, bytes,
+//! [`Fraction`], samplers); nothing on the hot path parses a string.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rand::Rng;
+
+use super::error::ScenarioError;
+use super::file::Scenario;
+use super::producers::Arrival;
+use super::sampler::{DurationSampler, SizeSampler};
+use super::units::HumanDuration;
+
+/// A validated scenario, plus any command-line overrides.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The file the plan came from (for messages and results).
+    pub source: PathBuf,
+    /// The raw scenario, updated with overrides, for `summary.json`. Note that
+    /// `target.url` may hold a password: serialize `scenario.target.redacted()`.
+    pub scenario: Scenario,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `seed`: the root of every RNG in the run.
+    pub seed: u64,
+    /// When producers stop.
+    pub stop: Stop,
+    /// Leading time whose latencies are not recorded.
+    pub warmup: Duration,
+    /// Longest wait after producers stop for every job to be `completed` or `failed`.
+    pub drain: Duration,
+    /// Resolved queue names, each valid per PROTOCOL.md (1-64 bytes of `[A-Za-z0-9_.-]`).
+    pub queues: Vec<String>,
+    /// The server to drive.
+    pub target: TargetPlan,
+    /// `[producers]`, resolved.
+    pub producers: ProducerPlan,
+    /// `[consumers]`, resolved.
+    pub consumers: ConsumerPlan,
+    /// `[maintenance]`, resolved.
+    pub maintenance: MaintenancePlan,
+}
+
+impl Plan {
+    /// Applies the CLI's `--duration` and `--seed`. A duration replaces the file's
+    /// `duration` or `jobs` (the run becomes time-bounded).
+    ///
+    /// # Errors
+    /// [`ScenarioError::Override`] if the duration is zero or not longer than `warmup`.
+    pub fn with_overrides(mut self, duration: Option<Duration>, seed: Option<u64>) -> Result<Self, ScenarioError> {
+        if let Some(d) = duration {
+            if d.is_zero() || d <= self.warmup {
+                return Err(ScenarioError::Override {
+                    path: self.source.clone(),
+                    flag: "--duration".to_owned(),
+                    found: humantime::format_duration(d).to_string(),
+                    expected: format!("a duration longer than warmup ({})", humantime::format_duration(self.warmup)),
+                });
+            }
+            self.stop = Stop::Duration(d);
+            self.scenario.duration = Some(HumanDuration::from_duration(d));
+            self.scenario.jobs = None;
+        }
+        if let Some(s) = seed {
+            self.seed = s;
+            self.scenario.seed = s;
+        }
+        Ok(self)
+    }
+}
+
+/// When the producers stop (`duration` or `jobs` in the file, exactly one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// After this long (including warmup).
+    Duration(Duration),
+    /// After this many enqueue calls in total, over all producers (>= 1).
+    Jobs(u64),
+}
+
+/// The server a run drives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetPlan {
+    /// Start a `valkey-server` with these extra `--name value` options.
+    Embedded {
+        /// Option name -> value, from `target.server`.
+        options: BTreeMap<String, String>,
+    },
+    /// Connect to this `redis://` or `rediss://` URL.
+    Url(String),
+}
+
+/// A probability in [0, 1], checked at resolution.
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
+pub struct Fraction(f64);
+
+impl Fraction {
+    /// Never.
+    pub const ZERO: Self = Self(0.0);
+
+    /// `Some` when `p` is finite and within [0, 1].
+    pub fn new(p: f64) -> Option<Self> {
+        (p.is_finite() && (0.0..=1.0).contains(&p)).then_some(Self(p))
+    }
+
+    /// The probability.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// One Bernoulli draw: true with probability `self`. Draws nothing when zero,
+    /// so adding a zero fraction does not shift the RNG stream.
+    pub fn draw(self, rng: &mut impl Rng) -> bool {
+        self.0 > 0.0 && rng.random_bool(self.0)
+    }
+}
+
+/// Open-loop pacing: arrivals at a fixed total rate, independent of service time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpenLoop {
+    /// Total jobs per second over all producers (> 0, finite).
+    pub rate_per_sec: f64,
+    /// How inter-arrival gaps are drawn.
+    pub arrival: Arrival,
+}
+
+/// `[producers]`, resolved.
+#[derive(Debug, Clone)]
+pub struct ProducerPlan {
+    /// Producer tasks (may be 0).
+    pub count: u32,
+    /// Connections (>= 1, <= count when count > 0); task `i` uses connection `i % connections`.
+    pub connections: u32,
+    /// Requests in flight per task (>= 1).
+    pub pipeline: u32,
+    /// `Some` = open loop at this rate; `None` = closed loop.
+    pub open_loop: Option<OpenLoop>,
+    /// Payload sizes in bytes (each >= [`MIN_PAYLOAD`](super::MIN_PAYLOAD)).
+    pub payload: SizeSampler,
+    /// Share of jobs sent with `enqueue_delayed`.
+    pub delayed: Fraction,
+    /// Delay of a delayed job (`delay_ms` ARGV).
+    pub delay: DurationSampler,
+    /// Share of jobs sent with a priority from `priorities`.
+    pub priority: Fraction,
+    /// Priorities drawn uniformly; non-empty when `priority` > 0.
+    pub priorities: Vec<u32>,
+    /// Share of enqueues repeating an already used id.
+    pub duplicate: Fraction,
+    /// `max_attempts` ARGV of `fail` (>= 1).
+    pub max_attempts: u32,
+}
+
+/// `[consumers]`, resolved.
+#[derive(Debug, Clone)]
+pub struct ConsumerPlan {
+    /// Consumer tasks (may be 0).
+    pub count: u32,
+    /// Connections (>= 1, <= count when count > 0).
+    pub connections: u32,
+    /// Requests in flight per task (>= 1).
+    pub pipeline: u32,
+    /// `claim` count ARGV, 1..=1000.
+    pub batch: u32,
+    /// `claim`/`extend` lease (>= 1ms; send `as_millis()`).
+    pub lease: Duration,
+    /// Simulated work per job.
+    pub work: DurationSampler,
+    /// Share of attempts that call `fail`.
+    pub fail: Fraction,
+    /// Retry delay after a failed attempt.
+    pub backoff: Backoff,
+    /// Share of attempts abandoned (lease left to expire); `fail + stall <= 1`.
+    pub stall: Fraction,
+    /// Share of stalled jobs later completed with the stale token (expect `EMQFENCE`/`EMQSTATE`).
+    pub zombie: Fraction,
+    /// Delay before a zombie's stale `complete`.
+    pub zombie_delay: Duration,
+    /// `progress` calls per job, spread over its work.
+    pub progress: u32,
+    /// `Some(interval)`: call `extend` every interval while a job's work runs
+    /// (ticks from the start of the work; interval < lease). `None`: never.
+    pub extend_every: Option<Duration>,
+    /// Sleep after a claim that returned no job.
+    pub poll: Duration,
+}
+
+/// Retry delay after a failed attempt (`backoff_ms` ARGV of `fail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backoff {
+    /// 0ms: the job goes straight back to pending.
+    #[default]
+    None,
+    /// The same delay every time.
+    Fixed(Duration),
+    /// `base x 2^(attempt - 1)`, capped at `max` (base <= max).
+    Exponential {
+        /// Delay after the first failed attempt.
+        base: Duration,
+        /// Cap.
+        max: Duration,
+    },
+}
+
+impl Backoff {
+    /// The delay after failed attempt number `attempt` (the fencing token, 1-based).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        match *self {
+            Backoff::None => Duration::ZERO,
+            Backoff::Fixed(d) => d,
+            Backoff::Exponential { base, max } => {
+                let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+                base.checked_mul(factor).map_or(max, |d| d.min(max))
+            }
+        }
+    }
+}
+
+/// `[maintenance]`, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaintenancePlan {
+    /// Interval between `reap` calls per queue (> 0).
+    pub reap: Duration,
+    /// Interval between `promote` calls per queue (> 0).
+    pub promote: Duration,
+    /// `limit` ARGV of both (1..=100000).
+    pub limit: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponential_backoff_doubles_and_caps() {
+        let b = Backoff::Exponential { base: Duration::from_millis(50), max: Duration::from_millis(300) };
+        let ms: Vec<u128> = (1..=6).map(|a| b.delay(a).as_millis()).collect();
+        assert_eq!(ms, [50, 100, 200, 300, 300, 300]);
+        assert_eq!(b.delay(200), Duration::from_millis(300));
+        assert_eq!(Backoff::None.delay(3), Duration::ZERO);
+    }
+
+    #[test]
+    fn fractions_are_checked() {
+        assert!(Fraction::new(1.0).is_some() && Fraction::new(0.0).is_some());
+        assert!(Fraction::new(1.01).is_none() && Fraction::new(f64::NAN).is_none());
+        assert!(Fraction::new(-0.1).is_none());
+    }
+}

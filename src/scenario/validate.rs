@@ -1,0 +1,203 @@
+//! Raw [`Scenario`] -> [`Plan`]: every rule that serde's types cannot express.
+//!
+//! Each refusal is a [`ScenarioError::Invalid`] naming the file, the line of the
+//! key when it can be found in the text, the dotted field, the value found and
+//! what was expected.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::consumers::{BackoffSpec, ExtendSpec};
+use super::context::Ctx;
+use super::error::ScenarioError;
+use super::file::{Queues, Scenario};
+use super::plan::{Backoff, ConsumerPlan, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
+use super::sampler::{DurationSampler, SizeSampler};
+use super::MIN_PAYLOAD;
+
+/// Largest `queues = N` (a sanity bound, not a protocol rule).
+const MAX_QUEUES: u32 = 10_000;
+
+/// Resolves `raw` (parsed from `text`, read from `path`) into a [`Plan`].
+pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, ScenarioError> {
+    let cx = Ctx { text, path };
+    if !is_valid_name(&raw.name) {
+        return Err(cx.err("name", format!("{:?}", raw.name), "1-64 bytes of [A-Za-z0-9_.-]"));
+    }
+    let warmup = raw.warmup.get();
+    let stop = match (&raw.duration, raw.jobs) {
+        (Some(_), Some(_)) => return Err(cx.err_at("jobs", "duration + jobs", "both set", "exactly one of them")),
+        (None, None) => return Err(cx.err("duration + jobs", "neither set", "exactly one of them")),
+        (Some(d), None) if d.get() <= warmup => {
+            let expected = format!("a duration longer than warmup ({})", raw.warmup);
+            return Err(cx.err("duration", format!("{d:?}", d = d.as_str()), expected));
+        }
+        (Some(d), None) => Stop::Duration(d.get()),
+        (None, Some(0)) => return Err(cx.err("jobs", 0, "at least 1")),
+        (None, Some(n)) => Stop::Jobs(n),
+    };
+    Ok(Plan {
+        source: path.to_owned(),
+        name: raw.name.clone(),
+        description: raw.description.clone(),
+        seed: raw.seed,
+        stop,
+        warmup,
+        drain: raw.drain.get(),
+        queues: queues(&cx, &raw.queues)?,
+        target: target(&cx, &raw)?,
+        producers: producers(&cx, &raw)?,
+        consumers: consumers(&cx, &raw)?,
+        maintenance: maintenance(&cx, &raw)?,
+        scenario: raw,
+    })
+}
+
+/// PROTOCOL.md: queue names are 1-64 bytes of `[A-Za-z0-9_.-]`.
+pub fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+}
+
+fn queues(cx: &Ctx, q: &Queues) -> Result<Vec<String>, ScenarioError> {
+    match q {
+        Queues::Name(n) if is_valid_name(n) => Ok(vec![n.clone()]),
+        Queues::Name(n) => Err(cx.err("queues", format!("{n:?}"), "1-64 bytes of [A-Za-z0-9_.-]")),
+        Queues::Count(n) if (1..=MAX_QUEUES).contains(n) => Ok((0..*n).map(|i| format!("bench-{i}")).collect()),
+        Queues::Count(n) => Err(cx.err("queues", n, format!("a count in 1..={MAX_QUEUES}"))),
+    }
+}
+
+fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
+    let t = &raw.target;
+    for (k, v) in &t.server {
+        if k.is_empty() || k.contains(char::is_whitespace) || v.contains(['\n', '\r']) {
+            let found = format!("{k:?} = {v:?}");
+            return Err(cx.err("target.server", found, "option names without spaces, one-line values"));
+        }
+    }
+    let Some(url) = &t.url else {
+        return Ok(TargetPlan::Embedded { options: t.server.clone() });
+    };
+    if !t.server.is_empty() {
+        let expected = "no server options with a url (they apply to the embedded server only)";
+        return Err(cx.err("target.server", "options", expected));
+    }
+    let rest = url.strip_prefix("redis://").or_else(|| url.strip_prefix("rediss://"));
+    let (authority, db) = rest.map_or(("", None), |r| match r.split_once('/') {
+        Some((a, db)) => (a, Some(db)),
+        None => (r, None),
+    });
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let db_ok = db.is_none_or(|d| d.is_empty() || d.parse::<u32>().is_ok());
+    if host.is_empty() || !db_ok {
+        let found = super::target::redact_url(url);
+        return Err(cx.err(
+            "target.url",
+            format!("{found:?}"),
+            "redis://[user[:password]@]host[:port][/db] or rediss://...",
+        ));
+    }
+    Ok(TargetPlan::Url(url.clone()))
+}
+
+fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
+    let p = &raw.producers;
+    cx.tasks("producers", p.count, p.connections, p.pipeline)?;
+    let open_loop = match (p.rate, p.arrival) {
+        (None, Some(a)) => {
+            let found = format!("{a:?} without producers.rate").to_lowercase();
+            return Err(cx.err("producers.arrival", found, "arrival only together with rate"));
+        }
+        (None, None) => None,
+        (Some(r), _) if !(r.is_finite() && r > 0.0) => return Err(cx.err("producers.rate", r, "a rate in jobs/s > 0")),
+        (Some(_), _) if p.count == 0 => {
+            return Err(cx.err("producers.count", 0, "at least 1 producer when rate is set"))
+        }
+        (Some(r), a) => Some(OpenLoop { rate_per_sec: r, arrival: a.unwrap_or_default() }),
+    };
+    let priority = cx.fraction("producers.priority", p.priority)?;
+    if priority.get() > 0.0 && p.priorities.is_empty() {
+        let expected = "a non-empty list of priorities when producers.priority > 0";
+        return Err(cx.err_at("producers.priority", "producers.priorities", "[]", expected));
+    }
+    if p.max_attempts == 0 {
+        return Err(cx.err("producers.max_attempts", 0, "at least 1"));
+    }
+    Ok(ProducerPlan {
+        count: p.count,
+        connections: p.connections,
+        pipeline: p.pipeline,
+        open_loop,
+        payload: SizeSampler::new(&p.payload, MIN_PAYLOAD).map_err(|e| cx.problem("producers.payload", e))?,
+        delayed: cx.fraction("producers.delayed", p.delayed)?,
+        delay: DurationSampler::new(&p.delay).map_err(|e| cx.problem("producers.delay", e))?,
+        priority,
+        priorities: p.priorities.clone(),
+        duplicate: cx.fraction("producers.duplicate", p.duplicate)?,
+        max_attempts: p.max_attempts,
+    })
+}
+
+fn consumers(cx: &Ctx, raw: &Scenario) -> Result<ConsumerPlan, ScenarioError> {
+    let c = &raw.consumers;
+    cx.tasks("consumers", c.count, c.connections, c.pipeline)?;
+    if !(1..=1000).contains(&c.batch) {
+        return Err(cx.err("consumers.batch", c.batch, "a claim count in 1..=1000"));
+    }
+    let lease = c.lease.get();
+    if lease < Duration::from_millis(1) {
+        return Err(cx.err("consumers.lease", format!("{:?}", c.lease.as_str()), "a lease of at least 1ms"));
+    }
+    let (fail, stall) = (cx.fraction("consumers.fail", c.fail)?, cx.fraction("consumers.stall", c.stall)?);
+    if fail.get() + stall.get() > 1.0 {
+        let found = format!("{}", fail.get() + stall.get());
+        return Err(cx.err_at("consumers.stall", "consumers.stall + consumers.fail", found, "at most 1"));
+    }
+    let backoff = match &c.backoff {
+        None => Backoff::None,
+        Some(BackoffSpec::Fixed(d)) => Backoff::Fixed(d.get()),
+        Some(BackoffSpec::Exponential { base, max }) if base.get().is_zero() || base.get() > max.get() => {
+            let found = format!("base {base:?}, max {max:?}", base = base.as_str(), max = max.as_str());
+            return Err(cx.err("consumers.backoff.exponential", found, "0 < base <= max"));
+        }
+        Some(BackoffSpec::Exponential { base, max }) => Backoff::Exponential { base: base.get(), max: max.get() },
+    };
+    let extend_every = match &c.extend {
+        ExtendSpec::Enabled(false) => None,
+        ExtendSpec::Enabled(true) => Some(lease / 2),
+        ExtendSpec::Every(d) if d.get().is_zero() || d.get() >= lease => {
+            let expected = format!("an interval > 0 and shorter than the lease ({})", c.lease);
+            return Err(cx.err("consumers.extend", format!("{:?}", d.as_str()), expected));
+        }
+        ExtendSpec::Every(d) => Some(d.get()),
+    };
+    Ok(ConsumerPlan {
+        count: c.count,
+        connections: c.connections,
+        pipeline: c.pipeline,
+        batch: c.batch,
+        lease,
+        work: DurationSampler::new(&c.work).map_err(|e| cx.problem("consumers.work", e))?,
+        fail,
+        backoff,
+        stall,
+        zombie: cx.fraction("consumers.zombie", c.zombie)?,
+        zombie_delay: c.zombie_delay.as_ref().map_or(lease * 2, |d| d.get()),
+        progress: c.progress,
+        extend_every,
+        poll: c.poll.get(),
+    })
+}
+
+fn maintenance(cx: &Ctx, raw: &Scenario) -> Result<MaintenancePlan, ScenarioError> {
+    let m = &raw.maintenance;
+    for (field, d) in [("maintenance.reap", &m.reap), ("maintenance.promote", &m.promote)] {
+        if d.get().is_zero() {
+            return Err(cx.err(field, format!("{:?}", d.as_str()), "an interval > 0"));
+        }
+    }
+    if !(1..=100_000).contains(&m.limit) {
+        return Err(cx.err("maintenance.limit", m.limit, "1..=100000 ids per call"));
+    }
+    Ok(MaintenancePlan { reap: m.reap.get(), promote: m.promote.get(), limit: m.limit })
+}
