@@ -1,4 +1,4 @@
-//! The command line (clap derive). No logic here: `main` turns these values into a plan.
+//! The command line (clap derive). No logic here: the commands in `cmd/` resolve these values.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -15,8 +15,54 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a scenario: drive producers and consumers, print a latency table per script, write a results folder.
+    Run(RunArgs),
     /// Start the embedded valkey-server on a free loopback port and print its URL until Ctrl-C.
     Server(ServerArgs),
+}
+
+/// `emq-bench run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The scenario file (see scenarios/*.toml).
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: PathBuf,
+    /// Target server URL (redis:// or rediss://, loopback only); overrides the scenario's [target].
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Directory of the Lua scripts to run (one file per script of PROTOCOL.md).
+    #[arg(long, value_name = "DIR", default_value = "lua")]
+    pub lua_dir: PathBuf,
+    /// Results folder (default: results/<UTC time>-<scenario name>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run length, e.g. 30s or 2h; overrides the scenario's duration or jobs.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Seed of every random draw; overrides the scenario's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Keep the run's keys on the server afterwards (default: delete them).
+    #[arg(long)]
+    pub keep: bool,
+    /// Delete keys the run's queues already have instead of refusing to start.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress line.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print summary.json to stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Load threads, each a current-thread runtime (tasks are spread over them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
+    /// Per-request reply timeout, e.g. 5s; past it the call counts as a timeout (unknown outcome).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub timeout: std::time::Duration,
+    /// The embedded server's options (used when there is no target URL).
+    #[command(flatten)]
+    pub server: ServerArgs,
 }
 
 /// Options of the embedded server, shared by `server` and `run`.
@@ -36,4 +82,8 @@ fn parse_directive(text: &str) -> Result<(String, String), String> {
         return Err(format!("expected NAME=VALUE, found {text:?}"));
     }
     Ok((name.to_string(), value.to_string()))
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("expected a duration with a unit like 30s or 250ms: {e}"))
 }

@@ -7,8 +7,13 @@
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 
 pub mod cli;
+pub mod cmd;
+pub mod error;
 pub mod load;
+pub mod metrics;
+pub mod output;
 pub mod protocol;
+pub mod report;
 pub mod scenario;
 pub mod server;
 pub mod target;

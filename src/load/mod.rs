@@ -2,5 +2,11 @@
 //! open or closed loop, each request timed on its own.
 
 pub mod backend;
+pub mod consumer;
+pub mod context;
+pub mod maintenance;
 pub mod pacing;
 pub mod payload;
+pub mod producer;
+pub mod run;
+pub mod thread;

@@ -1,0 +1,57 @@
+//! Errors by stage, and the exit-code rule (0 success, 1 a run or check failed, 2 usage or
+//! input error; STYLE.md habit 1: only `main` exits).
+
+use crate::protocol::{CallError, RegistryError};
+use crate::report::ReportError;
+use crate::scenario::ScenarioError;
+use crate::server::ServerError;
+use crate::target::TargetError;
+
+/// Anything that stops a command.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// A malformed scenario file.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// A script directory that cannot be read.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The embedded server could not start.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// A refused target (not loopback, keys exist, unreachable).
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// A bad command-line value.
+    #[error("{0}")]
+    Usage(String),
+    /// The target failed before the load started.
+    #[error("cannot prepare the target: {0}")]
+    Prepare(CallError),
+    /// The results folder could not be written.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// An I/O error with the path it concerns.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl AppError {
+    /// The process exit code for this error: 2 for usage and input errors, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            AppError::Scenario(_)
+            | AppError::Registry(_)
+            | AppError::Server(_)
+            | AppError::Target(_)
+            | AppError::Usage(_)
+            | AppError::Prepare(_) => 2,
+            AppError::Report(_) | AppError::Io { .. } => 1,
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Consumers: claim jobs in batches, verify their payloads, simulate work (with progress notes
+//! and lease renewal), then complete, fail (retry or final) or stall on purpose; some stalled
+//! attempts come back as zombies that try to complete with their stale token.
+
+use super::backend::QueueOps;
+use super::context::{timed, Phase, ThreadCtx};
+use super::payload::{verify, PayloadCheck};
+use crate::metrics::JobCounter;
+use crate::protocol::{CallError, Claimed, CompleteReply, ErrorCode, FailArgs, FailReply, Script};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// What this attempt of a job will end in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Complete,
+    Fail,
+    Stall,
+}
+
+/// Backoff after a failed claim (server down, timeout): keeps a dead server from being hammered.
+const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(10);
+
+/// Runs one consumer lane until the run stops. `lane` spreads lanes over the queues.
+pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed: u64) {
+    let plan = &ctx.plan.consumers;
+    let queues = ctx.plan.queues.len();
+    let lease_ms = plan.lease.as_millis().max(1) as u64;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut turn = lane;
+    while ctx.phase() != Phase::Stop {
+        let queue = turn % queues;
+        turn += 1;
+        let claimed = match timed(&ctx, Script::Claim, None, ops.claim(queue, lease_ms, plan.batch)).await {
+            Ok(claimed) => claimed,
+            Err(_) => {
+                tokio::time::sleep(CLAIM_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        if claimed.is_empty() {
+            tokio::time::sleep(plan.poll).await;
+            continue;
+        }
+        ctx.bump(JobCounter::Claimed, claimed.len() as u64);
+        for job in claimed {
+            if ctx.phase() == Phase::Stop {
+                return;
+            }
+            process(&ctx, &mut ops, queue, job, &mut rng).await;
+        }
+    }
+}
+
+async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, job: Claimed, rng: &mut SmallRng) {
+    let plan = &ctx.plan.consumers;
+    if verify(&job.id, &job.payload) != PayloadCheck::Intact {
+        ctx.bump(JobCounter::PayloadCorrupt, 1);
+    }
+    let fate = {
+        let x: f64 = rng.random();
+        if x < plan.fail.get() {
+            Fate::Fail
+        } else if x < plan.fail.get() + plan.stall.get() {
+            Fate::Stall
+        } else {
+            Fate::Complete
+        }
+    };
+    if fate == Fate::Stall {
+        ctx.bump(JobCounter::Stalled, 1);
+        if plan.zombie.draw(rng) {
+            tokio::task::spawn_local(zombie(ctx.clone(), ops.clone(), queue, job));
+        }
+        return;
+    }
+    let work = plan.work.sample(rng);
+    if !work_on(ctx, ops, queue, &job, work).await {
+        return; // lost the job while working (fenced or gone): nothing more to do with it
+    }
+    match fate {
+        Fate::Complete => match timed(ctx, Script::Complete, None, ops.complete(queue, job.id, job.token)).await {
+            Ok(CompleteReply::Completed) => ctx.bump(JobCounter::Completed, 1),
+            Ok(CompleteReply::AlreadyCompleted) | Err(_) => {}
+        },
+        Fate::Fail => {
+            let args = FailArgs {
+                error: "emq-bench: simulated failure",
+                max_attempts: ctx.plan.producers.max_attempts,
+                backoff_ms: plan.backoff.delay(job.token as u32).as_millis() as u64,
+                priority: job.priority,
+            };
+            match timed(ctx, Script::Fail, None, ops.fail(queue, job.id, job.token, args)).await {
+                Ok(FailReply::Retry) => ctx.bump(JobCounter::Retried, 1),
+                Ok(FailReply::Failed) => ctx.bump(JobCounter::Failed, 1),
+                Err(_) => {}
+            }
+        }
+        Fate::Stall => unreachable!("handled above"),
+    }
+}
+
+/// Simulates `work` on a held job: `progress` notes spread evenly over it, and a lease renewal
+/// every `extend_every`. Returns false when a fenced call says the job is no longer ours.
+async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &Claimed, work: Duration) -> bool {
+    let plan = &ctx.plan.consumers;
+    let start = Instant::now();
+    let end = start + work;
+    let notes = plan.progress;
+    let step = work / (notes + 1);
+    let mut next_note = (notes > 0).then(|| start + step);
+    let mut notes_sent = 0;
+    let mut next_extend = plan.extend_every.filter(|every| *every < work).map(|every| start + every);
+    loop {
+        let wake = [Some(end), next_note, next_extend].into_iter().flatten().min().expect("end is always set");
+        if wake > Instant::now() {
+            tokio::time::sleep_until(wake.into()).await;
+        }
+        if ctx.phase() == Phase::Stop {
+            return false;
+        }
+        let now = Instant::now();
+        if next_extend.is_some_and(|t| t <= now && t < end) {
+            let lease_ms = plan.lease.as_millis().max(1) as u64;
+            if lost(timed(ctx, Script::Extend, None, ops.extend(queue, job.id, job.token, lease_ms)).await) {
+                return false;
+            }
+            next_extend = plan.extend_every.map(|every| now + every);
+        }
+        if next_note.is_some_and(|t| t <= now) {
+            notes_sent += 1;
+            let note = progress_note(notes_sent, notes);
+            if lost(timed(ctx, Script::Progress, None, ops.progress(queue, job.id, job.token, note.as_bytes())).await) {
+                return false;
+            }
+            next_note = (notes_sent < notes).then(|| start + step * (notes_sent + 1));
+        }
+        if now >= end && next_note.is_none() {
+            return true;
+        }
+    }
+}
+
+fn progress_note(sent: u32, of: u32) -> String {
+    format!("{sent}/{of}")
+}
+
+/// True when a fenced call was refused because the job moved on (its lease was reaped).
+fn lost<T>(result: Result<T, CallError>) -> bool {
+    matches!(result, Err(CallError::Emq { code: ErrorCode::Fence | ErrorCode::State | ErrorCode::NoJob, .. }))
+}
+
+/// A stalled worker coming back late: completes with its stale token after `zombie_delay`.
+/// The protocol must refuse it (EMQFENCE or EMQSTATE) once the lease has been reaped.
+async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: Claimed) {
+    tokio::time::sleep(ctx.plan.consumers.zombie_delay).await;
+    if ctx.phase() == Phase::Stop {
+        return;
+    }
+    match timed(&ctx, Script::Complete, None, ops.complete(queue, job.id, job.token)).await {
+        Err(CallError::Emq { code: ErrorCode::Fence | ErrorCode::State, .. }) => ctx.bump(JobCounter::StaleRefused, 1),
+        Ok(CompleteReply::Completed) => {
+            ctx.bump(JobCounter::StaleAccepted, 1);
+            ctx.bump(JobCounter::Completed, 1);
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,116 @@
+//! What every lane of one load thread shares: the plan, the thread's recorder, the run phase,
+//! the payload pool. One load thread runs one current-thread runtime, so sharing is `Rc` and
+//! `RefCell`: no lock and no atomic read-modify-write on the per-request path.
+
+use super::payload::PayloadPool;
+use crate::metrics::{elapsed_us, JobCounter, Recorder};
+use crate::protocol::{CallError, Script};
+use crate::scenario::Plan;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Where the run is. Producers send only in `Load`; consumers and maintenance work until `Stop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Phase {
+    /// Producers and consumers run (warmup included; the reporter drops warmup intervals).
+    Load = 0,
+    /// Producers have stopped; consumers finish the jobs left.
+    Drain = 1,
+    /// Everything stops; in-flight requests are abandoned.
+    Stop = 2,
+}
+
+/// State shared by every load thread and the coordinator (atomics only, read once per job).
+#[derive(Debug, Default)]
+pub struct RunShared {
+    phase: AtomicU8,
+    /// New jobs issued so far by all producers (the `jobs = N` budget counts these).
+    pub issued: AtomicU64,
+    /// Producer lanes still running.
+    pub producers_live: AtomicUsize,
+}
+
+impl RunShared {
+    /// The current phase (a relaxed load).
+    pub fn phase(&self) -> Phase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => Phase::Load,
+            1 => Phase::Drain,
+            _ => Phase::Stop,
+        }
+    }
+
+    /// Moves the run forward to `phase` (never back).
+    pub fn advance(&self, phase: Phase) {
+        self.phase.fetch_max(phase as u8, Ordering::Relaxed);
+    }
+}
+
+/// One load thread's shared context.
+pub struct ThreadCtx {
+    /// The resolved scenario.
+    pub plan: Arc<Plan>,
+    /// Run-wide atomics.
+    pub shared: Arc<RunShared>,
+    /// This thread's recorder: one histogram per script per thread, swapped once a second.
+    pub recorder: RefCell<Recorder>,
+    /// Filler bytes for payloads.
+    pub pool: PayloadPool,
+}
+
+/// Open-loop sends more than this late are counted as late (the pacing tick is 1 ms).
+const LATE: Duration = Duration::from_millis(1);
+
+impl ThreadCtx {
+    /// Records one call of `script`: latency from `intended` (the actual send in closed loop),
+    /// service time from `sent`, both to the reply read at `read_at`; errors by code.
+    pub fn record<T>(
+        &self,
+        script: Script,
+        intended: Instant,
+        sent: Instant,
+        read_at: Instant,
+        result: &Result<T, CallError>,
+    ) {
+        let mut rec = self.recorder.borrow_mut();
+        rec.maybe_flush(read_at);
+        let latency = elapsed_us(intended, read_at);
+        match result {
+            Ok(_) => rec.record_ok(script, latency, elapsed_us(sent, read_at)),
+            Err(err) => rec.record_error(script, err.code(), latency),
+        }
+        if sent > intended + LATE {
+            rec.record_late(script);
+        }
+    }
+
+    /// Adds `n` to a job counter.
+    pub fn bump(&self, counter: JobCounter, n: u64) {
+        self.recorder.borrow_mut().bump(counter, n);
+    }
+
+    /// The run phase.
+    pub fn phase(&self) -> Phase {
+        self.shared.phase()
+    }
+}
+
+/// Sends one request and records it: the per-request timing wrapper every lane uses.
+///
+/// `intended` is the open-loop intended send time, or `None` in closed loop (then latency is
+/// measured from the actual send). The reply is timed when it is read.
+pub async fn timed<T>(
+    ctx: &ThreadCtx,
+    script: Script,
+    intended: Option<Instant>,
+    request: impl std::future::Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    let sent = Instant::now();
+    let result = request.await;
+    let read_at = Instant::now();
+    ctx.record(script, intended.unwrap_or(sent), sent, read_at, &result);
+    result
+}

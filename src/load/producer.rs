@@ -1,0 +1,113 @@
+//! Producers: enqueue jobs through the opts mix (delays, priorities, duplicates), closed or
+//! open loop. One producer is `pipeline` lanes sharing its id generator and schedule, so up to
+//! `pipeline` enqueues are in flight on its connection, each timed on its own.
+
+use super::backend::{script_of_enqueue, QueueOps};
+use super::context::{timed, Phase, ThreadCtx};
+use super::pacing::Schedule;
+use crate::metrics::JobCounter;
+use crate::protocol::{EnqueueReply, JobId, JobIdGen};
+use crate::scenario::Stop;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// What one producer's lanes share.
+pub struct Producer {
+    ids: JobIdGen,
+    schedule: Schedule,
+    /// The last accepted job (queue, id), the id a duplicate enqueue re-sends.
+    last: Option<(usize, JobId)>,
+}
+
+impl Producer {
+    /// Producer number `index` with its schedule.
+    pub fn new(seed: u64, schedule: Schedule) -> Rc<RefCell<Producer>> {
+        Rc::new(RefCell::new(Producer { ids: JobIdGen::new(seed), schedule, last: None }))
+    }
+}
+
+/// What one enqueue will be.
+enum Job {
+    New { queue: usize, id: JobId, delay: Option<Duration>, priority: Option<u64> },
+    Duplicate { queue: usize, id: JobId },
+}
+
+/// Runs one producer lane until the run leaves the load phase or the job budget is spent.
+pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer>>, mut ops: Q, seed: u64) {
+    let plan = &ctx.plan.producers;
+    let queues = ctx.plan.queues.len();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut payload = Vec::new();
+    while ctx.phase() == Phase::Load {
+        let duplicate = plan.duplicate.draw(&mut rng);
+        let (intended, job) = {
+            let mut p = producer.borrow_mut();
+            let job = match (duplicate, p.last) {
+                (true, Some((queue, id))) => Job::Duplicate { queue, id },
+                _ => {
+                    if let Stop::Jobs(budget) = ctx.plan.stop {
+                        if ctx.shared.issued.fetch_add(1, Ordering::Relaxed) >= budget {
+                            break;
+                        }
+                    }
+                    let delay = plan.delayed.draw(&mut rng).then(|| plan.delay.sample(&mut rng));
+                    let priority = (plan.priority.draw(&mut rng) && !plan.priorities.is_empty())
+                        .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
+                    Job::New { queue: rng.random_range(0..queues), id: p.ids.next_id(), delay, priority }
+                }
+            };
+            (p.schedule.next_intended(), job)
+        };
+        if let Some(at) = intended {
+            tokio::time::sleep_until(at.into()).await;
+            if ctx.phase() != Phase::Load {
+                break;
+            }
+        }
+        let size = plan.payload.sample(&mut rng) as usize;
+        match job {
+            Job::New { queue, id, delay, priority } => {
+                ctx.pool.build(&id, size, &mut payload);
+                let result = match delay {
+                    Some(d) => {
+                        timed(
+                            &ctx,
+                            script_of_enqueue(true),
+                            intended,
+                            ops.enqueue_delayed(queue, id, &payload, d.as_millis() as u64),
+                        )
+                        .await
+                    }
+                    None => {
+                        timed(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, priority))
+                            .await
+                    }
+                };
+                match result {
+                    Ok(EnqueueReply::Enqueued) => {
+                        ctx.bump(JobCounter::Enqueued, 1);
+                        producer.borrow_mut().last = Some((queue, id));
+                    }
+                    // A fresh id can only be a duplicate after an unknown outcome was retried;
+                    // we never retry, so this means the id generator collided: count it loudly.
+                    Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
+                    Err(_) => {}
+                }
+            }
+            Job::Duplicate { queue, id } => {
+                // Other bytes than the original: a duplicate must change nothing (I8).
+                ctx.pool.build(&id, size / 2, &mut payload);
+                match timed(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, Some(9))).await {
+                    Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
+                    Ok(EnqueueReply::Enqueued) => ctx.bump(JobCounter::DuplicateAccepted, 1),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+    ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
+}

@@ -1,0 +1,212 @@
+//! The coordinator: starts the load threads and the reporter, moves the run through its phases
+//! (load → drain → stop), watches queue depths, and returns the finished measurement.
+//!
+//! Phases: producers run for `duration` (or until `jobs` are issued); then the drain lets
+//! consumers finish every job (pending, delayed and active all empty) or gives up after
+//! `drain`; then everything stops. Shutdown (Ctrl-C) is passed in and stops at once.
+
+use super::context::{Phase, RunShared};
+use super::thread::{run_thread, ThreadSpec};
+use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
+use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
+use crate::scenario::{Plan, Stop};
+use redis::aio::ConnectionManager;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
+
+/// How to drive the load.
+#[derive(Clone)]
+pub struct DriveOptions {
+    /// Target URL (already checked to be loopback).
+    pub url: String,
+    /// The scripts.
+    pub registry: Arc<ScriptRegistry>,
+    /// Load threads, each with its own current-thread runtime (≥ 1).
+    pub threads: usize,
+    /// Connection settings.
+    pub connect: ConnectOptions,
+}
+
+/// Jobs still in the queues: pending, delayed and active summed over the run's queues.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Depths {
+    /// Members of every `pending` set.
+    pub pending: u64,
+    /// Members of every `delayed` set.
+    pub delayed: u64,
+    /// Members of every `active` set.
+    pub active: u64,
+    /// Members of every `completed` set.
+    pub completed: u64,
+    /// Members of every `failed` set.
+    pub failed: u64,
+}
+
+impl Depths {
+    /// Jobs not yet finished.
+    pub fn unfinished(&self) -> u64 {
+        self.pending + self.delayed + self.active
+    }
+}
+
+/// What a drive produced.
+pub struct Driven {
+    /// The finished measurement.
+    pub metrics: RunMetrics,
+    /// Wall-clock start and end.
+    pub started: SystemTime,
+    /// Wall-clock end.
+    pub ended: SystemTime,
+    /// Why the run ended early, if it did (Ctrl-C, server unreachable, load thread error).
+    pub interrupted: Option<String>,
+    /// True when the drain finished every job before its time limit.
+    pub drained: bool,
+    /// Queue depths at the end (None when the server could not be read).
+    pub depths: Option<Depths>,
+}
+
+/// Reads the depth of every location set of `queues` in one pipeline.
+pub async fn depths(conn: &mut ConnectionManager, queues: &[QueueKeys]) -> Result<Depths, CallError> {
+    let mut pipe = redis::pipe();
+    for q in queues {
+        for (_, key) in q.location_sets() {
+            pipe.zcard(key);
+        }
+    }
+    let counts: Vec<u64> = pipe.query_async(conn).await.map_err(|e| CallError::from_redis(&e))?;
+    let mut d = Depths::default();
+    for chunk in counts.chunks(5) {
+        d.pending += chunk[0];
+        d.delayed += chunk[1];
+        d.active += chunk[2];
+        d.completed += chunk[3];
+        d.failed += chunk[4];
+    }
+    Ok(d)
+}
+
+/// Drives `plan` against the target until it finishes or `shutdown` resolves.
+///
+/// `control` is a connection of the coordinator's own (depth polling). `progress` is called
+/// about once a second with the live snapshot and the latest depths. Errors: none once load
+/// has started; a load thread's connect failure ends the run as interrupted, with the reason.
+pub async fn drive(
+    plan: Arc<Plan>,
+    opts: DriveOptions,
+    mut control: ConnectionManager,
+    queues: Vec<QueueKeys>,
+    shutdown: impl Future<Output = ()>,
+    mut progress: impl FnMut(&LiveSnapshot, Option<Depths>),
+) -> Driven {
+    let started = SystemTime::now();
+    let start = Instant::now();
+    let (reporter, sink) = Reporter::new(start, plan.warmup);
+    let live = reporter.live();
+    let reporter = tokio::spawn(reporter.run());
+    let shared = Arc::new(RunShared::default());
+    shared.producers_live.store((plan.producers.count * plan.producers.pipeline) as usize, Ordering::Relaxed);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut threads = Vec::new();
+    for index in 0..opts.threads.max(1) {
+        let spec = ThreadSpec {
+            index,
+            threads: opts.threads.max(1),
+            url: opts.url.clone(),
+            connect: opts.connect,
+            registry: opts.registry.clone(),
+            plan: plan.clone(),
+            shared: shared.clone(),
+            sink: sink.clone(),
+            start,
+        };
+        let stop = stop_rx.clone();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("emq-load-{index}"))
+            .spawn(move || {
+                let _ = done_tx.send(run_thread(spec, stop));
+            })
+            .expect("spawn load thread");
+        threads.push(done_rx);
+    }
+    drop(sink);
+
+    let mut interrupted = None;
+    let mut drained = false;
+    let mut last_depths = None;
+    let mut drain_started = None;
+    let mut next_progress = start + Duration::from_secs(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => {
+                interrupted = Some("interrupted by Ctrl-C".to_string());
+                break;
+            }
+            _ = tick.tick() => {}
+        }
+        // A load thread that ended before the stop failed to connect.
+        for done in threads.iter_mut() {
+            if let Ok(Err(err)) = done.try_recv() {
+                interrupted = Some(format!("a load thread stopped: {err}"));
+            }
+        }
+        if interrupted.is_some() {
+            break;
+        }
+        let now = Instant::now();
+        let phase = shared.phase();
+        let poll_depths = phase == Phase::Drain || now >= next_progress;
+        if poll_depths {
+            match depths(&mut control, &queues).await {
+                Ok(d) => last_depths = Some(d),
+                Err(_) => last_depths = None,
+            }
+        }
+        if now >= next_progress {
+            progress(&live.borrow(), last_depths);
+            next_progress += Duration::from_secs(1);
+        }
+        match phase {
+            Phase::Load => {
+                let done = match plan.stop {
+                    Stop::Duration(d) => now >= start + d,
+                    Stop::Jobs(_) => shared.producers_live.load(Ordering::Relaxed) == 0,
+                };
+                if done {
+                    shared.advance(Phase::Drain);
+                    drain_started = Some(now);
+                }
+            }
+            Phase::Drain => {
+                let producers_done = shared.producers_live.load(Ordering::Relaxed) == 0;
+                if producers_done && last_depths.is_some_and(|d| d.unfinished() == 0) {
+                    drained = true;
+                    break;
+                }
+                if drain_started.is_some_and(|t| now >= t + plan.drain) {
+                    break;
+                }
+            }
+            Phase::Stop => break,
+        }
+    }
+    shared.advance(Phase::Stop);
+    let end = Instant::now();
+    let _ = stop_tx.send(true);
+    for done in threads {
+        if let Ok(Err(err)) = done.await {
+            interrupted.get_or_insert_with(|| format!("a load thread stopped: {err}"));
+        }
+    }
+    let metrics = reporter.await.expect("reporter task").finish(end);
+    let depths = depths(&mut control, &queues).await.ok();
+    if depths.is_none() {
+        interrupted.get_or_insert_with(|| "the server could not be reached at the end of the run".to_string());
+    }
+    Driven { metrics, started, ended: SystemTime::now(), interrupted, drained, depths }
+}

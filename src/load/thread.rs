@@ -1,0 +1,149 @@
+//! One load thread: a current-thread tokio runtime with a `LocalSet`, its share of the
+//! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
+//! runtime costs about half the CPU per request of the multi-thread one (measured here).
+
+use super::backend::EchoOps;
+use super::consumer;
+use super::context::{RunShared, ThreadCtx};
+use super::maintenance::{chore_loop, Chore};
+use super::pacing::Schedule;
+use super::payload::PayloadPool;
+use super::producer::{self, Producer};
+use crate::metrics::{MetricsSink, Recorder};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, QueueKeys, QueueName, ScriptRegistry};
+use crate::scenario::Plan;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// What one load thread runs. Task `i` of a role runs on thread `i % threads`.
+#[derive(Clone)]
+pub struct ThreadSpec {
+    /// This thread's number, `0..threads`.
+    pub index: usize,
+    /// Load threads in all.
+    pub threads: usize,
+    /// The target URL.
+    pub url: String,
+    /// Connection settings.
+    pub connect: ConnectOptions,
+    /// The scripts.
+    pub registry: Arc<ScriptRegistry>,
+    /// The resolved scenario.
+    pub plan: Arc<Plan>,
+    /// Run-wide atomics.
+    pub shared: Arc<RunShared>,
+    /// Where the recorder sends its intervals.
+    pub sink: MetricsSink,
+    /// The instant the schedule starts from (open-loop intended times count from it).
+    pub start: Instant,
+}
+
+/// The indices `0..count` that run on thread `index` of `threads`.
+fn share(count: u32, index: usize, threads: usize) -> Vec<usize> {
+    (0..count as usize).filter(|i| i % threads == index).collect()
+}
+
+/// Connections for `tasks` of a role on this thread: the role's connections split in
+/// proportion to its tasks, at least one when there is any task.
+fn connections_for(tasks: usize, total_tasks: u32, connections: u32) -> usize {
+    if tasks == 0 {
+        return 0;
+    }
+    ((connections as usize * tasks).div_ceil(total_tasks.max(1) as usize)).clamp(1, tasks)
+}
+
+async fn open(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient>, CallError> {
+    let mut clients = Vec::with_capacity(n);
+    for _ in 0..n {
+        clients.push(EchoClient::connect(&spec.url, spec.connect, spec.registry.clone()).await?);
+    }
+    Ok(clients)
+}
+
+/// Runs the thread until `stop` turns true. Connect errors end the thread early with the error
+/// (the coordinator reports it). The recorder's last interval is flushed on the way out.
+pub fn run_thread(spec: ThreadSpec, stop: watch::Receiver<bool>) -> Result<(), CallError> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let local = tokio::task::LocalSet::new();
+    let result = local.block_on(&runtime, thread_main(spec, stop));
+    // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
+    drop(local);
+    result
+}
+
+async fn thread_main(spec: ThreadSpec, mut stop: watch::Receiver<bool>) -> Result<(), CallError> {
+    let plan = spec.plan.clone();
+    let queues: Rc<[QueueKeys]> = plan
+        .queues
+        .iter()
+        .map(|q| QueueName::new(q).map(QueueKeys::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CallError::Reply(e.to_string()))?
+        .into();
+    let producers = share(plan.producers.count, spec.index, spec.threads);
+    let consumers = share(plan.consumers.count, spec.index, spec.threads);
+    let pconns =
+        open(&spec, connections_for(producers.len(), plan.producers.count, plan.producers.connections)).await?;
+    let cconns =
+        open(&spec, connections_for(consumers.len(), plan.consumers.count, plan.consumers.connections)).await?;
+    let mconn = if spec.index == 0 { open(&spec, 1).await? } else { Vec::new() };
+    let ctx = Rc::new(ThreadCtx {
+        plan: plan.clone(),
+        shared: spec.shared.clone(),
+        recorder: RefCell::new(Recorder::new(&spec.sink)),
+        pool: PayloadPool::new(plan.seed ^ spec.index as u64),
+    });
+    drop(spec.sink);
+    let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
+    for (k, &p) in producers.iter().enumerate() {
+        let ops = EchoOps::new(pconns[k % pconns.len()].clone(), queues.clone());
+        let schedule = match plan.producers.open_loop {
+            Some(open) => Schedule::open(
+                open.rate_per_sec / f64::from(plan.producers.count),
+                open.arrival,
+                spec.start,
+                seed(1, p, 0),
+            ),
+            None => Schedule::Closed,
+        };
+        let producer = Producer::new(seed(2, p, 0), schedule);
+        for lane in 0..plan.producers.pipeline {
+            tokio::task::spawn_local(producer::lane(ctx.clone(), producer.clone(), ops.clone(), seed(3, p, lane)));
+        }
+    }
+    for (k, &c) in consumers.iter().enumerate() {
+        let ops = EchoOps::new(cconns[k % cconns.len()].clone(), queues.clone());
+        for lane in 0..plan.consumers.pipeline {
+            let spread = c * plan.consumers.pipeline as usize + lane as usize;
+            tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed(4, c, lane)));
+        }
+    }
+    if let Some(client) = mconn.into_iter().next() {
+        let ops = EchoOps::new(client, queues.clone());
+        let m = plan.maintenance;
+        for queue in 0..queues.len() {
+            tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, Chore::Reap, m.reap));
+            tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, Chore::Promote, m.promote));
+        }
+    }
+    // Idle threads still hand over their data every second.
+    let flusher = {
+        let ctx = ctx.clone();
+        async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                ctx.recorder.borrow_mut().maybe_flush(Instant::now());
+            }
+        }
+    };
+    tokio::select! {
+        _ = stop.wait_for(|stop| *stop) => {}
+        _ = flusher => {}
+    }
+    ctx.recorder.borrow_mut().flush_final();
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! The finished measurement: what [`Reporter::finish`](super::Reporter::finish) hands to `report/`.
+
+use std::time::SystemTime;
+
+use hdrhistogram::Histogram;
+
+use super::{new_histogram, CompactHistogram, JobCounter};
+use crate::protocol::{ErrorCode, Script};
+
+/// One script's totals over the measured part of the run (warmup excluded).
+#[derive(Debug)]
+pub struct ScriptTotals {
+    /// The script.
+    pub script: Script,
+    /// Ok calls (the only calls counted as throughput).
+    pub ok: u64,
+    /// Failed calls by [`ErrorCode::index`].
+    pub errors: [u64; ErrorCode::COUNT],
+    /// Late open-loop sends.
+    pub late: u64,
+    /// Ok calls, µs from the intended send (coordinated-omission free); merged, never averaged.
+    pub latency: Histogram<u64>,
+    /// Ok calls, µs from the actual send.
+    pub service: Histogram<u64>,
+    /// Failed calls, µs from the intended send.
+    pub error_latency: Histogram<u64>,
+}
+
+impl ScriptTotals {
+    pub(crate) fn new(script: Script) -> ScriptTotals {
+        ScriptTotals {
+            script,
+            ok: 0,
+            errors: [0; ErrorCode::COUNT],
+            late: 0,
+            latency: new_histogram(),
+            service: new_histogram(),
+            error_latency: new_histogram(),
+        }
+    }
+
+    /// Total failed calls (all codes).
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Calls made: ok plus failed.
+    pub fn calls(&self) -> u64 {
+        self.ok + self.error_total()
+    }
+}
+
+/// One script within one measured interval (only scripts with at least one call or late send).
+#[derive(Clone, Debug)]
+pub struct IntervalScript {
+    /// The script.
+    pub script: Script,
+    /// Ok calls in this interval.
+    pub ok: u64,
+    /// Failed calls in this interval by [`ErrorCode::index`].
+    pub errors: [u64; ErrorCode::COUNT],
+    /// Late open-loop sends in this interval.
+    pub late: u64,
+    /// Median ok latency from the intended send, µs (0 when no ok call).
+    pub p50_us: u64,
+    /// 99th percentile ok latency, µs (0 when no ok call).
+    pub p99_us: u64,
+    /// Highest ok latency, µs (0 when no ok call).
+    pub max_us: u64,
+    /// The interval's ok-latency histogram, V2-encoded (what `latency.hlog` writes).
+    pub latency: CompactHistogram,
+}
+
+impl IntervalScript {
+    /// Total failed calls (all codes) in this interval.
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+/// One measured interval of the per-second series.
+#[derive(Clone, Debug)]
+pub struct IntervalRecord {
+    /// Interval index `k` (counted from the run start, warmup included).
+    pub index: u64,
+    /// Interval start, µs since the run start (`k * 1_000_000`).
+    pub start_us: u64,
+    /// Interval length, µs: 1 s, except a last interval cut short by the end of the run.
+    pub duration_us: u64,
+    /// Scripts with at least one call in the interval, in [`Script::index`] order.
+    pub scripts: Vec<IntervalScript>,
+    /// Job counters bumped in this interval, by [`JobCounter::index`].
+    pub jobs: [u64; JobCounter::COUNT],
+}
+
+/// The finished measurement of one run (warmup excluded everywhere except `warmup_jobs`).
+#[derive(Debug)]
+pub struct RunMetrics {
+    /// Wall-clock time of the run start (interval 0), for the hlog StartTime/BaseTime headers.
+    pub start_wall: SystemTime,
+    /// Whole warmup intervals dropped from every total and from the series.
+    pub warmup_intervals: u64,
+    /// Measured duration, µs: from the end of warmup to the end the driver gave `finish`.
+    /// Every ops/s figure divides ok calls by this.
+    pub measured_us: u64,
+    /// Per-script totals, indexed by [`Script::index`] (every script, called or not).
+    pub scripts: Vec<ScriptTotals>,
+    /// The per-second series, measured intervals only, by ascending index (missing = no data).
+    pub intervals: Vec<IntervalRecord>,
+    /// Job counters over the measured part, by [`JobCounter::index`].
+    pub jobs: [u64; JobCounter::COUNT],
+    /// Job counters during warmup (jobs enqueued then still exist: the checker wants both).
+    pub warmup_jobs: [u64; JobCounter::COUNT],
+}
+
+impl RunMetrics {
+    /// Measured duration in seconds (0.0 if the run ended during warmup).
+    pub fn measured_secs(&self) -> f64 {
+        self.measured_us as f64 / 1e6
+    }
+
+    /// A job counter over the measured part.
+    pub fn job(&self, counter: JobCounter) -> u64 {
+        self.jobs[counter.index()]
+    }
+}

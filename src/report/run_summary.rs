@@ -1,0 +1,117 @@
+//! `summary.json`: the whole run in one versioned document, and the results folder writer.
+
+use super::{summarize, write_hlog, write_intervals_csv, write_json, write_scripts_csv, ReportError, ScriptSummary};
+use crate::load::run::Depths;
+use crate::metrics::{JobCounter, RunMetrics};
+use crate::scenario::Scenario;
+use crate::target::InfoSnapshot;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Version of the `summary.json` layout; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The target of a run as the report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetInfo {
+    /// URL with any password replaced by `***`.
+    pub url: String,
+    /// True when the harness started the server itself.
+    pub embedded: bool,
+    /// The Lua directory the scripts came from.
+    pub lua_dir: String,
+    /// Script name → SHA1 of the source that ran (to tell two script versions apart).
+    pub script_sha1: BTreeMap<String, String>,
+}
+
+/// The harness process's own cost, from getrusage(2).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct HarnessCpu {
+    /// Load threads.
+    pub threads: usize,
+    /// User CPU of the whole process, s.
+    pub user_s: f64,
+    /// System CPU of the whole process, s.
+    pub sys_s: f64,
+    /// (user + sys) / calls, µs per request (all calls of the run, warmup included).
+    pub us_per_request: f64,
+}
+
+/// Everything `summary.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `emq-bench <version>`.
+    pub tool: String,
+    /// Scenario name.
+    pub name: String,
+    /// The seed every random draw came from.
+    pub seed: u64,
+    /// The scenario as run (overrides applied, password redacted).
+    pub scenario: Scenario,
+    /// Wall-clock start, RFC 3339 UTC.
+    pub started: String,
+    /// Wall-clock end, RFC 3339 UTC.
+    pub ended: String,
+    /// True when the run ended early; `interrupt_reason` says why.
+    pub interrupted: bool,
+    /// Why the run ended early (Ctrl-C, server unreachable, ...).
+    pub interrupt_reason: Option<String>,
+    /// True when the drain finished every job in time.
+    pub drained: bool,
+    /// Seconds measured (after warmup, up to the stop), the divisor of every ops/s.
+    pub measured_secs: f64,
+    /// Whole warmup seconds excluded from the histograms.
+    pub warmup_secs: u64,
+    /// The target.
+    pub target: TargetInfo,
+    /// Server version (INFO), when it could be read.
+    pub server_version: Option<String>,
+    /// INFO before the run (memory, cpu, commandstats).
+    pub server_before: Option<InfoSnapshot>,
+    /// INFO after the run, before the run's keys are deleted.
+    pub server_after: Option<InfoSnapshot>,
+    /// Server CPU during the run, s (user + sys, from INFO).
+    pub server_cpu_s: Option<f64>,
+    /// Server memory grown per enqueued job, bytes (used_memory after − before, / enqueued).
+    pub memory_bytes_per_job: Option<f64>,
+    /// One entry per called script: calls, errors by code, ops/s, latency µs.
+    pub scripts: Vec<ScriptSummary>,
+    /// Job counters (measured part), by name.
+    pub jobs: BTreeMap<&'static str, u64>,
+    /// Jobs left in each location set at the end (None when the server was unreachable).
+    pub depths_end: Option<Depths>,
+    /// The harness's own CPU cost.
+    pub harness: HarnessCpu,
+}
+
+/// Counters of everything the run did, warmup included (what the server state reflects).
+pub fn all_jobs(metrics: &RunMetrics) -> [u64; JobCounter::COUNT] {
+    let mut all = metrics.jobs;
+    for (a, w) in all.iter_mut().zip(metrics.warmup_jobs) {
+        *a += w;
+    }
+    all
+}
+
+/// Builds the job-counter map of `summary.json`.
+pub fn jobs_map(jobs: &[u64; JobCounter::COUNT]) -> BTreeMap<&'static str, u64> {
+    JobCounter::ALL.iter().map(|c| (c.name(), jobs[c.index()])).collect()
+}
+
+/// The per-script summaries of a run (re-exported for the table).
+pub fn scripts_of(metrics: &RunMetrics) -> Vec<ScriptSummary> {
+    summarize(metrics)
+}
+
+/// Writes the results folder: `summary.json`, `scripts.csv`, `intervals.csv`, `latency.hlog`.
+/// (`scenario.toml` is copied by the caller before the run starts, so it is there even when
+/// the run dies.) Errors: the first file that could not be written.
+pub fn write_results(dir: &Path, summary: &RunSummary, metrics: &RunMetrics) -> Result<(), ReportError> {
+    write_scripts_csv(&dir.join("scripts.csv"), &summary.scripts)?;
+    write_intervals_csv(&dir.join("intervals.csv"), metrics)?;
+    write_hlog(&dir.join("latency.hlog"), metrics)?;
+    write_json(&dir.join("summary.json"), summary)
+}

@@ -1,0 +1,96 @@
+//! The final terminal table: a pure function from the finished model to a `String` (no printing).
+
+use std::fmt::Write as _;
+
+use super::{ms3, ScriptSummary};
+use crate::metrics::JobCounter;
+
+/// Column headers; latencies are ms with 3 decimals, as memtier_benchmark prints them.
+const HEADERS: [&str; 10] = ["script", "calls", "ops/s", "errors", "p50", "p90", "p99", "p99.9", "p99.99", "max"];
+
+/// The jobs line's counters and labels, in print order.
+const JOB_LINE: [(JobCounter, &str); 8] = [
+    (JobCounter::Enqueued, "enqueued"),
+    (JobCounter::Duplicates, "duplicates"),
+    (JobCounter::Claimed, "claimed"),
+    (JobCounter::Completed, "completed"),
+    (JobCounter::Retried, "retried"),
+    (JobCounter::Failed, "failed"),
+    (JobCounter::Reaped, "reaped"),
+    (JobCounter::StaleRefused, "stale completions refused"),
+];
+
+/// Format the summary table: one row per script (`summaries` order), aligned columns (script left,
+/// numbers right), a `(ms)` note on the latency header, then one jobs line from `jobs`
+/// (indexed by [`JobCounter::index`]). Every line ends with `\n`.
+///
+/// Latency columns are ok-call latency from the intended send (coordinated-omission free).
+pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]) -> String {
+    let rows: Vec<[String; 10]> = summaries
+        .iter()
+        .map(|s| {
+            let l = &s.latency_us;
+            [
+                s.script.clone(),
+                s.calls.to_string(),
+                format!("{:.1}", s.ops_per_sec),
+                s.error_total().to_string(),
+                ms3(l.p50),
+                ms3(l.p90),
+                ms3(l.p99),
+                ms3(l.p999),
+                ms3(l.p9999),
+                ms3(l.max),
+            ]
+        })
+        .collect();
+    let mut widths = HEADERS.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header = HEADERS.map(str::to_owned);
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            let _ = match i {
+                0 => write!(line, "{cell:<w$}"),
+                _ => write!(line, "  {cell:>w$}"),
+            };
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.push_str("latencies in ms from the intended send time\n");
+    let jobs_line: Vec<String> = JOB_LINE.iter().map(|(c, label)| format!("{label} {}", jobs[c.index()])).collect();
+    let _ = writeln!(out, "jobs: {}", jobs_line.join(", "));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::summarize;
+    use crate::report::tests::sample_run;
+
+    #[test]
+    fn columns_are_aligned_and_jobs_listed() {
+        let run = sample_run();
+        let table = format_table(&summarize(&run), &run.jobs);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 5, "{table}");
+        assert!(lines[0].starts_with("script  "));
+        assert!(lines[2].starts_with("complete"));
+        // Right-aligned numeric columns end at the same offset on every row.
+        let ends: Vec<usize> = lines[..3].iter().map(|l| l.len()).collect();
+        assert!(ends.iter().all(|&e| e == ends[0]), "{table}");
+        assert!(lines[2].contains("5.0") && lines[2].ends_with(&ms3(run.scripts[3].latency.max())));
+        assert_eq!(
+            lines[4],
+            "jobs: enqueued 20, duplicates 0, claimed 0, completed 10, retried 0, failed 0, \
+             reaped 0, stale completions refused 2"
+        );
+    }
+}
