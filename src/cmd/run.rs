@@ -83,7 +83,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()>) -> Result<Ru
     drop(embedded);
 
     let failures = failures(&summary, &driven);
-    let mut table = format_table(&summary.scripts, &driven.metrics.jobs);
+    let mut table = format_table(&summary.scripts, &all_jobs(&driven.metrics));
     table.push_str(&format!("results: {}\n", dir.display()));
     let outcome = if failures.is_empty() { Outcome::Success } else { Outcome::Failed };
     Ok(RunResult { dir, summary, table, outcome, failures })
@@ -174,7 +174,7 @@ fn summarize(
         server_before: Some(before),
         server_after: after,
         scripts: scripts_of(metrics),
-        jobs: jobs_map(&metrics.jobs),
+        jobs: jobs_map(&all_jobs(metrics)),
         depths_end: driven.depths,
         harness: HarnessCpu {
             threads: args.threads as usize,

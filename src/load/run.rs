@@ -6,7 +6,7 @@
 //! `drain`; then everything stops. Shutdown (Ctrl-C) is passed in and stops at once.
 
 use super::context::{Phase, RunShared};
-use super::thread::{run_thread, ThreadSpec};
+use super::thread::{run_thread, Go, ThreadSpec};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
 use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
 use crate::scenario::{Plan, Stop};
@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// How to drive the load.
 #[derive(Clone)]
@@ -101,15 +101,12 @@ pub async fn drive(
     shutdown: impl Future<Output = ()>,
     mut progress: impl FnMut(&LiveSnapshot, Option<Depths>),
 ) -> Driven {
-    let started = SystemTime::now();
-    let start = Instant::now();
-    let (reporter, sink) = Reporter::new(start, plan.warmup);
-    let live = reporter.live();
-    let reporter = tokio::spawn(reporter.run());
     let shared = Arc::new(RunShared::default());
     shared.producers_live.store((plan.producers.count * plan.producers.pipeline) as usize, Ordering::Relaxed);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut threads = Vec::new();
+    let mut gos = Vec::new();
+    let mut readies = Vec::new();
     for index in 0..opts.threads.max(1) {
         let spec = ThreadSpec {
             index,
@@ -119,29 +116,51 @@ pub async fn drive(
             registry: opts.registry.clone(),
             plan: plan.clone(),
             shared: shared.clone(),
-            sink: sink.clone(),
-            start,
         };
         let stop = stop_rx.clone();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (go_tx, go_rx) = oneshot::channel();
+        let handle = std::thread::Builder::new()
             .name(format!("emq-load-{index}"))
-            .spawn(move || {
-                let _ = done_tx.send(run_thread(spec, stop));
-            })
+            .spawn(move || run_thread(spec, ready_tx, go_rx, stop))
             .expect("spawn load thread");
-        threads.push(done_rx);
+        threads.push(handle);
+        gos.push(go_tx);
+        readies.push(ready_rx);
+    }
+    // Every thread connects (and loads the scripts) before the clock starts.
+    let mut interrupted = None;
+    for ready in readies {
+        match ready.await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                interrupted.get_or_insert_with(|| format!("a load thread could not connect: {err}"));
+            }
+            Err(_) => {
+                interrupted.get_or_insert_with(|| "a load thread died while connecting".to_string());
+            }
+        }
+    }
+    let started = SystemTime::now();
+    let start = Instant::now();
+    let (reporter, sink) = Reporter::new(start, plan.warmup);
+    let live = reporter.live();
+    let reporter = tokio::spawn(reporter.run());
+    if interrupted.is_none() {
+        for go in gos {
+            let _ = go.send(Go { start, sink: sink.clone() });
+        }
     }
     drop(sink);
 
-    let mut interrupted = None;
     let mut drained = false;
     let mut last_depths = None;
     let mut drain_started = None;
+    let mut unreachable_at: Option<Duration> = None;
     let mut next_progress = start + Duration::from_secs(1);
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     tokio::pin!(shutdown);
-    loop {
+    while interrupted.is_none() {
         tokio::select! {
             _ = &mut shutdown => {
                 interrupted = Some("interrupted by Ctrl-C".to_string());
@@ -149,22 +168,16 @@ pub async fn drive(
             }
             _ = tick.tick() => {}
         }
-        // A load thread that ended before the stop failed to connect.
-        for done in threads.iter_mut() {
-            if let Ok(Err(err)) = done.try_recv() {
-                interrupted = Some(format!("a load thread stopped: {err}"));
-            }
-        }
-        if interrupted.is_some() {
-            break;
-        }
         let now = Instant::now();
         let phase = shared.phase();
         let poll_depths = phase == Phase::Drain || now >= next_progress;
         if poll_depths {
             match depths(&mut control, &queues).await {
                 Ok(d) => last_depths = Some(d),
-                Err(_) => last_depths = None,
+                Err(_) => {
+                    last_depths = None;
+                    unreachable_at.get_or_insert(now - start);
+                }
             }
         }
         if now >= next_progress {
@@ -198,13 +211,19 @@ pub async fn drive(
     shared.advance(Phase::Stop);
     let end = Instant::now();
     let _ = stop_tx.send(true);
-    for done in threads {
-        if let Ok(Err(err)) = done.await {
-            interrupted.get_or_insert_with(|| format!("a load thread stopped: {err}"));
+    for handle in threads {
+        let joined = tokio::task::spawn_blocking(move || handle.join()).await;
+        if !matches!(joined, Ok(Ok(()))) {
+            interrupted.get_or_insert_with(|| "a load thread panicked".to_string());
         }
     }
     let metrics = reporter.await.expect("reporter task").finish(end);
     let depths = depths(&mut control, &queues).await.ok();
+    if let Some(at) = unreachable_at {
+        interrupted.get_or_insert_with(|| {
+            format!("the server was unreachable during the run (first at {:.1}s)", at.as_secs_f64())
+        });
+    }
     if depths.is_none() {
         interrupted.get_or_insert_with(|| "the server could not be reached at the end of the run".to_string());
     }

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// What one load thread runs. Task `i` of a role runs on thread `i % threads`.
 #[derive(Clone)]
@@ -35,10 +35,14 @@ pub struct ThreadSpec {
     pub plan: Arc<Plan>,
     /// Run-wide atomics.
     pub shared: Arc<RunShared>,
-    /// Where the recorder sends its intervals.
-    pub sink: MetricsSink,
-    /// The instant the schedule starts from (open-loop intended times count from it).
+}
+
+/// Sent to every thread once all have connected: the run starts now.
+pub struct Go {
+    /// The run start; open-loop intended times and intervals count from it.
     pub start: Instant,
+    /// Where the thread's recorder sends its intervals.
+    pub sink: MetricsSink,
 }
 
 /// The indices `0..count` that run on thread `index` of `threads`.
@@ -63,50 +67,63 @@ async fn open(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient>, CallError>
     Ok(clients)
 }
 
-/// Runs the thread until `stop` turns true. Connect errors end the thread early with the error
-/// (the coordinator reports it). The recorder's last interval is flushed on the way out.
-pub fn run_thread(spec: ThreadSpec, stop: watch::Receiver<bool>) -> Result<(), CallError> {
+/// Runs the thread: connects, reports on `ready`, waits for [`Go`], then runs its lanes until
+/// `stop` turns true. Connecting before the start keeps connection setup out of open-loop
+/// latencies. The recorder's last interval is flushed on the way out.
+pub fn run_thread(
+    spec: ThreadSpec,
+    ready: oneshot::Sender<Result<(), CallError>>,
+    go: oneshot::Receiver<Go>,
+    stop: watch::Receiver<bool>,
+) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
-    let result = local.block_on(&runtime, thread_main(spec, stop));
+    local.block_on(&runtime, thread_main(spec, ready, go, stop));
     // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
     drop(local);
-    result
 }
 
-async fn thread_main(spec: ThreadSpec, mut stop: watch::Receiver<bool>) -> Result<(), CallError> {
+async fn thread_main(
+    spec: ThreadSpec,
+    ready: oneshot::Sender<Result<(), CallError>>,
+    go: oneshot::Receiver<Go>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let connected = connect_all(&spec).await;
+    // Built before the start too: filling the pool takes milliseconds.
+    let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
+    let (queues, pconns, cconns, mconn) = match connected {
+        Ok(all) => {
+            let _ = ready.send(Ok(()));
+            all
+        }
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+    };
+    // No Go means the coordinator gave up (another thread failed to connect).
+    let Ok(Go { sink, .. }) = go.await else { return };
     let plan = spec.plan.clone();
-    let queues: Rc<[QueueKeys]> = plan
-        .queues
-        .iter()
-        .map(|q| QueueName::new(q).map(QueueKeys::new))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| CallError::Reply(e.to_string()))?
-        .into();
     let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
-    let pconns =
-        open(&spec, connections_for(producers.len(), plan.producers.count, plan.producers.connections)).await?;
-    let cconns =
-        open(&spec, connections_for(consumers.len(), plan.consumers.count, plan.consumers.connections)).await?;
-    let mconn = if spec.index == 0 { open(&spec, 1).await? } else { Vec::new() };
     let ctx = Rc::new(ThreadCtx {
         plan: plan.clone(),
         shared: spec.shared.clone(),
-        recorder: RefCell::new(Recorder::new(&spec.sink)),
-        pool: PayloadPool::new(plan.seed ^ spec.index as u64),
+        recorder: RefCell::new(Recorder::new(&sink)),
+        pool,
     });
-    drop(spec.sink);
+    drop(sink);
+    // Open-loop schedules start when the lanes do, not at the coordinator's start: the hand-off
+    // to this thread must not count as latency of the first requests.
+    let begin = Instant::now();
     let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
     for (k, &p) in producers.iter().enumerate() {
         let ops = EchoOps::new(pconns[k % pconns.len()].clone(), queues.clone());
         let schedule = match plan.producers.open_loop {
-            Some(open) => Schedule::open(
-                open.rate_per_sec / f64::from(plan.producers.count),
-                open.arrival,
-                spec.start,
-                seed(1, p, 0),
-            ),
+            Some(open) => {
+                Schedule::open(open.rate_per_sec / f64::from(plan.producers.count), open.arrival, begin, seed(1, p, 0))
+            }
             None => Schedule::Closed,
         };
         let producer = Producer::new(seed(2, p, 0), schedule);
@@ -145,5 +162,24 @@ async fn thread_main(spec: ThreadSpec, mut stop: watch::Receiver<bool>) -> Resul
         _ = flusher => {}
     }
     ctx.recorder.borrow_mut().flush_final();
-    Ok(())
+}
+
+/// This thread's connections: (queue keys, producer, consumer, maintenance connections).
+type Connected = (Rc<[QueueKeys]>, Vec<EchoClient>, Vec<EchoClient>, Vec<EchoClient>);
+
+async fn connect_all(spec: &ThreadSpec) -> Result<Connected, CallError> {
+    let plan = spec.plan.clone();
+    let queues: Rc<[QueueKeys]> = plan
+        .queues
+        .iter()
+        .map(|q| QueueName::new(q).map(QueueKeys::new))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CallError::Reply(e.to_string()))?
+        .into();
+    let producers = share(plan.producers.count, spec.index, spec.threads);
+    let consumers = share(plan.consumers.count, spec.index, spec.threads);
+    let pconns = open(spec, connections_for(producers.len(), plan.producers.count, plan.producers.connections)).await?;
+    let cconns = open(spec, connections_for(consumers.len(), plan.consumers.count, plan.consumers.connections)).await?;
+    let mconn = if spec.index == 0 { open(spec, 1).await? } else { Vec::new() };
+    Ok((queues, pconns, cconns, mconn))
 }

@@ -79,7 +79,8 @@ pub struct RunSummary {
     pub memory_bytes_per_job: Option<f64>,
     /// One entry per called script: calls, errors by code, ops/s, latency µs.
     pub scripts: Vec<ScriptSummary>,
-    /// Job counters (measured part), by name.
+    /// Job counters of the whole run (warmup included: job accounting, unlike latency, has no
+    /// warmup), by name.
     pub jobs: BTreeMap<&'static str, u64>,
     /// Jobs left in each location set at the end (None when the server was unreachable).
     pub depths_end: Option<Depths>,

@@ -14,6 +14,8 @@ use crate::protocol::ErrorCode;
 /// quantile's bucket, within 0.1 %); never an average of per-task percentiles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// Lowest recorded value, µs (bucket bottom).
+    pub min: u64,
     /// Median, µs.
     pub p50: u64,
     /// 90th percentile, µs.
@@ -38,6 +40,7 @@ impl Percentiles {
             return Percentiles::default();
         }
         Percentiles {
+            min: h.min(),
             p50: h.value_at_quantile(0.5),
             p90: h.value_at_quantile(0.9),
             p99: h.value_at_quantile(0.99),
