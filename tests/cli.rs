@@ -1,0 +1,76 @@
+//! The binary's contract: exit codes (0 ok, 1 run failure, 2 usage or input) and error messages
+//! that name the file, the field and what was expected.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn emq_bench(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_emq-bench")).args(args).current_dir(cwd).output().expect("run emq-bench")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("bad.toml"), "name = \"x\"\nseed = 1\nduration = \"3s\"\n[consumers]\nstall = 1.5\n")
+        .unwrap();
+    let out = emq_bench(&["run", "bad.toml"], tmp.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("bad.toml:5") && err.contains("consumers.stall"), "{err}");
+}
+
+#[test]
+fn an_unknown_field_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("typo.toml"), "name = \"x\"\nseed = 1\njobs = 5\n[producers]\npipelin = 4\n").unwrap();
+    let out = emq_bench(&["run", "typo.toml"], tmp.path());
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("typo.toml") && err.contains("pipelin"), "{err}");
+}
+
+#[test]
+fn a_missing_scenario_and_bad_flags_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = emq_bench(&["run", "nope.toml"], tmp.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("nope.toml"), "{}", stderr(&out));
+    let out = emq_bench(&["run", "x.toml", "--duration", "soon"], tmp.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--duration"), "{}", stderr(&out));
+}
+
+#[test]
+fn load_never_targets_a_non_loopback_address() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = emq_bench(&["run", "scenarios/smoke.toml", "--url", "redis://192.0.2.1:6379/", "--quiet"], root);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not a loopback address"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_missing_script_directory_exits_2_naming_the_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = emq_bench(&["run", "scenarios/smoke.toml", "--lua-dir", "/nonexistent", "--quiet"], root);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/nonexistent/enqueue.lua"), "{}", stderr(&out));
+}
+
+#[test]
+fn run_prints_the_table_and_json_on_request() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let out = emq_bench(
+        &["run", "scenarios/throughput.toml", "--duration", "1500ms", "--quiet", "--json", "--out", dir.to_str().unwrap()],
+        root,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is summary.json");
+    assert_eq!(summary["name"], "throughput");
+    assert!(dir.join("summary.json").is_file());
+}
