@@ -6,6 +6,7 @@
 //! - [`protocol`]: keyspace builders, job ids, the script registry and one typed function per verb.
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 
+pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod error;

@@ -24,9 +24,9 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Producer number `index` with its schedule.
-    pub fn new(seed: u64, schedule: Schedule) -> Rc<RefCell<Producer>> {
-        Rc::new(RefCell::new(Producer { ids: JobIdGen::new(seed), schedule, last: None }))
+    /// A producer of the run with seed `run_seed` (the ids' run tag), paced by `schedule`.
+    pub fn new(run_seed: u64, schedule: Schedule) -> Rc<RefCell<Producer>> {
+        Rc::new(RefCell::new(Producer { ids: JobIdGen::new(run_seed), schedule, last: None }))
     }
 }
 
@@ -49,15 +49,20 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
             let job = match (duplicate, p.last) {
                 (true, Some((queue, id))) => Job::Duplicate { queue, id },
                 _ => {
-                    if let Stop::Jobs(budget) = ctx.plan.stop {
-                        if ctx.shared.issued.fetch_add(1, Ordering::Relaxed) >= budget {
-                            break;
-                        }
+                    // The run-wide job number: unique, increasing per producer, and the id's
+                    // low 32 bits (so the checker maps server rows back to the history).
+                    let number = ctx.shared.issued.fetch_add(1, Ordering::Relaxed);
+                    let budget = match ctx.plan.stop {
+                        Stop::Jobs(budget) => budget.min(u64::from(u32::MAX)),
+                        Stop::Duration(_) => u64::from(u32::MAX),
+                    };
+                    if number >= budget {
+                        break;
                     }
                     let delay = plan.delayed.draw(&mut rng).then(|| plan.delay.sample(&mut rng));
                     let priority = (plan.priority.draw(&mut rng) && !plan.priorities.is_empty())
                         .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
-                    Job::New { queue: rng.random_range(0..queues), id: p.ids.next_id(), delay, priority }
+                    Job::New { queue: rng.random_range(0..queues), id: p.ids.mint(number as u32), delay, priority }
                 }
             };
             (p.schedule.next_intended(), job)

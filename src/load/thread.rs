@@ -126,7 +126,7 @@ async fn thread_main(
             }
             None => Schedule::Closed,
         };
-        let producer = Producer::new(seed(2, p, 0), schedule);
+        let producer = Producer::new(plan.seed, schedule);
         for lane in 0..plan.producers.pipeline {
             tokio::task::spawn_local(producer::lane(ctx.clone(), producer.clone(), ops.clone(), seed(3, p, lane)));
         }

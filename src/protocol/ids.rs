@@ -1,35 +1,60 @@
 //! Job id minting: `JOB` + lowercase ULID, monotonic per generator (PROTOCOL.md "Keyspace").
+//!
+//! The ULID's 80 random bits are laid out as a 48-bit *run tag* (drawn from the run's seed)
+//! and a 32-bit *job number* (unique within the run). The id stays a valid, time-ordered
+//! ULID, and the harness can map any id it finds on the server back to its history record by
+//! number, and tell ids of its own run (same tag) from foreign ones.
 
 use super::keyspace::JobId;
 use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Mints job ids that are strictly increasing in byte order for one generator, also within
-/// one millisecond (the ULID spec's monotonic mode), so pending ties order by mint order.
-///
-/// Each load task owns one; ids of different tasks are unique through their random part.
+/// Mints job ids that are strictly increasing in byte order for one generator: the time part
+/// never goes back (the last millisecond is kept if the clock does), and within one
+/// millisecond the job numbers a generator is given must increase (they do: each producer
+/// draws them from one run-wide counter, in order).
+#[derive(Debug, Clone)]
 pub struct JobIdGen {
-    generator: ulid::Generator,
-    rng: SmallRng,
+    tag: u64,
+    last_ms: u64,
+    next_number: u32,
+}
+
+/// The run tag of `seed`: 48 bits, the same for every generator of one run.
+pub fn run_tag(seed: u64) -> u64 {
+    SmallRng::seed_from_u64(seed ^ 0x454d_5142_454e_4348).random::<u64>() & ((1 << 48) - 1)
+}
+
+/// The job number inside an id minted by this harness (the low 32 bits of the ULID).
+pub fn job_number(id: &JobId) -> u32 {
+    id.ulid().0 as u32
+}
+
+/// The run tag inside an id (bits 32..80 of the ULID).
+pub fn job_tag(id: &JobId) -> u64 {
+    ((id.ulid().0 >> 32) as u64) & ((1 << 48) - 1)
 }
 
 impl JobIdGen {
-    /// A generator whose random bits come from `seed` (the time part is the wall clock).
+    /// A generator for the run with seed `seed`; [`next_id`](Self::next_id) numbers from 0.
     pub fn new(seed: u64) -> JobIdGen {
-        JobIdGen { generator: ulid::Generator::new(), rng: SmallRng::seed_from_u64(seed) }
+        JobIdGen { tag: run_tag(seed), last_ms: 0, next_number: 0 }
     }
 
-    /// The next id, greater than every id this generator made before.
-    ///
-    /// The monotonic mode can overflow only after 2^80 ids in one millisecond; the generator
-    /// then waits for the clock's next millisecond instead of failing.
+    /// The id of job `number` (unique in the run), stamped with the current time.
+    pub fn mint(&mut self, number: u32) -> JobId {
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        self.last_ms = self.last_ms.max(now_ms);
+        let random = (u128::from(self.tag) << 32) | u128::from(number);
+        JobId::from_ulid(ulid::Ulid::from_parts(self.last_ms, random))
+    }
+
+    /// The next id, numbering this generator's jobs 0, 1, 2, ... (a stand-alone generator).
     pub fn next_id(&mut self) -> JobId {
-        loop {
-            match self.generator.generate_with_source(&mut self.rng) {
-                Ok(ulid) => return JobId::from_ulid(ulid),
-                Err(_) => std::thread::yield_now(),
-            }
-        }
+        let number = self.next_number;
+        self.next_number = self.next_number.wrapping_add(1);
+        self.mint(number)
     }
 }
 
@@ -38,14 +63,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_monotonic_and_well_formed() {
+    fn ids_are_monotonic_well_formed_and_carry_tag_and_number() {
         let mut ids = JobIdGen::new(7);
         let mut last = ids.next_id();
-        for _ in 0..10_000 {
+        for n in 1..10_000u32 {
             let next = ids.next_id();
             assert!(next > last, "{next} not after {last}");
             assert!(JobId::parse(next.as_bytes()).is_ok());
+            assert_eq!(job_number(&next), n);
+            assert_eq!(job_tag(&next), run_tag(7));
             last = next;
         }
+        assert_ne!(run_tag(7), run_tag(8));
     }
 }
