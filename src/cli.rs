@@ -19,6 +19,32 @@ pub enum Command {
     Run(RunArgs),
     /// Start the embedded valkey-server on a free loopback port and print its URL until Ctrl-C.
     Server(ServerArgs),
+    /// Check the invariants of PROTOCOL.md against what the server holds for the given queues; exit 1 on any violation.
+    Check(CheckArgs),
+    /// Compare two results folders (BASE, NEW): per script ops/s, p50, p99, p99.9 and the job cycle's ops/s; exit 1 on a regression, 3 when inconclusive.
+    Compare(crate::cmd::compare::CompareArgs),
+    /// A/B two script directories: run them interleaved against one server (--repeat pairs), then compare; exit 1 on a regression, 3 when inconclusive.
+    Ab(crate::cmd::ab::AbArgs),
+}
+
+/// `emq-bench check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Target server URL (redis:// or rediss://, loopback only).
+    #[arg(long)]
+    pub url: String,
+    /// A queue to check (repeatable; at least one).
+    #[arg(long = "queue", value_name = "Q", required = true)]
+    pub queues: Vec<String>,
+    /// Folder to write invariants.json into (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print invariants.json to stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// The run's history file, for the checks that need it (not wired yet: refused).
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<PathBuf>,
 }
 
 /// `emq-bench run`.
@@ -54,6 +80,14 @@ pub struct RunArgs {
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Skip the invariant check after the run (history.bin is still written; `emq-bench check
+    /// --history` can check later). For pure throughput benchmarks.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Repetitions, each on a fresh server state (the run's keys removed in between); results
+    /// in rep-NNN/ folders plus merged.json (histograms merged, never averaged).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
     /// Load threads, each a current-thread runtime (tasks are spread over them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,

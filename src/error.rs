@@ -28,6 +28,9 @@ pub enum AppError {
     /// The target failed before the load started.
     #[error("cannot prepare the target: {0}")]
     Prepare(CallError),
+    /// The history could not be saved or decoded.
+    #[error("history: {0}")]
+    History(String),
     /// The results folder could not be written.
     #[error(transparent)]
     Report(#[from] ReportError),
@@ -51,7 +54,7 @@ impl AppError {
             | AppError::Target(_)
             | AppError::Usage(_)
             | AppError::Prepare(_) => 2,
-            AppError::Report(_) | AppError::Io { .. } => 1,
+            AppError::Report(_) | AppError::Io { .. } | AppError::History(_) => 1,
         }
     }
 }

@@ -9,7 +9,9 @@
 pub mod check;
 pub mod cli;
 pub mod cmd;
+pub mod compare;
 pub mod error;
+pub mod history;
 pub mod load;
 pub mod metrics;
 pub mod output;
@@ -17,4 +19,5 @@ pub mod protocol;
 pub mod report;
 pub mod scenario;
 pub mod server;
+pub mod stats;
 pub mod target;

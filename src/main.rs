@@ -4,7 +4,18 @@
 use clap::Parser;
 use emq_bench::cli::{Cli, Command};
 use emq_bench::cmd::{self, Outcome};
+use emq_bench::compare::Overall;
 use std::process::ExitCode;
+
+/// Prints a comparison and turns its verdict into an outcome (exit 0, 1 or 3).
+fn verdict(result: cmd::compare::CompareResult) -> Outcome {
+    print!("{}", result.output);
+    match result.verdict {
+        Overall::Pass => Outcome::Success,
+        Overall::Regression => Outcome::Failed,
+        Overall::Inconclusive => Outcome::Inconclusive,
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -29,11 +40,24 @@ fn main() -> ExitCode {
                 Ok(result.outcome)
             }
             Command::Server(args) => cmd::server::server(args, ctrl_c).await,
+            Command::Compare(args) => Ok(verdict(cmd::compare::compare(args)?)),
+            Command::Ab(args) => Ok(verdict(cmd::ab::ab(args, ctrl_c).await?)),
+            Command::Check(args) => {
+                let json = args.json;
+                let result = cmd::check::check(args).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&result.report).expect("report serializes"));
+                } else {
+                    print!("{}", result.table);
+                }
+                Ok(result.outcome)
+            }
         }
     });
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
+        Ok(Outcome::Inconclusive) => ExitCode::from(3),
         Err(err) => {
             eprintln!("emq-bench: {err}");
             ExitCode::from(err.exit_code())

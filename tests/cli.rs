@@ -15,8 +15,11 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("bad.toml"), "name = \"x\"\nseed = 1\nduration = \"3s\"\n[consumers]\nstall = 1.5\n")
-        .unwrap();
+    std::fs::write(
+        tmp.path().join("bad.toml"),
+        "name = \"x\"\nseed = 1\nduration = \"3s\"\n[consumers]\nstall = 1.5\n",
+    )
+    .unwrap();
     let out = emq_bench(&["run", "bad.toml"], tmp.path());
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
@@ -26,7 +29,8 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_field() {
 #[test]
 fn an_unknown_field_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("typo.toml"), "name = \"x\"\nseed = 1\njobs = 5\n[producers]\npipelin = 4\n").unwrap();
+    std::fs::write(tmp.path().join("typo.toml"), "name = \"x\"\nseed = 1\njobs = 5\n[producers]\npipelin = 4\n")
+        .unwrap();
     let out = emq_bench(&["run", "typo.toml"], tmp.path());
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
@@ -66,7 +70,16 @@ fn run_prints_the_table_and_json_on_request() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
     let out = emq_bench(
-        &["run", "scenarios/throughput.toml", "--duration", "1500ms", "--quiet", "--json", "--out", dir.to_str().unwrap()],
+        &[
+            "run",
+            "scenarios/throughput.toml",
+            "--duration",
+            "1500ms",
+            "--quiet",
+            "--json",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
         root,
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

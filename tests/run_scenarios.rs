@@ -23,6 +23,8 @@ fn args(scenario: &Path, out: &Path) -> RunArgs {
         force: false,
         quiet: true,
         json: false,
+        no_check: false,
+        repeat: 1,
         threads: 1,
         timeout: Duration::from_secs(5),
         server: ServerArgs { server_bin: None, server_config: Vec::new() },

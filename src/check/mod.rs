@@ -6,9 +6,19 @@
 //! - [`scan`]: SCAN + pipelined reads into a [`state::ServerState`] (never KEYS).
 //! - [`structural`]: what the server state alone can prove.
 //! - [`violation`]: the violation model and `invariants.json`.
+//! - [`report`]: the `invariants.json` writer and the table of the first violations.
 
+pub mod history;
+pub mod report;
+pub mod run;
+pub mod scan;
 pub mod state;
+pub mod structural;
 pub mod violation;
 
+pub use report::{format_violations, write_invariants, InvariantsReport};
+pub use run::{check, CheckOutcome, CheckSummary};
+pub use scan::scan;
 pub use state::{Location, QueueState, Row, ServerState, StateField};
+pub use structural::{check_structural, checked_jobs};
 pub use violation::{Invariant, Violation};

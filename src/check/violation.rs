@@ -25,8 +25,16 @@ pub enum Invariant {
 
 impl Invariant {
     /// Every invariant, in order.
-    pub const ALL: [Invariant; 8] =
-        [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4, Invariant::I5, Invariant::I6, Invariant::I7, Invariant::I8];
+    pub const ALL: [Invariant; 8] = [
+        Invariant::I1,
+        Invariant::I2,
+        Invariant::I3,
+        Invariant::I4,
+        Invariant::I5,
+        Invariant::I6,
+        Invariant::I7,
+        Invariant::I8,
+    ];
 
     /// `I1` .. `I8`.
     pub fn id(self) -> &'static str {

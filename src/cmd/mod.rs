@@ -1,14 +1,21 @@
 //! One file per subcommand: each resolves its arguments, calls the library and returns an
 //! outcome for `main` to turn into an exit code.
 
+pub mod ab;
+pub mod check;
+pub mod compare;
 pub mod run;
 pub mod server;
+pub mod session;
 
 /// How a command ended, when it ran to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// Exit 0.
     Success,
-    /// Exit 1: the run was interrupted, or a check found a violation.
+    /// Exit 1: the run was interrupted, a check found a violation, a threshold or a
+    /// comparison failed.
     Failed,
+    /// Exit 3: a comparison could not tell (too few repetitions, or too much noise).
+    Inconclusive,
 }

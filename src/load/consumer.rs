@@ -3,9 +3,11 @@
 //! attempts come back as zombies that try to complete with their stale token.
 
 use super::backend::QueueOps;
-use super::context::{timed, Phase, ThreadCtx};
+use super::context::{timed_span, Phase, ThreadCtx};
 use super::payload::{verify, PayloadCheck};
+use crate::history::{Kind, Outcome, UNKNOWN_JOB};
 use crate::metrics::JobCounter;
+use crate::protocol::ids::job_number;
 use crate::protocol::{CallError, Claimed, CompleteReply, ErrorCode, FailArgs, FailReply, Script};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -33,9 +35,22 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
     while ctx.phase() != Phase::Stop {
         let queue = turn % queues;
         turn += 1;
-        let claimed = match timed(&ctx, Script::Claim, None, ops.claim(queue, lease_ms, plan.batch)).await {
+        let (result, span) = timed_span(&ctx, Script::Claim, None, ops.claim(queue, lease_ms, plan.batch)).await;
+        let claimed = match result {
             Ok(claimed) => claimed,
-            Err(_) => {
+            Err(err) => {
+                if err.code().is_unknown_outcome() {
+                    // It may have handed out jobs nobody saw: the checker allows for it.
+                    ctx.history.borrow_mut().push(
+                        UNKNOWN_JOB,
+                        Kind::Claim,
+                        Outcome::Unknown,
+                        0,
+                        0,
+                        span.sent,
+                        span.done,
+                    );
+                }
                 tokio::time::sleep(CLAIM_ERROR_PAUSE).await;
                 continue;
             }
@@ -45,6 +60,23 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
             continue;
         }
         ctx.bump(JobCounter::Claimed, claimed.len() as u64);
+        for job in &claimed {
+            // Every claim verifies the bytes it got back (I4).
+            let intact = verify(&job.id, &job.payload) == PayloadCheck::Intact;
+            if !intact {
+                ctx.bump(JobCounter::PayloadCorrupt, 1);
+            }
+            let outcome = if intact { Outcome::Ok } else { Outcome::Alt };
+            ctx.history.borrow_mut().push(
+                job_number(&job.id),
+                Kind::Claim,
+                outcome,
+                job.token as u32,
+                0,
+                span.sent,
+                span.done,
+            );
+        }
         for job in claimed {
             if ctx.phase() == Phase::Stop {
                 return;
@@ -56,9 +88,6 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
 
 async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, job: Claimed, rng: &mut SmallRng) {
     let plan = &ctx.plan.consumers;
-    if verify(&job.id, &job.payload) != PayloadCheck::Intact {
-        ctx.bump(JobCounter::PayloadCorrupt, 1);
-    }
     let fate = {
         let x: f64 = rng.random();
         if x < plan.fail.get() {
@@ -81,10 +110,12 @@ async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, jo
         return; // lost the job while working (fenced or gone): nothing more to do with it
     }
     match fate {
-        Fate::Complete => match timed(ctx, Script::Complete, None, ops.complete(queue, job.id, job.token)).await {
-            Ok(CompleteReply::Completed) => ctx.bump(JobCounter::Completed, 1),
-            Ok(CompleteReply::AlreadyCompleted) | Err(_) => {}
-        },
+        Fate::Complete => {
+            match fenced(ctx, Script::Complete, &job, ops.complete(queue, job.id, job.token), complete_outcome).await {
+                Ok(CompleteReply::Completed) => ctx.bump(JobCounter::Completed, 1),
+                Ok(CompleteReply::AlreadyCompleted) | Err(_) => {}
+            }
+        }
         Fate::Fail => {
             let args = FailArgs {
                 error: "emq-bench: simulated failure",
@@ -92,7 +123,7 @@ async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, jo
                 backoff_ms: plan.backoff.delay(job.token as u32).as_millis() as u64,
                 priority: job.priority,
             };
-            match timed(ctx, Script::Fail, None, ops.fail(queue, job.id, job.token, args)).await {
+            match fenced(ctx, Script::Fail, &job, ops.fail(queue, job.id, job.token, args), fail_outcome).await {
                 Ok(FailReply::Retry) => ctx.bump(JobCounter::Retried, 1),
                 Ok(FailReply::Failed) => ctx.bump(JobCounter::Failed, 1),
                 Err(_) => {}
@@ -124,7 +155,9 @@ async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &
         let now = Instant::now();
         if next_extend.is_some_and(|t| t <= now && t < end) {
             let lease_ms = plan.lease.as_millis().max(1) as u64;
-            if lost(timed(ctx, Script::Extend, None, ops.extend(queue, job.id, job.token, lease_ms)).await) {
+            if lost(
+                fenced(ctx, Script::Extend, job, ops.extend(queue, job.id, job.token, lease_ms), |_| Outcome::Ok).await,
+            ) {
                 return false;
             }
             next_extend = plan.extend_every.map(|every| now + every);
@@ -132,7 +165,8 @@ async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &
         if next_note.is_some_and(|t| t <= now) {
             notes_sent += 1;
             let note = progress_note(notes_sent, notes);
-            if lost(timed(ctx, Script::Progress, None, ops.progress(queue, job.id, job.token, note.as_bytes())).await) {
+            let request = ops.progress(queue, job.id, job.token, note.as_bytes());
+            if lost(fenced(ctx, Script::Progress, job, request, |_| Outcome::Ok).await) {
                 return false;
             }
             next_note = (notes_sent < notes).then(|| start + step * (notes_sent + 1));
@@ -140,6 +174,40 @@ async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &
         if now >= end && next_note.is_none() {
             return true;
         }
+    }
+}
+
+/// Sends one fenced call (complete, fail, extend, progress) for `job`, timed and remembered in
+/// the history with the job's token.
+async fn fenced<T>(
+    ctx: &ThreadCtx,
+    script: Script,
+    job: &Claimed,
+    request: impl std::future::Future<Output = Result<T, CallError>>,
+    ok: impl FnOnce(&T) -> Outcome,
+) -> Result<T, CallError> {
+    let kind = match script {
+        Script::Complete => Kind::Complete,
+        Script::Fail => Kind::Fail,
+        Script::Extend => Kind::Extend,
+        _ => Kind::Progress,
+    };
+    let (result, span) = timed_span(ctx, script, None, request).await;
+    ctx.remember(job_number(&job.id), kind, job.token as u32, 0, span, &result, ok);
+    result
+}
+
+fn complete_outcome(reply: &CompleteReply) -> Outcome {
+    match reply {
+        CompleteReply::Completed => Outcome::Ok,
+        CompleteReply::AlreadyCompleted => Outcome::Alt,
+    }
+}
+
+fn fail_outcome(reply: &FailReply) -> Outcome {
+    match reply {
+        FailReply::Retry => Outcome::Ok,
+        FailReply::Failed => Outcome::Alt,
     }
 }
 
@@ -159,7 +227,7 @@ async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: 
     if ctx.phase() == Phase::Stop {
         return;
     }
-    match timed(&ctx, Script::Complete, None, ops.complete(queue, job.id, job.token)).await {
+    match fenced(&ctx, Script::Complete, &job, ops.complete(queue, job.id, job.token), complete_outcome).await {
         Err(CallError::Emq { code: ErrorCode::Fence | ErrorCode::State, .. }) => ctx.bump(JobCounter::StaleRefused, 1),
         Ok(CompleteReply::Completed) => {
             ctx.bump(JobCounter::StaleAccepted, 1);

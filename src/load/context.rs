@@ -3,6 +3,7 @@
 //! `RefCell`: no lock and no atomic read-modify-write on the per-request path.
 
 use super::payload::PayloadPool;
+use crate::history::{HistoryBuf, Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
 use crate::protocol::{CallError, Script};
 use crate::scenario::Plan;
@@ -59,6 +60,8 @@ pub struct ThreadCtx {
     pub recorder: RefCell<Recorder>,
     /// Filler bytes for payloads.
     pub pool: PayloadPool,
+    /// This thread's history (every outcome per job, for the checker).
+    pub history: RefCell<HistoryBuf>,
 }
 
 /// Open-loop sends more than this late are counted as late (the pacing tick is 1 ms).
@@ -96,6 +99,35 @@ impl ThreadCtx {
     pub fn phase(&self) -> Phase {
         self.shared.phase()
     }
+
+    /// Appends one event to the thread's history. `result` decides the outcome: `ok` maps a
+    /// success reply to [`Outcome::Ok`] or [`Outcome::Alt`]; an error is refused or unknown.
+    #[allow(clippy::too_many_arguments)]
+    pub fn remember<T>(
+        &self,
+        job: u32,
+        kind: Kind,
+        token: u32,
+        queue: u16,
+        span: Span,
+        result: &Result<T, CallError>,
+        ok: impl FnOnce(&T) -> Outcome,
+    ) {
+        let outcome = match result {
+            Ok(reply) => ok(reply),
+            Err(err) => Outcome::of_error(err.code()),
+        };
+        self.history.borrow_mut().push(job, kind, outcome, token, queue, span.sent, span.done);
+    }
+}
+
+/// When one request was sent and when its reply was read.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    /// The actual send.
+    pub sent: Instant,
+    /// The reply read (or the error).
+    pub done: Instant,
 }
 
 /// Sends one request and records it: the per-request timing wrapper every lane uses.
@@ -108,9 +140,19 @@ pub async fn timed<T>(
     intended: Option<Instant>,
     request: impl std::future::Future<Output = Result<T, CallError>>,
 ) -> Result<T, CallError> {
+    timed_span(ctx, script, intended, request).await.0
+}
+
+/// [`timed`], also returning when the request was sent and its reply read (for the history).
+pub async fn timed_span<T>(
+    ctx: &ThreadCtx,
+    script: Script,
+    intended: Option<Instant>,
+    request: impl std::future::Future<Output = Result<T, CallError>>,
+) -> (Result<T, CallError>, Span) {
     let sent = Instant::now();
     let result = request.await;
-    let read_at = Instant::now();
-    ctx.record(script, intended.unwrap_or(sent), sent, read_at, &result);
-    result
+    let done = Instant::now();
+    ctx.record(script, intended.unwrap_or(sent), sent, done, &result);
+    (result, Span { sent, done })
 }

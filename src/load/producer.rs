@@ -3,9 +3,11 @@
 //! `pipeline` enqueues are in flight on its connection, each timed on its own.
 
 use super::backend::{script_of_enqueue, QueueOps};
-use super::context::{timed, Phase, ThreadCtx};
+use super::context::{timed_span, Phase, ThreadCtx};
 use super::pacing::Schedule;
+use crate::history::{Kind, Outcome};
 use crate::metrics::JobCounter;
+use crate::protocol::ids::job_number;
 use crate::protocol::{EnqueueReply, JobId, JobIdGen};
 use crate::scenario::Stop;
 use rand::rngs::SmallRng;
@@ -32,7 +34,7 @@ impl Producer {
 
 /// What one enqueue will be.
 enum Job {
-    New { queue: usize, id: JobId, delay: Option<Duration>, priority: Option<u64> },
+    New { queue: usize, number: u32, id: JobId, delay: Option<Duration>, priority: Option<u64> },
     Duplicate { queue: usize, id: JobId },
 }
 
@@ -62,7 +64,13 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                     let delay = plan.delayed.draw(&mut rng).then(|| plan.delay.sample(&mut rng));
                     let priority = (plan.priority.draw(&mut rng) && !plan.priorities.is_empty())
                         .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
-                    Job::New { queue: rng.random_range(0..queues), id: p.ids.mint(number as u32), delay, priority }
+                    Job::New {
+                        queue: rng.random_range(0..queues),
+                        number: number as u32,
+                        id: p.ids.mint(number as u32),
+                        delay,
+                        priority,
+                    }
                 }
             };
             (p.schedule.next_intended(), job)
@@ -75,30 +83,26 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
         }
         let size = plan.payload.sample(&mut rng) as usize;
         match job {
-            Job::New { queue, id, delay, priority } => {
+            Job::New { queue, number, id, delay, priority } => {
                 ctx.pool.build(&id, size, &mut payload);
-                let result = match delay {
+                let (result, span) = match delay {
                     Some(d) => {
-                        timed(
-                            &ctx,
-                            script_of_enqueue(true),
-                            intended,
-                            ops.enqueue_delayed(queue, id, &payload, d.as_millis() as u64),
-                        )
-                        .await
+                        let request = ops.enqueue_delayed(queue, id, &payload, d.as_millis() as u64);
+                        timed_span(&ctx, script_of_enqueue(true), intended, request).await
                     }
                     None => {
-                        timed(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, priority))
-                            .await
+                        let request = ops.enqueue(queue, id, &payload, priority);
+                        timed_span(&ctx, script_of_enqueue(false), intended, request).await
                     }
                 };
+                let crc = payload_crc(&payload);
+                ctx.remember(number, Kind::Enqueue, crc, queue as u16, span, &result, enqueue_outcome);
                 match result {
                     Ok(EnqueueReply::Enqueued) => {
                         ctx.bump(JobCounter::Enqueued, 1);
                         producer.borrow_mut().last = Some((queue, id));
                     }
-                    // A fresh id can only be a duplicate after an unknown outcome was retried;
-                    // we never retry, so this means the id generator collided: count it loudly.
+                    // A fresh id that is a duplicate means an id collision; the checker reports it.
                     Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
                     Err(_) => {}
                 }
@@ -106,7 +110,20 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
             Job::Duplicate { queue, id } => {
                 // Other bytes than the original: a duplicate must change nothing (I8).
                 ctx.pool.build(&id, size / 2, &mut payload);
-                match timed(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, Some(9))).await {
+                let (result, span) =
+                    timed_span(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, Some(9)))
+                        .await;
+                let number = job_number(&id);
+                ctx.remember(
+                    number,
+                    Kind::EnqueueDup,
+                    payload_crc(&payload),
+                    queue as u16,
+                    span,
+                    &result,
+                    enqueue_outcome,
+                );
+                match result {
                     Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
                     Ok(EnqueueReply::Enqueued) => ctx.bump(JobCounter::DuplicateAccepted, 1),
                     Err(_) => {}
@@ -115,4 +132,16 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
         }
     }
     ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The CRC-32 a built payload carries in its header.
+fn payload_crc(payload: &[u8]) -> u32 {
+    u32::from_le_bytes(payload[16..20].try_into().expect("payloads have a 20-byte header"))
+}
+
+fn enqueue_outcome(reply: &EnqueueReply) -> Outcome {
+    match reply {
+        EnqueueReply::Enqueued => Outcome::Ok,
+        EnqueueReply::Duplicate => Outcome::Alt,
+    }
 }

@@ -66,6 +66,10 @@ pub struct Driven {
     pub drained: bool,
     /// Queue depths at the end (None when the server could not be read).
     pub depths: Option<Depths>,
+    /// Each load thread's history stream (see `history::buffer`).
+    pub streams: Vec<Vec<u8>>,
+    /// Job numbers handed out (`0..issued`; the last ones may not have been sent).
+    pub issued: u64,
 }
 
 /// Reads the depth of every location set of `queues` in one pipeline.
@@ -201,7 +205,9 @@ pub async fn drive(
                     drained = true;
                     break;
                 }
-                if drain_started.is_some_and(|t| now >= t + plan.drain) {
+                // Without consumers there is nothing to drain: stop once the producers are done.
+                let no_consumers = plan.consumers.count == 0;
+                if (no_consumers && producers_done) || drain_started.is_some_and(|t| now >= t + plan.drain) {
                     break;
                 }
             }
@@ -211,10 +217,13 @@ pub async fn drive(
     shared.advance(Phase::Stop);
     let end = Instant::now();
     let _ = stop_tx.send(true);
+    let mut streams = Vec::new();
     for handle in threads {
-        let joined = tokio::task::spawn_blocking(move || handle.join()).await;
-        if !matches!(joined, Ok(Ok(()))) {
-            interrupted.get_or_insert_with(|| "a load thread panicked".to_string());
+        match tokio::task::spawn_blocking(move || handle.join()).await {
+            Ok(Ok(stream)) => streams.push(stream),
+            _ => {
+                interrupted.get_or_insert_with(|| "a load thread panicked".to_string());
+            }
         }
     }
     let metrics = reporter.await.expect("reporter task").finish(end);
@@ -227,5 +236,6 @@ pub async fn drive(
     if depths.is_none() {
         interrupted.get_or_insert_with(|| "the server could not be reached at the end of the run".to_string());
     }
-    Driven { metrics, started, ended: SystemTime::now(), interrupted, drained, depths }
+    let issued = shared.issued.load(Ordering::Relaxed);
+    Driven { metrics, started, ended: SystemTime::now(), interrupted, drained, depths, streams, issued }
 }

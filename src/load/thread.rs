@@ -9,6 +9,7 @@ use super::maintenance::{chore_loop, Chore};
 use super::pacing::Schedule;
 use super::payload::PayloadPool;
 use super::producer::{self, Producer};
+use crate::history::HistoryBuf;
 use crate::metrics::{MetricsSink, Recorder};
 use crate::protocol::{CallError, ConnectOptions, EchoClient, QueueKeys, QueueName, ScriptRegistry};
 use crate::scenario::Plan;
@@ -68,19 +69,21 @@ async fn open(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient>, CallError>
 }
 
 /// Runs the thread: connects, reports on `ready`, waits for [`Go`], then runs its lanes until
-/// `stop` turns true. Connecting before the start keeps connection setup out of open-loop
-/// latencies. The recorder's last interval is flushed on the way out.
+/// `stop` turns true, and returns its history stream. Connecting before the start keeps
+/// connection setup out of open-loop latencies. The recorder's last interval is flushed on
+/// the way out.
 pub fn run_thread(
     spec: ThreadSpec,
     ready: oneshot::Sender<Result<(), CallError>>,
     go: oneshot::Receiver<Go>,
     stop: watch::Receiver<bool>,
-) {
+) -> Vec<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, thread_main(spec, ready, go, stop));
+    let stream = local.block_on(&runtime, thread_main(spec, ready, go, stop));
     // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
     drop(local);
+    stream
 }
 
 async fn thread_main(
@@ -88,7 +91,7 @@ async fn thread_main(
     ready: oneshot::Sender<Result<(), CallError>>,
     go: oneshot::Receiver<Go>,
     mut stop: watch::Receiver<bool>,
-) {
+) -> Vec<u8> {
     let connected = connect_all(&spec).await;
     // Built before the start too: filling the pool takes milliseconds.
     let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
@@ -99,11 +102,11 @@ async fn thread_main(
         }
         Err(err) => {
             let _ = ready.send(Err(err));
-            return;
+            return Vec::new();
         }
     };
     // No Go means the coordinator gave up (another thread failed to connect).
-    let Ok(Go { sink, .. }) = go.await else { return };
+    let Ok(Go { start, sink }) = go.await else { return Vec::new() };
     let plan = spec.plan.clone();
     let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
@@ -112,6 +115,7 @@ async fn thread_main(
         shared: spec.shared.clone(),
         recorder: RefCell::new(Recorder::new(&sink)),
         pool,
+        history: RefCell::new(HistoryBuf::new(start)),
     });
     drop(sink);
     // Open-loop schedules start when the lanes do, not at the coordinator's start: the hand-off
@@ -162,6 +166,8 @@ async fn thread_main(
         _ = flusher => {}
     }
     ctx.recorder.borrow_mut().flush_final();
+    let stream = ctx.history.borrow_mut().take();
+    stream
 }
 
 /// This thread's connections: (queue keys, producer, consumer, maintenance connections).

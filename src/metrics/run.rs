@@ -124,3 +124,30 @@ impl RunMetrics {
         self.jobs[counter.index()]
     }
 }
+
+impl RunMetrics {
+    /// Adds `other`'s totals into this one (repetitions of one scenario): calls, errors and
+    /// job counters summed, histograms merged (never percentiles averaged), measured time
+    /// summed so ops/s stays ok calls / measured seconds. The per-second series stay this
+    /// run's own.
+    pub fn absorb(&mut self, other: &RunMetrics) {
+        for (mine, theirs) in self.scripts.iter_mut().zip(&other.scripts) {
+            mine.ok += theirs.ok;
+            mine.late += theirs.late;
+            for (a, b) in mine.errors.iter_mut().zip(theirs.errors) {
+                *a += b;
+            }
+            // Every histogram comes from `new_histogram`, so the layouts match and add cannot fail.
+            let _ = mine.latency.add(&theirs.latency);
+            let _ = mine.service.add(&theirs.service);
+            let _ = mine.error_latency.add(&theirs.error_latency);
+        }
+        for (a, b) in self.jobs.iter_mut().zip(other.jobs) {
+            *a += b;
+        }
+        for (a, b) in self.warmup_jobs.iter_mut().zip(other.warmup_jobs) {
+            *a += b;
+        }
+        self.measured_us += other.measured_us;
+    }
+}

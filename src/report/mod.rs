@@ -23,6 +23,7 @@ pub mod run_summary;
 mod scripts_csv;
 mod summary;
 mod table;
+pub mod thresholds;
 
 pub use hlog::write_hlog;
 pub use intervals_csv::write_intervals_csv;

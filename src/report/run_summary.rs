@@ -1,6 +1,7 @@
 //! `summary.json`: the whole run in one versioned document, and the results folder writer.
 
 use super::{summarize, write_hlog, write_intervals_csv, write_json, write_scripts_csv, ReportError, ScriptSummary};
+use crate::check::CheckSummary;
 use crate::load::run::Depths;
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::scenario::Scenario;
@@ -86,6 +87,12 @@ pub struct RunSummary {
     pub depths_end: Option<Depths>,
     /// The harness's own CPU cost.
     pub harness: HarnessCpu,
+    /// The invariant check after the run (None when the server could not be read).
+    pub check: Option<CheckSummary>,
+    /// Size of the run's history, bytes per enqueued job (issue 4's budget: ≤ 64).
+    pub history_bytes_per_job: Option<f64>,
+    /// The scenario's `[thresholds]`, evaluated.
+    pub thresholds: Vec<super::thresholds::ThresholdResult>,
 }
 
 /// Counters of everything the run did, warmup included (what the server state reflects).

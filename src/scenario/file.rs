@@ -63,6 +63,9 @@ pub struct Scenario {
     /// `[maintenance]`.
     #[serde(default)]
     pub maintenance: Maintenance,
+    /// `[thresholds]`: absolute CI gates, key → "<op> <limit>" (see `thresholds.rs`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub thresholds: std::collections::BTreeMap<String, String>,
 }
 
 fn zero() -> HumanDuration {

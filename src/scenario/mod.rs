@@ -25,6 +25,7 @@ mod plan;
 mod producers;
 mod sampler;
 mod target;
+pub mod thresholds;
 mod units;
 pub mod validate;
 

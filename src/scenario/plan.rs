@@ -45,6 +45,8 @@ pub struct Plan {
     pub consumers: ConsumerPlan,
     /// `[maintenance]`, resolved.
     pub maintenance: MaintenancePlan,
+    /// `[thresholds]`, resolved: absolute gates checked after the run.
+    pub thresholds: Vec<super::thresholds::Threshold>,
 }
 
 impl Plan {

@@ -49,6 +49,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         producers: producers(&cx, &raw)?,
         consumers: consumers(&cx, &raw)?,
         maintenance: maintenance(&cx, &raw)?,
+        thresholds: super::thresholds::thresholds(&cx, &raw.thresholds)?,
         scenario: raw,
     })
 }

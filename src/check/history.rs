@@ -1,0 +1,296 @@
+//! The invariants that need the run's history (PROTOCOL.md I1, I4–I8): what the harness saw
+//! happen, per job, against what the server holds at the end. Unknown outcomes (timeouts, lost
+//! connections) are "may have happened": they excuse an effect, never cause a false loss.
+
+use super::state::{Location, QueueState, Row, ServerState, StateField};
+use super::violation::{Invariant, Violation};
+use crate::history::{Event, History, Kind, Outcome};
+use crate::load::payload::PayloadCheck;
+use crate::protocol::ids::{job_number, job_tag};
+use crate::protocol::JobId;
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+/// One row of the run, found by job number.
+struct Found<'a> {
+    queue: &'a QueueState,
+    id: JobId,
+    row: &'a Row,
+}
+
+/// Checks the history against the scanned state. Rows whose id carries another run's tag, and
+/// rows of this run that no event mentions, are I1; every job with events is checked in
+/// parallel (rayon). Returns every violation found.
+pub fn check_history(history: &History, state: &ServerState) -> Vec<Violation> {
+    let tag = history.header.run_tag;
+    let mut violations = Vec::new();
+    let mut rows: HashMap<u32, Found> = HashMap::new();
+    for queue in &state.queues {
+        for (id, row) in &queue.rows {
+            if job_tag(id) != tag {
+                violations.push(v(
+                    Invariant::I1,
+                    queue,
+                    Some(id),
+                    "only rows this run enqueued",
+                    "a row with another run's id tag",
+                ));
+                continue;
+            }
+            if let Some(other) = rows.insert(job_number(id), Found { queue, id: *id, row }) {
+                violations.push(v(
+                    Invariant::I1,
+                    queue,
+                    Some(id),
+                    "one row per job",
+                    &format!("a second row, also in queue {}", other.queue.queue),
+                ));
+            }
+        }
+    }
+    // Claims whose outcome is unknown may have handed out tokens nobody saw; so may claims
+    // abandoned in flight when a run is stopped before its drain finished.
+    let drained = history.header.drained;
+    let unknown_claims = history.unknown_claims() > 0 || !drained;
+    // Ids seen only as set members (their row is gone) still name their job in reports.
+    let mut member_ids: HashMap<u32, JobId> = HashMap::new();
+    for queue in &state.queues {
+        for id in queue.members.keys().filter(|id| job_tag(id) == tag) {
+            member_ids.insert(job_number(id), *id);
+        }
+    }
+    let jobs: Vec<&[Event]> = history.per_job().collect();
+    let per_job: Vec<Violation> = jobs
+        .par_iter()
+        .flat_map_iter(|events| {
+            let number = events[0].job;
+            check_job(events, rows.get(&number), member_ids.get(&number), history, unknown_claims, drained)
+        })
+        .collect();
+    violations.extend(per_job);
+    let mut seen: Vec<u32> = jobs.iter().map(|e| e[0].job).collect();
+    seen.sort_unstable();
+    for (number, found) in &rows {
+        if seen.binary_search(number).is_err() {
+            violations.push(v(
+                Invariant::I1,
+                found.queue,
+                Some(&found.id),
+                "a row only for an id the harness enqueued",
+                "a row no enqueue of this run created",
+            ));
+        }
+    }
+    violations
+}
+
+fn v(invariant: Invariant, queue: &QueueState, id: Option<&JobId>, expected: &str, found: &str) -> Violation {
+    Violation {
+        invariant,
+        queue: queue.queue.clone(),
+        job: id.map(|i| i.to_string()),
+        expected: expected.to_string(),
+        found: found.to_string(),
+    }
+}
+
+/// Checks one job's events (sorted by send time) against its row.
+fn check_job(
+    events: &[Event],
+    found: Option<&Found>,
+    member: Option<&JobId>,
+    history: &History,
+    unknown_claims: bool,
+    drained: bool,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let queue_name = |e: &Event| history.header.queues.get(usize::from(e.queue)).cloned().unwrap_or_default();
+    let job_label = found
+        .map(|f| f.id)
+        .or(member.copied())
+        .map(|id| id.to_string())
+        .unwrap_or_else(|| format!("job number {} (no row and no set member left)", events[0].job));
+    let queue = found.map(|f| f.queue.queue.clone()).unwrap_or_else(|| queue_name(&events[0]));
+    let mut push = |invariant, expected: String, found: String| {
+        out.push(Violation { invariant, queue: queue.clone(), job: Some(job_label.clone()), expected, found });
+    };
+    let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
+
+    // Enqueue (I1, I7, I8).
+    let creation = of(Kind::Enqueue).next();
+    let created = creation.is_some_and(|e| e.outcome == Outcome::Ok);
+    let maybe_created = creation.is_some_and(|e| e.outcome == Outcome::Unknown);
+    if let Some(e) = creation {
+        if e.outcome == Outcome::Alt {
+            push(
+                Invariant::I1,
+                "a fresh id to be enqueued (reply 1)".into(),
+                "reply 0: a row with this id already existed".into(),
+            );
+        }
+    }
+    for dup in of(Kind::EnqueueDup) {
+        if dup.outcome == Outcome::Ok {
+            push(Invariant::I8, "a repeated id to return 0".into(), "the repeated enqueue returned 1".into());
+        }
+    }
+    let Some(found) = found else {
+        if created {
+            push(
+                Invariant::I7,
+                "the accepted job to end in one location".into(),
+                "no row on the server: the job was lost".into(),
+            );
+        }
+        return out;
+    };
+    let row = found.row;
+    if creation.is_none() || !(created || maybe_created) {
+        let what = creation
+            .map(|e| format!("its enqueue was refused ({:?})", e.outcome))
+            .unwrap_or("no enqueue of it was sent".into());
+        push(Invariant::I1, "a row only for an accepted enqueue".into(), format!("a row although {what}"));
+    }
+
+    // Payload (I4, I8): the row keeps the bytes of the accepted enqueue, not a duplicate's.
+    if let (Some(e), Some(crc)) = (creation, row.payload_crc) {
+        if crc != e.token && row.payload_check == Some(PayloadCheck::Intact) {
+            if of(Kind::EnqueueDup).any(|d| d.token == crc) {
+                push(
+                    Invariant::I8,
+                    "a repeated enqueue to change nothing".into(),
+                    "the row holds the payload of the repeated enqueue".into(),
+                );
+            } else {
+                push(Invariant::I4, format!("payload CRC-32 {:08x} as enqueued", e.token), format!("CRC-32 {crc:08x}"));
+            }
+        }
+    }
+    for claim in of(Kind::Claim).filter(|c| c.outcome == Outcome::Alt) {
+        push(
+            Invariant::I4,
+            "claims to return the bytes enqueued".into(),
+            format!("claim with token {} returned changed bytes", claim.token),
+        );
+    }
+
+    // Tokens (I5): 1, 2, 3, ... each handed out once; final attempts = claims.
+    let mut tokens: Vec<u32> = of(Kind::Claim).map(|c| c.token).collect();
+    tokens.sort_unstable();
+    for pair in tokens.windows(2) {
+        if pair[0] == pair[1] {
+            push(Invariant::I5, "each token handed out once".into(), format!("token {} handed out twice", pair[0]));
+        }
+    }
+    let max_token = tokens.last().copied().unwrap_or(0);
+    if !unknown_claims {
+        if let Some(missing) = (1..=max_token).find(|t| tokens.binary_search(t).is_err()) {
+            push(
+                Invariant::I5,
+                format!("tokens 1..={max_token} without a gap"),
+                format!("token {missing} was never handed out"),
+            );
+        }
+    }
+    if let Some(Ok(attempts)) = row.attempts {
+        let fits = if unknown_claims { attempts >= u64::from(max_token) } else { attempts == u64::from(max_token) };
+        if !fits {
+            push(Invariant::I5, format!("attempts = {max_token} (the claims seen)"), format!("attempts = {attempts}"));
+        }
+    }
+
+    // Fencing (I6).
+    check_fencing(events, &tokens, row, drained, &mut push);
+
+    // No loss (I7): after a drain every job that exists is completed or failed.
+    if drained && matches!(row.state, StateField::Known(Location::Pending | Location::Delayed | Location::Active)) {
+        let StateField::Known(state) = row.state else { unreachable!() };
+        push(Invariant::I7, "completed or failed after the drain".into(), format!("state {}", state.name()));
+    }
+    out
+}
+
+/// I6: every accepted fenced call carried the then-current token, at most one terminal outcome.
+fn check_fencing(
+    events: &[Event],
+    tokens: &[u32],
+    row: &Row,
+    drained: bool,
+    push: &mut impl FnMut(Invariant, String, String),
+) {
+    let handed = |t: u32| tokens.binary_search(&t).is_ok();
+    let terminal: Vec<&Event> = events
+        .iter()
+        .filter(|e| {
+            (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
+                || (e.kind == Kind::Fail && e.outcome == Outcome::Alt)
+        })
+        .collect();
+    if terminal.len() > 1 {
+        let list: Vec<String> = terminal.iter().map(|e| format!("{} with token {}", e.kind.name(), e.token)).collect();
+        push(
+            Invariant::I6,
+            "at most one terminal outcome".into(),
+            format!("{} accepted: {}", terminal.len(), list.join(", ")),
+        );
+    }
+    let max_token = tokens.last().copied().unwrap_or(0);
+    for e in events.iter().filter(|e| matches!(e.kind, Kind::Complete | Kind::Fail | Kind::Extend | Kind::Progress)) {
+        if !e.outcome.accepted() {
+            continue;
+        }
+        let accepted_as = if e.kind == Kind::Complete && e.outcome == Outcome::Alt { "safe retry" } else { "accepted" };
+        if !handed(e.token) && !tokens.is_empty() {
+            push(
+                Invariant::I6,
+                format!("{} with a token some claim handed out", e.kind.name()),
+                format!("{accepted_as} with token {} never handed out", e.token),
+            );
+            continue;
+        }
+        // Provably stale: the next token was handed out (reply read) before this call was sent.
+        if let Some(next) = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us)
+        {
+            push(
+                Invariant::I6,
+                format!("{} with token {} refused once token {} was handed out", e.kind.name(), e.token, next.token),
+                format!("{accepted_as} {} µs after token {} was handed out", e.sent_us - next.done_us, next.token),
+            );
+        }
+        // A terminal outcome ends the job: its token must be the last one ever handed out.
+        let is_terminal = (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
+            || (e.kind == Kind::Fail && e.outcome == Outcome::Alt);
+        if is_terminal && e.token < max_token {
+            push(
+                Invariant::I6,
+                format!("{} accepted only with the last token", e.kind.name()),
+                format!("accepted with token {} but token {max_token} was handed out", e.token),
+            );
+        }
+    }
+    // The end state must be explained by an accepted (or possibly accepted) terminal call.
+    let could = |kind: Kind, outcome: Outcome| {
+        events.iter().any(|e| e.kind == kind && (e.outcome == outcome || e.outcome == Outcome::Unknown))
+    };
+    match row.state {
+        StateField::Known(Location::Completed) if drained && !could(Kind::Complete, Outcome::Ok) => push(
+            Invariant::I6,
+            "completed only through an accepted complete".into(),
+            "state completed, but no complete was accepted".into(),
+        ),
+        StateField::Known(Location::Failed) if drained && !could(Kind::Fail, Outcome::Alt) => push(
+            Invariant::I6,
+            "failed only through a final fail".into(),
+            "state failed, but no fail answered `failed`".into(),
+        ),
+        StateField::Known(Location::Failed) if terminal.iter().any(|e| e.kind == Kind::Complete) => push(
+            Invariant::I6,
+            "a completed job to stay completed".into(),
+            "state failed after an accepted complete".into(),
+        ),
+        StateField::Known(Location::Completed) if terminal.iter().any(|e| e.kind == Kind::Fail) => {
+            push(Invariant::I6, "a failed job to stay failed".into(), "state completed after a final fail".into())
+        }
+        _ => {}
+    }
+}

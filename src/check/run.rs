@@ -1,0 +1,76 @@
+//! One whole check: scan, the structural invariants, and (given a history) the history ones.
+
+use super::history::check_history;
+use super::report::InvariantsReport;
+use super::scan::scan;
+use super::structural::{check_structural, checked_jobs};
+use crate::history::History;
+use crate::protocol::{CallError, QueueKeys};
+use redis::aio::ConnectionLike;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What a check found, with the evidence that the run had contention.
+#[derive(Debug, Clone)]
+pub struct CheckOutcome {
+    /// Every violation, and the counts `invariants.json` holds.
+    pub report: InvariantsReport,
+    /// Rows whose `attempts` ≥ 2: jobs claimed more than once (retries or reaped leases).
+    pub jobs_with_retries: u64,
+    /// Check time, s (scan and analysis).
+    pub seconds: f64,
+}
+
+/// The part of a check that `summary.json` carries.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckSummary {
+    /// Jobs checked.
+    pub checked_jobs: usize,
+    /// Violations in all.
+    pub violations_total: usize,
+    /// Violations per invariant id.
+    pub by_invariant: BTreeMap<String, usize>,
+    /// Rows with `attempts` ≥ 2.
+    pub jobs_with_retries: u64,
+    /// True when the history was part of the check (else only the server state was).
+    pub with_history: bool,
+    /// Check time, s.
+    pub seconds: f64,
+}
+
+impl CheckOutcome {
+    /// The summary of this outcome.
+    pub fn summary(&self, with_history: bool) -> CheckSummary {
+        CheckSummary {
+            checked_jobs: self.report.checked_jobs,
+            violations_total: self.report.violations_total,
+            by_invariant: self.report.by_invariant.clone(),
+            jobs_with_retries: self.jobs_with_retries,
+            with_history,
+            seconds: self.seconds,
+        }
+    }
+}
+
+/// Scans `queues` and checks every invariant the server state proves, plus, with `history`,
+/// those that need it. Errors: the scan's [`CallError`].
+pub async fn check<C: ConnectionLike>(
+    conn: &mut C,
+    queues: &[QueueKeys],
+    history: Option<&History>,
+) -> Result<CheckOutcome, CallError> {
+    let began = std::time::Instant::now();
+    let state = scan(conn, queues).await?;
+    let mut violations = check_structural(&state);
+    if let Some(history) = history {
+        violations.extend(check_history(history, &state));
+    }
+    let jobs_with_retries = state
+        .queues
+        .iter()
+        .flat_map(|q| q.rows.values())
+        .filter(|row| matches!(row.attempts, Some(Ok(n)) if n >= 2))
+        .count() as u64;
+    let report = InvariantsReport::new(checked_jobs(&state), violations);
+    Ok(CheckOutcome { report, jobs_with_retries, seconds: began.elapsed().as_secs_f64() })
+}

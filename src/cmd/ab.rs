@@ -1,0 +1,150 @@
+//! `emq-bench ab SCENARIO --lua-dir A --lua-dir B --repeat N`: the two script sets run
+//! interleaved against the same server — A B or B A per pair, the order drawn from the seed —
+//! so drift hits both arms equally; then the arms are compared (see `compare`).
+
+use super::compare::{compare, CompareArgs, CompareResult};
+use super::run::{shutdown_signal, stopped};
+use super::session::{results_dir, Session};
+use crate::cli::{RunArgs, ServerArgs};
+use crate::error::AppError;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::future::Future;
+use std::path::PathBuf;
+
+/// `emq-bench ab`: the raw command-line values.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AbArgs {
+    /// The scenario file; prefer `jobs = N` over a duration, so every run has the same length
+    /// (server cost per script grows with the sorted sets).
+    #[arg(value_name = "SCENARIO")]
+    pub scenario: PathBuf,
+    /// The two script directories, BASE then NEW: `--lua-dir A --lua-dir B`.
+    #[arg(long = "lua-dir", value_name = "DIR", num_args = 1, required = true)]
+    pub lua_dirs: Vec<PathBuf>,
+    /// Repetitions per arm (pairs); α = 0.01 needs about 5 a side.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Unrecorded runs of each arm before the measured pairs (caches, allocator, CPU clock
+    /// settle), like hyperfine's --warmup.
+    #[arg(long, default_value_t = 1)]
+    pub warmup_runs: u32,
+    /// Results folder (default: results/<UTC time>-<name>); arms in A/ and B/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run length per repetition; overrides the scenario's duration or jobs.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Seed of the runs and of the A/B order.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Target server URL (loopback only); default: an embedded server.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Delete keys the run's queues already have instead of refusing to start.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress line.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Load threads.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
+    /// The comparison's options (alpha, noise bands, max CV, markdown, bootstrap seed).
+    #[command(flatten)]
+    pub compare: AbCompareArgs,
+    /// The embedded server's options.
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// The comparison flags of `ab` (the same as `compare`'s).
+#[derive(Debug, Clone, clap::Args)]
+pub struct AbCompareArgs {
+    /// Significance level of the one-sided Mann-Whitney test [default: 0.01].
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Noise band of throughput [default: 5%].
+    #[arg(long, value_parser = super::compare::parse_fraction)]
+    pub noise_throughput: Option<f64>,
+    /// Noise band of p50 latency [default: 5%].
+    #[arg(long, value_parser = super::compare::parse_fraction)]
+    pub noise_p50: Option<f64>,
+    /// Noise band of p99 and p99.9 latency [default: 15%].
+    #[arg(long, value_parser = super::compare::parse_fraction)]
+    pub noise_tail: Option<f64>,
+    /// Largest coefficient of variation of a side [default: 10%].
+    #[arg(long, value_parser = super::compare::parse_fraction)]
+    pub max_cv: Option<f64>,
+    /// Print the Markdown version instead of the table.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Which latency to compare: intended (default) or service (the script's own cost; best
+    /// for open-loop scenarios such as scenarios/regress.toml).
+    #[arg(long, value_enum, default_value_t = crate::compare::LatencyKind::Intended)]
+    pub latency: crate::compare::LatencyKind,
+}
+
+/// Runs both arms interleaved, then compares B (new) against A (base).
+///
+/// Errors: usage (not exactly two `--lua-dir`), scenario, scripts, server and target errors.
+/// A run that fails (a violation, an interruption) is reported in the comparison's notes; an
+/// interrupted pair ends the series.
+pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<CompareResult, AppError> {
+    let [base_dir, new_dir] = <[PathBuf; 2]>::try_from(args.lua_dirs.clone()).map_err(|dirs| {
+        AppError::Usage(format!("ab needs exactly two --lua-dir (BASE then NEW), got {}", dirs.len()))
+    })?;
+    let run_args = RunArgs {
+        scenario: args.scenario.clone(),
+        url: args.url.clone(),
+        lua_dir: base_dir.clone(),
+        out: args.out.clone(),
+        duration: args.duration,
+        seed: args.seed,
+        keep: false,
+        force: args.force,
+        quiet: args.quiet,
+        json: false,
+        no_check: false,
+        repeat: args.repeat,
+        threads: args.threads,
+        timeout: std::time::Duration::from_secs(5),
+        server: args.server.clone(),
+    };
+    let (mut session, registries) = Session::open(&run_args, &[&base_dir, &new_dir]).await?;
+    let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
+    let dir = results_dir(&run_args, &session.plan)?;
+    let signal = shutdown_signal(shutdown);
+    for k in 1..=args.warmup_runs {
+        for (name, lua_dir, registry) in &arms {
+            let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
+            session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
+        }
+    }
+    let mut order_rng = SmallRng::seed_from_u64(session.plan.seed ^ 0xab);
+    'pairs: for k in 1..=args.repeat {
+        let order = if order_rng.random_bool(0.5) { [0, 1] } else { [1, 0] };
+        for arm in order {
+            let (name, lua_dir, registry) = &arms[arm];
+            let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
+            let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
+            if result.summary.interrupted {
+                break 'pairs;
+            }
+        }
+    }
+    let c = args.compare;
+    compare(CompareArgs {
+        base: dir.join("A"),
+        new: dir.join("B"),
+        alpha: c.alpha,
+        noise_throughput: c.noise_throughput,
+        noise_p50: c.noise_p50,
+        noise_tail: c.noise_tail,
+        max_cv: c.max_cv,
+        out: Some(dir),
+        markdown: c.markdown,
+        seed: args.seed,
+        latency: c.latency,
+    })
+}

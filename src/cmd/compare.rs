@@ -1,0 +1,201 @@
+//! `emq-bench compare BASE NEW`: compare two results folders and give a verdict per metric and
+//! overall (0 pass, 1 regression, 3 inconclusive; 2 for an unreadable folder or a bad option).
+
+use std::path::{Path, PathBuf};
+
+use crate::compare::{self, CompareOptions, Comparison, Overall};
+use crate::error::AppError;
+
+/// `emq-bench compare`: the raw command-line values (resolved into [`CompareOptions`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// The base results folder: one run (summary.json) or a repeated run (rep-*/summary.json).
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The new results folder, same layouts.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Significance level of the one-sided Mann-Whitney test [default: 0.01].
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Noise band of throughput, e.g. 5% or 0.05 [default: 5%].
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub noise_throughput: Option<f64>,
+    /// Noise band of p50 latency [default: 5%].
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub noise_p50: Option<f64>,
+    /// Noise band of p99 and p99.9 latency [default: 15%].
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub noise_tail: Option<f64>,
+    /// Largest coefficient of variation of a side before a metric is inconclusive [default: 10%].
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub max_cv: Option<f64>,
+    /// Folder to write compare.json and compare.md into (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the Markdown version instead of the table.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Seed of the bootstrap resampling [default: 1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Which latency to compare: from the intended send, or the service time from the actual send.
+    #[arg(long, value_enum, default_value_t = compare::LatencyKind::Intended)]
+    pub latency: compare::LatencyKind,
+}
+
+/// What `compare` produced, for `main` to print and turn into an exit code.
+#[derive(Debug, Clone)]
+pub struct CompareResult {
+    /// The whole comparison (what compare.json holds).
+    pub comparison: Comparison,
+    /// The text to print on stdout: the table, or the Markdown with `--markdown`.
+    pub output: String,
+    /// The overall verdict; [`Overall::exit_code`] gives 0, 1 or 3.
+    pub verdict: Overall,
+}
+
+impl CompareArgs {
+    /// The options: the flags given, [`CompareOptions::default`] for the rest, checked.
+    /// Errors: [`AppError::Usage`] naming the option out of range.
+    pub fn options(&self) -> Result<CompareOptions, AppError> {
+        let d = CompareOptions::default();
+        let options = CompareOptions {
+            alpha: self.alpha.unwrap_or(d.alpha),
+            noise_throughput: self.noise_throughput.unwrap_or(d.noise_throughput),
+            noise_p50: self.noise_p50.unwrap_or(d.noise_p50),
+            noise_tail: self.noise_tail.unwrap_or(d.noise_tail),
+            max_cv: self.max_cv.unwrap_or(d.max_cv),
+            seed: self.seed.unwrap_or(d.seed),
+            ..d
+        };
+        options.validate().map_err(|e| AppError::Usage(format!("compare: {e}")))?;
+        Ok(options)
+    }
+}
+
+/// Loads both folders, compares them, renders the output and writes `--out` files.
+///
+/// Errors, all [`AppError::Usage`] so that they exit 2 and never look like a regression (exit 1):
+/// a bad option, a folder that is not a readable results folder (the message names the path),
+/// or an `--out` folder that cannot be written.
+pub fn compare(args: CompareArgs) -> Result<CompareResult, AppError> {
+    let options = args.options()?;
+    let load = |dir: &Path| compare::load_results_with(dir, args.latency).map_err(|e| AppError::Usage(e.to_string()));
+    let (base, new) = (load(&args.base)?, load(&args.new)?);
+    let comparison = compare::compare_results(&base, &new, &options);
+    if let Some(dir) = &args.out {
+        write_outputs(dir, &comparison)?;
+    }
+    let output = match args.markdown {
+        true => compare::format_markdown(&comparison),
+        false => compare::format_table(&comparison),
+    };
+    Ok(CompareResult { verdict: comparison.verdict, comparison, output })
+}
+
+/// Writes `compare.json` (the whole [`Comparison`], pretty) and `compare.md` into `dir`.
+fn write_outputs(dir: &Path, comparison: &Comparison) -> Result<(), AppError> {
+    let fail = |path: &Path, e: &dyn std::fmt::Display| AppError::Usage(format!("{}: {e}", path.display()));
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, &e))?;
+    let json = serde_json::to_string_pretty(comparison).expect("a comparison serializes") + "\n";
+    for (name, text) in [("compare.json", json), ("compare.md", compare::format_markdown(comparison))] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| fail(&path, &e))?;
+    }
+    Ok(())
+}
+
+/// Parses a fraction written as a percentage (`5%`) or a number in [0, 1] (`0.05`); a bare
+/// number above 1 is refused as ambiguous.
+pub fn parse_fraction(text: &str) -> Result<f64, String> {
+    let (number, scale) = match text.trim().strip_suffix('%') {
+        Some(percent) => (percent.trim(), 0.01),
+        None => (text.trim(), 1.0),
+    };
+    let value: f64 = number.parse().map_err(|_| format!("expected a fraction like 5% or 0.05, found {text:?}"))?;
+    let value = value * scale;
+    if !(0.0..=1.0).contains(&value) {
+        return Err(format!("expected a fraction between 0% and 100% (5% or 0.05), found {text:?}"));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// A minimal parser to check the flags as `main` will see them.
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    fn write_run(dir: &Path, p50: u64) {
+        std::fs::create_dir_all(dir).unwrap();
+        let summary = serde_json::json!({
+            "schema_version": 1, "interrupted": false, "measured_secs": 10.0,
+            "jobs": {"completed": 1000},
+            "scripts": [{"script": "claim", "ops_per_sec": 100.0,
+                         "latency_us": {"p50": p50, "p99": 900, "p999": 1500}}],
+        });
+        std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+    }
+
+    #[test]
+    fn fractions_take_percent_or_decimal() {
+        assert_eq!(parse_fraction("5%"), Ok(0.05));
+        assert_eq!(parse_fraction("0.15"), Ok(0.15));
+        assert!(parse_fraction("5").unwrap_err().contains("5% or 0.05"));
+        assert!(parse_fraction("x%").is_err());
+    }
+
+    #[test]
+    fn flags_override_the_defaults_and_bad_values_are_usage_errors() {
+        let cli = Cli::try_parse_from(["c", "a", "b", "--noise-tail", "20%", "--alpha", "0.05"]).unwrap();
+        let o = cli.args.options().unwrap();
+        assert_eq!((o.noise_tail, o.alpha, o.noise_p50), (0.2, 0.05, 0.05));
+        let cli = Cli::try_parse_from(["c", "a", "b", "--alpha", "2"]).unwrap();
+        assert!(matches!(cli.args.options(), Err(AppError::Usage(m)) if m.contains("alpha")));
+    }
+
+    #[test]
+    fn single_runs_are_inconclusive_and_outputs_are_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (base, new, out) = (tmp.path().join("base"), tmp.path().join("new"), tmp.path().join("out"));
+        write_run(&base, 100);
+        write_run(&new, 200);
+        let cli = Cli::try_parse_from(["c", base.to_str().unwrap(), new.to_str().unwrap(), "--out"]);
+        assert!(cli.is_err(), "--out needs a value");
+        let args = Cli::try_parse_from([
+            "c",
+            base.to_str().unwrap(),
+            new.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--markdown",
+        ])
+        .unwrap()
+        .args;
+        let result = compare(args).unwrap();
+        assert_eq!(result.verdict, Overall::Inconclusive, "one run a side");
+        assert!(result.comparison.metrics.iter().all(|m| m.reason.contains("fewer than 3")));
+        assert!(result.output.starts_with("### emq-bench compare: inconclusive"), "{}", result.output);
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+        assert_eq!(json["verdict"], "inconclusive");
+        assert!(out.join("compare.md").is_file());
+    }
+
+    #[test]
+    fn a_folder_without_summaries_is_a_usage_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let args = Cli::try_parse_from(["c", tmp.path().to_str().unwrap(), tmp.path().to_str().unwrap()]).unwrap().args;
+        match compare(args) {
+            Err(AppError::Usage(m)) => assert!(m.contains("no summary.json"), "{m}"),
+            other => panic!("expected a usage error, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! A prepared target that one or more repetitions run against: the resolved plan, the
+//! embedded server (or a loopback URL) and a control connection. `run` (also `--repeat`) and
+//! `ab` both drive their repetitions through [`Session::rep`].
+
+use super::Outcome;
+use crate::check::report::INVARIANTS_FILE;
+use crate::check::{self, format_violations, write_invariants, CheckOutcome};
+use crate::cli::RunArgs;
+use crate::error::AppError;
+use crate::history::{self, History, HistoryHeader};
+use crate::load::run::{drive, DriveOptions, Driven};
+use crate::metrics::{JobCounter, RunMetrics};
+use crate::output::Progress;
+use crate::protocol::ids::run_tag;
+use crate::protocol::{client, ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
+use crate::report::format_table;
+use crate::report::run_summary::SCHEMA_VERSION;
+use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
+use crate::scenario::{self, Plan, TargetPlan};
+use crate::server::{EmbeddedServer, ServerOptions};
+use crate::target::{self, InfoSnapshot};
+use redis::aio::ConnectionManager;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What one repetition prints and returns.
+pub struct RunResult {
+    /// The results folder.
+    pub dir: PathBuf,
+    /// summary.json's content.
+    pub summary: RunSummary,
+    /// The table (stdout).
+    pub table: String,
+    /// Success or failure (interrupted, a violation, a failed threshold, ...).
+    pub outcome: Outcome,
+    /// Why the outcome is a failure, one line each.
+    pub failures: Vec<String>,
+}
+
+/// The target and plan shared by the repetitions of one command.
+pub struct Session {
+    /// The resolved scenario (flags applied).
+    pub plan: Arc<Plan>,
+    /// The run's queues.
+    pub queues: Vec<QueueKeys>,
+    /// The target URL (loopback).
+    pub url: String,
+    embedded: Option<EmbeddedServer>,
+    control: ConnectionManager,
+    connect: ConnectOptions,
+    args: RunArgs,
+}
+
+impl Session {
+    /// Resolves the scenario and flags, reads the script directories `lua_dirs` (one registry
+    /// each, in order), starts the embedded server (or checks the URL is loopback), connects,
+    /// and refuses (or with `--force` deletes) existing keys of the run's queues. Input is
+    /// checked before any server starts. Errors: scenario, scripts, server and target errors
+    /// (exit 2).
+    pub async fn open(args: &RunArgs, lua_dirs: &[&Path]) -> Result<(Session, Vec<Arc<ScriptRegistry>>), AppError> {
+        let plan = Arc::new(scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?);
+        let queues = queue_keys(&plan)?;
+        let registries =
+            lua_dirs.iter().map(|dir| ScriptRegistry::from_dir(dir).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        // The target: a URL (flag, then scenario) or an embedded server started now.
+        let url_given = args.url.clone().or(match &plan.target {
+            TargetPlan::Url(url) => Some(url.clone()),
+            TargetPlan::Embedded { .. } => None,
+        });
+        let embedded = match url_given {
+            Some(_) => None,
+            None => Some(EmbeddedServer::start(&server_options(&plan, args))?),
+        };
+        let url = url_given.unwrap_or_else(|| embedded.as_ref().expect("started").url());
+        target::check_loopback(&url)?;
+        let connect = ConnectOptions { response_timeout: args.timeout, ..ConnectOptions::default() };
+        let mut control = client::connect(&url, connect).await.map_err(AppError::Prepare)?;
+        target::ensure_clean(&mut control, &queues, args.force).await?;
+        Ok((Session { plan, queues, url, embedded, control, connect, args: args.clone() }, registries))
+    }
+
+    /// Runs one repetition with the scripts of `registry` (read from `lua_dir`) into `dir`:
+    /// drive, save the history, check, write the results folder, then delete the run's keys
+    /// unless `keep`. `shutdown` (Ctrl-C) ends it early; the folder is still written.
+    ///
+    /// Errors: results-folder and history errors; load failures are reported in the result.
+    pub async fn rep(
+        &mut self,
+        registry: Arc<ScriptRegistry>,
+        lua_dir: &Path,
+        dir: &Path,
+        keep: bool,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(RunResult, RunMetrics), AppError> {
+        let (plan, queues, args) = (self.plan.clone(), self.queues.clone(), self.args.clone());
+        target::ensure_clean(&mut self.control, &queues, false).await?;
+        let before = target::info(&mut self.control).await.map_err(AppError::Prepare)?;
+        std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
+        copy_scenario(&args.scenario, dir)?;
+
+        let progress = Progress::new(args.quiet);
+        let opts = DriveOptions {
+            url: self.url.clone(),
+            registry: registry.clone(),
+            threads: args.threads as usize,
+            connect: self.connect,
+        };
+        let driven = drive(plan.clone(), opts, self.control.clone(), queues.clone(), shutdown, |live, depths| {
+            progress.update(live, depths)
+        })
+        .await;
+        progress.finish();
+
+        let after = target::info(&mut self.control).await.ok();
+        let target = TargetInfo {
+            url: scenario::redact_url(&self.url),
+            embedded: self.embedded.is_some(),
+            lua_dir: lua_dir.display().to_string(),
+            script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
+        };
+        let mut summary = summarize(&plan, &args, target, &driven, before, after);
+        let checked = check_run(&plan, dir, &driven, &mut self.control, &queues, args.no_check).await?;
+        summary.check = checked.as_ref().map(|outcome| outcome.summary(true));
+        let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
+        let enqueued = summary.jobs.get("enqueued").copied().unwrap_or(0);
+        summary.history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
+        write_results(dir, &summary, &driven.metrics)?;
+        if !keep && driven.depths.is_some() {
+            for keys in &queues {
+                target::delete_queue(&mut self.control, keys).await.map_err(AppError::Prepare)?;
+            }
+        }
+
+        let mut failures = failures(&plan, &summary, &driven);
+        let mut table = format_table(&summary.scripts, &all_jobs(&driven.metrics));
+        if let Some(outcome) = &checked {
+            let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
+            table.push_str(&outcome.report.summary_line(&names));
+            table.push('\n');
+            if !outcome.report.is_clean() {
+                table.push_str(&format_violations(&outcome.report.violations));
+                failures
+                    .push(format!("{} invariant violations (all in invariants.json)", outcome.report.violations_total));
+            }
+        }
+        table.push_str(&format!("results: {}\n", dir.display()));
+        let outcome = if failures.is_empty() { Outcome::Success } else { Outcome::Failed };
+        Ok((RunResult { dir: dir.to_path_buf(), summary, table, outcome, failures }, driven.metrics))
+    }
+}
+
+/// Saves the history (`history.bin`) and, when the server can still be read, checks every
+/// invariant against it (`invariants.json`). Returns the outcome, if a check ran.
+async fn check_run(
+    plan: &Plan,
+    dir: &Path,
+    driven: &Driven,
+    control: &mut redis::aio::ConnectionManager,
+    queues: &[QueueKeys],
+    no_check: bool,
+) -> Result<Option<CheckOutcome>, AppError> {
+    let header = HistoryHeader {
+        seed: plan.seed,
+        run_tag: run_tag(plan.seed),
+        queues: plan.queues.clone(),
+        drained: driven.drained,
+        issued: driven.issued,
+    };
+    let path = dir.join("history.bin");
+    history::file::save(&path, &header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
+    if driven.depths.is_none() || no_check {
+        return Ok(None); // the server is gone, or no check was asked: `check --history` can run later
+    }
+    let history = History::merge(header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
+    let outcome = match check::check(control, queues, Some(&history)).await {
+        Ok(outcome) => outcome,
+        Err(_) => return Ok(None),
+    };
+    write_invariants(&dir.join(INVARIANTS_FILE), &outcome.report)?;
+    Ok(Some(outcome))
+}
+
+fn queue_keys(plan: &Plan) -> Result<Vec<QueueKeys>, AppError> {
+    plan.queues
+        .iter()
+        .map(|q| QueueName::new(q).map(QueueKeys::new).map_err(|e| AppError::Usage(e.to_string())))
+        .collect()
+}
+
+fn server_options(plan: &Plan, args: &RunArgs) -> ServerOptions {
+    let mut config: Vec<(String, String)> = match &plan.target {
+        TargetPlan::Embedded { options } => options.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        TargetPlan::Url(_) => Vec::new(),
+    };
+    config.extend(args.server.server_config.iter().cloned());
+    ServerOptions { binary: args.server.server_bin.clone(), config }
+}
+
+/// `--out`, or `results/<UTC time>-<name>` (e.g. `results/20261130T054200Z-smoke`).
+pub fn results_dir(args: &RunArgs, plan: &Plan) -> Result<PathBuf, AppError> {
+    let dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => {
+            let stamp: String = humantime::format_rfc3339_seconds(SystemTime::now())
+                .to_string()
+                .chars()
+                .filter(|c| !matches!(c, '-' | ':'))
+                .collect();
+            Path::new("results").join(format!("{stamp}-{}", plan.name))
+        }
+    };
+    std::fs::create_dir_all(&dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
+    Ok(dir)
+}
+
+fn copy_scenario(scenario: &Path, dir: &Path) -> Result<(), AppError> {
+    let to = dir.join("scenario.toml");
+    std::fs::copy(scenario, &to).map_err(|source| AppError::Io { path: to.display().to_string(), source })?;
+    Ok(())
+}
+
+fn summarize(
+    plan: &Plan,
+    args: &RunArgs,
+    target: TargetInfo,
+    driven: &Driven,
+    before: InfoSnapshot,
+    after: Option<InfoSnapshot>,
+) -> RunSummary {
+    let metrics = &driven.metrics;
+    let mut scenario = plan.scenario.clone();
+    scenario.target = scenario.target.redacted();
+    let enqueued = all_jobs(metrics)[JobCounter::Enqueued.index()];
+    let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
+    let (user_s, sys_s) = process_cpu();
+    let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
+    let scripts = scripts_of(metrics);
+    let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
+    RunSummary {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
+        name: plan.name.clone(),
+        seed: plan.seed,
+        scenario,
+        started: rfc(driven.started),
+        ended: rfc(driven.ended),
+        interrupted: driven.interrupted.is_some(),
+        interrupt_reason: driven.interrupted.clone(),
+        drained: driven.drained,
+        measured_secs: metrics.measured_secs(),
+        warmup_secs: metrics.warmup_intervals,
+        target,
+        server_version: Some(before.server_version.clone()),
+        server_cpu_s: after.as_ref().map(|a| a.used_cpu_s - before.used_cpu_s),
+        memory_bytes_per_job: after
+            .as_ref()
+            .filter(|_| enqueued > 0)
+            .map(|a| (a.used_memory as f64 - before.used_memory as f64) / enqueued as f64),
+        server_before: Some(before),
+        server_after: after,
+        scripts,
+        jobs: jobs_map(&all_jobs(metrics)),
+        depths_end: driven.depths,
+        check: None,
+        history_bytes_per_job: None,
+        thresholds,
+        harness: HarnessCpu {
+            threads: args.threads as usize,
+            user_s,
+            sys_s,
+            us_per_request: if calls > 0 { (user_s + sys_s) * 1e6 / calls as f64 } else { 0.0 },
+        },
+    }
+}
+
+/// User and system CPU of this process so far, seconds (getrusage(2)).
+fn process_cpu() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we own; no other precondition.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
+
+/// The reasons a finished run is a failure (exit 1).
+fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(reason) = &driven.interrupted {
+        out.push(format!("run interrupted: {reason}"));
+    }
+    let jobs = all_jobs(&driven.metrics);
+    let corrupt = jobs[JobCounter::PayloadCorrupt.index()];
+    if corrupt > 0 {
+        out.push(format!("I4 payload-intact: {corrupt} claimed payloads differ from what was enqueued"));
+    }
+    for threshold in summary.thresholds.iter().filter(|t| !t.passed) {
+        out.push(threshold.describe());
+    }
+    let dup = jobs[JobCounter::DuplicateAccepted.index()];
+    if dup > 0 {
+        out.push(format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"));
+    }
+    // A run without consumers (an enqueue-only benchmark) has nothing to drain.
+    if !summary.drained && !summary.interrupted && plan.consumers.count > 0 {
+        let left = driven.depths.map(|d| d.unfinished()).unwrap_or(0);
+        out.push(format!("drain incomplete: {left} jobs unfinished after the drain limit"));
+    }
+    out
+}

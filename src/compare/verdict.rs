@@ -1,0 +1,233 @@
+//! The verdict of one metric, and of the whole comparison.
+//!
+//! criterion.rs's rule, made one-sided: a metric has **regressed** only when the change is
+//! significant (one-sided Mann–Whitney p < α in the worse direction) **and** the whole bootstrap
+//! interval of new/base lies beyond the noise band in that direction; **improved** likewise the
+//! other way; otherwise **no change**. Before that, a metric is **inconclusive** when a side has
+//! fewer than `min_repetitions` values, when the sizes cannot reach p < α at all (the smallest
+//! exact p-value, `1 / C(n_b + n_n, n_b)`, is ≥ α: 3 + 3 repetitions give 0.05, 4 + 4 give
+//! 0.014, so α = 0.01 needs 5 + 4 or more), or when a side's coefficient of variation exceeds
+//! `max_cv`: a noisy machine says nothing either way, so it neither passes nor fails.
+
+use serde::{Deserialize, Serialize};
+
+use super::metric::{Better, Metric};
+use super::options::CompareOptions;
+use crate::stats::{self, Alternative, Interval, Method};
+
+/// The verdict of one metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Significantly worse, by more than the noise band.
+    Regressed,
+    /// Significantly better, by more than the noise band.
+    Improved,
+    /// Not significant, or within the noise band.
+    NoChange,
+    /// Too few repetitions or too much noise to tell.
+    Inconclusive,
+}
+
+impl Verdict {
+    /// The word the outputs print: `regressed`, `improved`, `no change`, `inconclusive`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "regressed",
+            Verdict::Improved => "improved",
+            Verdict::NoChange => "no change",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// The verdict of the whole comparison, and the exit code `main` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overall {
+    /// No metric regressed or was inconclusive: exit 0.
+    Pass,
+    /// At least one metric regressed: exit 1.
+    Regression,
+    /// None regressed, at least one was inconclusive: exit 3.
+    Inconclusive,
+}
+
+impl Overall {
+    /// Regression if any metric regressed; else inconclusive if any was; else pass.
+    pub fn of(verdicts: impl IntoIterator<Item = Verdict>) -> Overall {
+        let mut overall = Overall::Pass;
+        for v in verdicts {
+            match v {
+                Verdict::Regressed => return Overall::Regression,
+                Verdict::Inconclusive => overall = Overall::Inconclusive,
+                Verdict::Improved | Verdict::NoChange => {}
+            }
+        }
+        overall
+    }
+
+    /// The process exit code (STYLE.md habit 1): 0 pass, 1 regression, 3 inconclusive.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Overall::Pass => 0,
+            Overall::Regression => 1,
+            Overall::Inconclusive => 3,
+        }
+    }
+
+    /// The word the outputs print: `pass`, `regression`, `inconclusive`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Overall::Pass => "pass",
+            Overall::Regression => "regression",
+            Overall::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// One side's values of a metric and their summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Side {
+    /// One value per repetition that measured the metric (ops/s or µs), in repetition order.
+    pub values: Vec<f64>,
+    /// Their median (`None` when there is none).
+    pub median: Option<f64>,
+    /// Their coefficient of variation, a fraction (`None` below two values).
+    pub cv: Option<f64>,
+}
+
+impl Side {
+    fn of(values: Vec<f64>) -> Side {
+        Side { median: stats::median(&values), cv: stats::coefficient_of_variation(&values), values }
+    }
+}
+
+/// The comparison of one metric: both sides, the statistics and the verdict with its reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricComparison {
+    /// The metric.
+    pub metric: Metric,
+    /// Its label, e.g. `claim p99`.
+    pub label: String,
+    /// Which direction is better.
+    pub better: Better,
+    /// The base side.
+    pub base: Side,
+    /// The new side.
+    pub new: Side,
+    /// `median(new) / median(base) − 1` (0.2 = new is 20 % higher), `None` when undefined.
+    pub change: Option<f64>,
+    /// Bootstrap interval of `median(new) / median(base)` at the options' confidence (`None`
+    /// with fewer than two values a side, or a base median of 0).
+    pub ci: Option<Interval>,
+    /// One-sided Mann–Whitney p-value that new is worse than base.
+    pub p_worse: Option<f64>,
+    /// One-sided Mann–Whitney p-value that new is better than base.
+    pub p_better: Option<f64>,
+    /// How the p-values were computed (exact or normal approximation).
+    pub test: Option<Method>,
+    /// The noise band applied, a fraction of the base median.
+    pub noise: f64,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, in a few words (which condition decided).
+    pub reason: String,
+}
+
+/// Compares one metric's values (`base`, `new`: one value per repetition) by the module's rule.
+pub fn judge(metric: Metric, base: Vec<f64>, new: Vec<f64>, options: &CompareOptions) -> MetricComparison {
+    let better = metric.measure.better();
+    let noise = options.noise(metric.measure);
+    let (worse_alt, better_alt) = match better {
+        Better::Higher => (Alternative::Less, Alternative::Greater),
+        Better::Lower => (Alternative::Greater, Alternative::Less),
+    };
+    let p_worse = stats::mann_whitney_u(&new, &base, worse_alt);
+    let p_better = stats::mann_whitney_u(&new, &base, better_alt);
+    // One value a side has no spread to resample: no interval rather than a point.
+    let ci = match base.len().min(new.len()) {
+        0 | 1 => None,
+        _ => stats::ratio_of_medians_ci(&base, &new, options.confidence, options.resamples, options.seed),
+    };
+    let (base, new) = (Side::of(base), Side::of(new));
+    let change = match (base.median, new.median) {
+        (Some(b), Some(n)) if b != 0.0 => Some(n / b - 1.0),
+        _ => None,
+    };
+    let mut out = MetricComparison {
+        label: metric.label(),
+        metric,
+        better,
+        change,
+        ci,
+        p_worse: p_worse.map(|t| t.p_value),
+        p_better: p_better.map(|t| t.p_value),
+        test: p_worse.map(|t| t.method),
+        noise,
+        verdict: Verdict::Inconclusive,
+        reason: String::new(),
+        base,
+        new,
+    };
+    let (verdict, reason) = decide(&out, options);
+    out.verdict = verdict;
+    out.reason = reason;
+    out
+}
+
+/// The rule itself, on a filled-in comparison.
+fn decide(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
+    let (nb, nn) = (m.base.values.len(), m.new.values.len());
+    let inconclusive = |why: String| (Verdict::Inconclusive, why);
+    for (side, n) in [("BASE", nb), ("NEW", nn)] {
+        if n == 0 {
+            return inconclusive(format!("not measured on {side}"));
+        }
+    }
+    for (side, n) in [("BASE", nb), ("NEW", nn)] {
+        if n < o.min_repetitions {
+            return inconclusive(format!("{n} repetition(s) on {side}, fewer than {}", o.min_repetitions));
+        }
+    }
+    let floor = stats::min_exact_p_value(nb, nn);
+    if floor >= o.alpha {
+        return inconclusive(format!(
+            "{nb} + {nn} repetitions cannot reach p < {} (smallest possible p {floor:.3})",
+            o.alpha
+        ));
+    }
+    for (side, s) in [("BASE", &m.base), ("NEW", &m.new)] {
+        if let Some(cv) = s.cv.filter(|cv| *cv > o.max_cv) {
+            return inconclusive(format!("CV {:.1}% on {side} > {:.1}%", cv * 100.0, o.max_cv * 100.0));
+        }
+    }
+    let (Some(ci), Some(p_worse), Some(p_better)) = (m.ci, m.p_worse, m.p_better) else {
+        return inconclusive("no interval: the base median is 0".to_owned());
+    };
+    // Beyond the band in the worse / better direction, as a ratio new/base.
+    let (worse_beyond, better_beyond) = match m.better {
+        Better::Lower => (ci.lo > 1.0 + m.noise, ci.hi < 1.0 - m.noise),
+        Better::Higher => (ci.hi < 1.0 - m.noise, ci.lo > 1.0 + m.noise),
+    };
+    let pct = m.noise * 100.0;
+    // Where a worse (or better) interval lies: above +band for latency, below −band for ops/s.
+    let (worse_side, better_side) = match m.better {
+        Better::Lower => (format!("above +{pct:.0}%"), format!("below -{pct:.0}%")),
+        Better::Higher => (format!("below -{pct:.0}%"), format!("above +{pct:.0}%")),
+    };
+    let band = format!("±{pct:.0}%");
+    if p_worse < o.alpha && worse_beyond {
+        (Verdict::Regressed, format!("p {p_worse:.2e} < {} and the whole CI {worse_side}", o.alpha))
+    } else if p_better < o.alpha && better_beyond {
+        (Verdict::Improved, format!("p {p_better:.2e} < {} and the whole CI {better_side}", o.alpha))
+    } else if p_worse < o.alpha || p_better < o.alpha {
+        (Verdict::NoChange, format!("significant, but the CI reaches into the noise band {band}"))
+    } else {
+        (Verdict::NoChange, format!("not significant at α = {}", o.alpha))
+    }
+}
+
+#[cfg(test)]
+#[path = "verdict_tests.rs"]
+mod tests;

@@ -1,0 +1,223 @@
+//! The per-thread, append-only history buffer: LEB128 varints with deltas, so an event costs
+//! about 6–12 bytes (issue 4's budget is 64 bytes per job, retries included).
+//!
+//! Encoding of one event: a byte `kind << 5 | outcome`; the job number as a zigzag varint delta
+//! from the previous event's; the token (a varint) or, for enqueues, the CRC-32 (4 bytes LE)
+//! and the queue (a varint); the send time as a zigzag varint delta (µs) from the previous
+//! event's; the duration (µs, a varint).
+
+use super::event::{Event, Kind, Outcome};
+use std::time::Instant;
+
+/// Bytes reserved up front per thread, so steady state rarely grows the buffer.
+const INITIAL_CAPACITY: usize = 1 << 20;
+
+/// One load thread's history, owned by that thread (no lock).
+pub struct HistoryBuf {
+    start: Instant,
+    bytes: Vec<u8>,
+    last_job: u32,
+    last_sent: u64,
+    events: u64,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+impl HistoryBuf {
+    /// An empty buffer whose times count from `start` (the run start).
+    pub fn new(start: Instant) -> HistoryBuf {
+        HistoryBuf { start, bytes: Vec::with_capacity(INITIAL_CAPACITY), last_job: 0, last_sent: 0, events: 0 }
+    }
+
+    /// Appends one event. `sent` and `done` are the request's send and reply-read instants.
+    #[inline]
+    #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
+    pub fn push(
+        &mut self,
+        job: u32,
+        kind: Kind,
+        outcome: Outcome,
+        token: u32,
+        queue: u16,
+        sent: Instant,
+        done: Instant,
+    ) {
+        let sent_us = sent.saturating_duration_since(self.start).as_micros() as u64;
+        let dur_us = done.saturating_duration_since(sent).as_micros() as u64;
+        let out = &mut self.bytes;
+        out.push(((kind as u8) << 5) | outcome.bits());
+        put_varint(out, zigzag(i64::from(job) - i64::from(self.last_job)));
+        if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
+            out.extend_from_slice(&token.to_le_bytes());
+            put_varint(out, u64::from(queue));
+        } else {
+            put_varint(out, u64::from(token));
+        }
+        put_varint(out, zigzag(sent_us as i64 - self.last_sent as i64));
+        put_varint(out, dur_us);
+        self.last_job = job;
+        self.last_sent = sent_us;
+        self.events += 1;
+    }
+
+    /// The encoded bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Takes the encoded bytes, leaving the buffer empty.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.bytes)
+    }
+
+    /// Events appended so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+}
+
+/// Why a history stream could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("history stream is corrupt at byte {offset}: {what}")]
+pub struct DecodeError {
+    /// Byte offset in the stream.
+    pub offset: usize,
+    /// What was wrong.
+    pub what: &'static str,
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self.bytes.get(self.at).ok_or(DecodeError { offset: self.at, what: "truncated" })?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError { offset: self.at, what: "varint too long" })
+    }
+}
+
+/// Decodes one thread's stream into events, in recording order.
+///
+/// Errors: [`DecodeError`] at the first malformed event.
+pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
+    let mut r = Reader { bytes, at: 0 };
+    let mut events = Vec::with_capacity(bytes.len() / 8);
+    let (mut job, mut sent) = (0i64, 0i64);
+    while r.at < bytes.len() {
+        let start = r.at;
+        let head = r.byte()?;
+        let kind = Kind::from_bits(head >> 5).ok_or(DecodeError { offset: start, what: "unknown kind" })?;
+        let outcome = Outcome::from_bits(head & 31).ok_or(DecodeError { offset: start, what: "unknown outcome" })?;
+        job += unzigzag(r.varint()?);
+        let (token, queue) = if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
+            let crc = [r.byte()?, r.byte()?, r.byte()?, r.byte()?];
+            (u32::from_le_bytes(crc), r.varint()? as u16)
+        } else {
+            (r.varint()? as u32, 0)
+        };
+        sent += unzigzag(r.varint()?);
+        let dur = r.varint()?;
+        let job = u32::try_from(job).map_err(|_| DecodeError { offset: start, what: "job number out of range" })?;
+        events.push(Event { job, kind, outcome, token, queue, sent_us: sent as u64, done_us: sent as u64 + dur });
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorCode;
+    use std::time::Duration;
+
+    #[test]
+    fn events_round_trip_and_stay_small() {
+        let start = Instant::now();
+        let mut buf = HistoryBuf::new(start);
+        let at = |us: u64| start + Duration::from_micros(us);
+        let mut expected = Vec::new();
+        for job in 0..1000u32 {
+            let t = u64::from(job) * 100;
+            buf.push(job, Kind::Enqueue, Outcome::Ok, 0xdead_beef ^ job, 1, at(t), at(t + 80));
+            buf.push(job, Kind::Claim, Outcome::Ok, 1, 0, at(t + 90), at(t + 95));
+            buf.push(job, Kind::Complete, Outcome::Refused(ErrorCode::Fence), 1, 0, at(t + 96), at(t + 99));
+            expected.push(Event {
+                job,
+                kind: Kind::Enqueue,
+                outcome: Outcome::Ok,
+                token: 0xdead_beef ^ job,
+                queue: 1,
+                sent_us: t,
+                done_us: t + 80,
+            });
+            expected.push(Event {
+                job,
+                kind: Kind::Claim,
+                outcome: Outcome::Ok,
+                token: 1,
+                queue: 0,
+                sent_us: t + 90,
+                done_us: t + 95,
+            });
+            expected.push(Event {
+                job,
+                kind: Kind::Complete,
+                outcome: Outcome::Refused(ErrorCode::Fence),
+                token: 1,
+                queue: 0,
+                sent_us: t + 96,
+                done_us: t + 99,
+            });
+        }
+        buf.push(super::super::event::UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, 0, at(5), at(7));
+        expected.push(Event {
+            job: u32::MAX,
+            kind: Kind::Claim,
+            outcome: Outcome::Unknown,
+            token: 0,
+            queue: 0,
+            sent_us: 5,
+            done_us: 7,
+        });
+        assert_eq!(decode(buf.bytes()).unwrap(), expected);
+        let per_job = buf.bytes().len() as f64 / 1000.0;
+        assert!(per_job < 30.0, "{per_job} bytes per job for 3 events");
+    }
+
+    #[test]
+    fn a_truncated_stream_is_an_error() {
+        let start = Instant::now();
+        let mut buf = HistoryBuf::new(start);
+        buf.push(3, Kind::Claim, Outcome::Ok, 2, 0, start, start);
+        let bytes = buf.take();
+        assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+}

@@ -1,0 +1,127 @@
+//! One history event: what the harness saw happen to one job in one call (Jepsen's history,
+//! reduced to what the invariants of PROTOCOL.md need).
+
+use crate::protocol::ErrorCode;
+
+/// Which call an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    /// `enqueue`/`enqueue_delayed` of a fresh id; `token` holds the payload's CRC-32.
+    Enqueue = 0,
+    /// A deliberate re-enqueue of an id already used; `token` holds the resent payload's CRC-32.
+    EnqueueDup = 1,
+    /// One job handed out by `claim` (`token` = the fencing token), or, with job
+    /// [`UNKNOWN_JOB`], a claim call whose outcome is unknown.
+    Claim = 2,
+    /// `complete` with `token`.
+    Complete = 3,
+    /// `fail` with `token`.
+    Fail = 4,
+    /// `extend` with `token`.
+    Extend = 5,
+    /// `progress` with `token`.
+    Progress = 6,
+}
+
+impl Kind {
+    /// Decodes the 3-bit kind.
+    pub fn from_bits(bits: u8) -> Option<Kind> {
+        Some(match bits {
+            0 => Kind::Enqueue,
+            1 => Kind::EnqueueDup,
+            2 => Kind::Claim,
+            3 => Kind::Complete,
+            4 => Kind::Fail,
+            5 => Kind::Extend,
+            6 => Kind::Progress,
+            _ => return None,
+        })
+    }
+
+    /// The script name of the call.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Enqueue => "enqueue",
+            Kind::EnqueueDup => "enqueue (duplicate id)",
+            Kind::Claim => "claim",
+            Kind::Complete => "complete",
+            Kind::Fail => "fail",
+            Kind::Extend => "extend",
+            Kind::Progress => "progress",
+        }
+    }
+}
+
+/// The job number of a claim call whose outcome is unknown (it may have handed out jobs).
+pub const UNKNOWN_JOB: u32 = u32::MAX;
+
+/// How the call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The primary success: enqueued (1), handed out intact, completed (1), `retry`, accepted (1).
+    Ok,
+    /// The secondary success: duplicate (0), handed out with a changed payload, already
+    /// completed (0), `failed`.
+    Alt,
+    /// An error reply with this code: the call did not happen.
+    Refused(ErrorCode),
+    /// Timeout or lost connection: the call may or may not have happened (Jepsen's `:info`).
+    Unknown,
+}
+
+impl Outcome {
+    /// The 5-bit code: 0 Ok, 1 Alt, 2 + code index for refusals, 31 Unknown.
+    pub fn bits(self) -> u8 {
+        match self {
+            Outcome::Ok => 0,
+            Outcome::Alt => 1,
+            Outcome::Refused(code) => 2 + code.index() as u8,
+            Outcome::Unknown => 31,
+        }
+    }
+
+    /// Decodes [`bits`](Self::bits).
+    pub fn from_bits(bits: u8) -> Option<Outcome> {
+        match bits {
+            0 => Some(Outcome::Ok),
+            1 => Some(Outcome::Alt),
+            31 => Some(Outcome::Unknown),
+            b => ErrorCode::ALL.get(usize::from(b).checked_sub(2)?).map(|c| Outcome::Refused(*c)),
+        }
+    }
+
+    /// The outcome of a call that ended in `code`: unknown for timeouts and lost
+    /// connections, refused otherwise.
+    pub fn of_error(code: ErrorCode) -> Outcome {
+        if code.is_unknown_outcome() {
+            Outcome::Unknown
+        } else {
+            Outcome::Refused(code)
+        }
+    }
+
+    /// True when the call took effect (Ok or Alt).
+    pub fn accepted(self) -> bool {
+        matches!(self, Outcome::Ok | Outcome::Alt)
+    }
+}
+
+/// One decoded event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// The run-wide job number (the id's low 32 bits), or [`UNKNOWN_JOB`].
+    pub job: u32,
+    /// The call.
+    pub kind: Kind,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The fencing token (claims and fenced calls) or the payload CRC-32 (enqueues).
+    pub token: u32,
+    /// The queue index (enqueues; 0 otherwise).
+    pub queue: u16,
+    /// When the request was sent, µs since the run start.
+    pub sent_us: u64,
+    /// When its reply was read (or the call gave up), µs since the run start.
+    pub done_us: u64,
+}

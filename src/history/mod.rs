@@ -1,0 +1,68 @@
+//! The run's history: every outcome the harness saw, per job (Jepsen-style), recorded on the
+//! hot path into per-thread append-only buffers (no lock), merged after the run with rayon,
+//! and saved as `history.bin` so the check can be re-run later.
+//!
+//! - [`event`]: what one event says (kind, outcome, token, times).
+//! - [`buffer`]: the per-thread varint encoding and its decoder.
+//! - [`file`]: the versioned `history.bin`.
+
+pub mod buffer;
+pub mod event;
+pub mod file;
+
+pub use buffer::{DecodeError, HistoryBuf};
+pub use event::{Event, Kind, Outcome, UNKNOWN_JOB};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// What a history file says about its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryHeader {
+    /// The run's seed.
+    pub seed: u64,
+    /// The 48-bit run tag inside every job id of the run.
+    pub run_tag: u64,
+    /// The queues, by index as the events' `queue` field uses them.
+    pub queues: Vec<String>,
+    /// True when the run drained (then every accepted job must be completed or failed).
+    pub drained: bool,
+    /// Jobs issued (job numbers `0..issued` may appear).
+    pub issued: u64,
+}
+
+/// A merged history: every event of every thread, sorted by job, then send time.
+#[derive(Debug, Clone)]
+pub struct History {
+    /// The run it came from.
+    pub header: HistoryHeader,
+    /// Events sorted by `(job, sent_us, done_us)`; unknown-outcome claims (job
+    /// [`UNKNOWN_JOB`]) come last.
+    pub events: Vec<Event>,
+    /// Encoded size of the history, bytes (what the run held in memory and wrote to disk).
+    pub encoded_bytes: u64,
+}
+
+impl History {
+    /// Decodes and merges the per-thread `streams` (in parallel) into one sorted history.
+    ///
+    /// Errors: the first stream that does not decode.
+    pub fn merge(header: HistoryHeader, streams: &[Vec<u8>]) -> Result<History, DecodeError> {
+        let decoded: Vec<Vec<Event>> = streams.par_iter().map(|s| buffer::decode(s)).collect::<Result<_, _>>()?;
+        let mut events: Vec<Event> = decoded.into_iter().flatten().collect();
+        events.par_sort_unstable_by_key(|e| (e.job, e.sent_us, e.done_us));
+        let encoded_bytes = streams.iter().map(|s| s.len() as u64).sum();
+        Ok(History { header, events, encoded_bytes })
+    }
+
+    /// Claim calls whose outcome is unknown: each may have handed out jobs nobody saw.
+    pub fn unknown_claims(&self) -> usize {
+        self.events.iter().rev().take_while(|e| e.job == UNKNOWN_JOB).count()
+    }
+
+    /// The events of each job, in order (the unknown-claim events excluded).
+    pub fn per_job(&self) -> impl Iterator<Item = &[Event]> {
+        let known = self.events.len() - self.unknown_claims();
+        self.events[..known].chunk_by(|a, b| a.job == b.job)
+    }
+}

@@ -1,0 +1,21 @@
+//! Pure statistics for comparing two sets of repeated measurements: descriptive summaries, the
+//! normal distribution's tail, the Mann–Whitney U test and a bootstrap confidence interval.
+//!
+//! A leaf (STYLE.md habit 10, as criterion.rs's `stats`): nothing else from the crate is
+//! imported here, every function is deterministic (the bootstrap takes its seed), and the tests
+//! check reference values computed with scipy.
+//!
+//! - [`describe`]: median, mean, sample standard deviation, coefficient of variation, quantiles.
+//! - [`normal`]: `erfc` and the standard normal upper tail, for the U test's approximation.
+//! - [`mann_whitney`]: the one-sided Mann–Whitney U test (Mann & Whitney 1947), exact or normal.
+//! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979).
+
+pub mod bootstrap;
+pub mod describe;
+pub mod mann_whitney;
+pub mod normal;
+
+pub use bootstrap::{ratio_of_medians_ci, Interval};
+pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};
+pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, Alternative, Method, UTest};
+pub use normal::{erfc, normal_sf};

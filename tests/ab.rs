@@ -1,0 +1,84 @@
+//! `emq-bench ab` end to end: `lua/` against a copy whose enqueue.lua does measurable extra
+//! work reports enqueue regressed and claim/complete not; `lua/` against itself reports no
+//! regression. Real embedded server, real repetitions.
+
+mod support;
+
+use emq_bench::cli::ServerArgs;
+use emq_bench::cmd::ab::{ab, AbArgs, AbCompareArgs};
+use emq_bench::compare::{LatencyKind, Measure, Overall, Verdict};
+use std::path::{Path, PathBuf};
+
+fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
+    AbArgs {
+        scenario: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/regress.toml"),
+        lua_dirs: vec![a, b],
+        repeat: 5,
+        warmup_runs: 1,
+        out: Some(out.to_path_buf()),
+        duration: None,
+        seed: None,
+        url: None,
+        force: false,
+        quiet: true,
+        threads: 1,
+        compare: AbCompareArgs {
+            alpha: None,
+            noise_throughput: None,
+            noise_p50: None,
+            noise_tail: None,
+            max_cv: None,
+            markdown: false,
+            latency: LatencyKind::Intended,
+        },
+        server: ServerArgs { server_bin: None, server_config: Vec::new() },
+    }
+}
+
+/// A copy of `lua/` whose enqueue.lua runs `extra` more EXISTS calls before its work.
+fn slower_enqueue(dir: &Path, extra: u32) -> PathBuf {
+    let lua = dir.join("lua-slower");
+    std::fs::create_dir_all(&lua).unwrap();
+    for entry in std::fs::read_dir(support::lua_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
+    }
+    let original = std::fs::read_to_string(lua.join("enqueue.lua")).unwrap();
+    let extra_work = format!("for _ = 1, {extra} do redis.call('EXISTS', KEYS[1]) end\n");
+    std::fs::write(lua.join("enqueue.lua"), extra_work + &original).unwrap();
+    lua
+}
+
+// One test, two comparisons in turn: two A/B series at once on a 2-core machine would be
+// each other's noise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let same = ab(args(support::lua_dir(), support::lua_dir(), &tmp.path().join("same")), std::future::pending())
+        .await
+        .unwrap();
+    eprintln!("{}", same.output);
+    assert_ne!(same.verdict, Overall::Regression);
+    assert!(same.comparison.metrics.iter().all(|m| m.verdict != Verdict::Regressed));
+
+    let slower = slower_enqueue(tmp.path(), 200);
+    let result = ab(args(support::lua_dir(), slower, &tmp.path().join("out")), std::future::pending()).await.unwrap();
+    eprintln!("{}", result.output);
+    assert_eq!(result.verdict, Overall::Regression);
+    let verdict = |script: &str, measure: Measure| {
+        let m = result
+            .comparison
+            .metrics
+            .iter()
+            .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
+        m.map(|m| m.verdict).expect("metric compared")
+    };
+    assert_eq!(verdict("enqueue", Measure::P50), Verdict::Regressed);
+    // Claims and completions cost the same in both arms: never reported regressed (on a noisy
+    // machine their p50 may be inconclusive: CV above the 10% limit).
+    for script in ["claim", "complete"] {
+        assert_eq!(verdict(script, Measure::OpsPerSec), Verdict::NoChange, "{script} ops/s");
+        assert_ne!(verdict(script, Measure::P50), Verdict::Regressed, "{script} p50");
+    }
+    assert!(tmp.path().join("out/compare.json").is_file());
+}

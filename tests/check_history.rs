@@ -1,0 +1,175 @@
+//! The checker can fail: planted violations after real runs, and a real protocol bug (a
+//! `complete.lua` without its fence) caught by the fencing soak. Every test here runs the
+//! harness against a real embedded server.
+
+mod support;
+
+use emq_bench::check::{self, Invariant, Violation};
+use emq_bench::cli::{RunArgs, ServerArgs};
+use emq_bench::cmd::run::run;
+use emq_bench::cmd::Outcome;
+use emq_bench::history::{file, Event, History, Kind, Outcome as Seen};
+use emq_bench::protocol::ids::job_number;
+use emq_bench::protocol::{QueueKeys, QueueName};
+use redis::AsyncCommands;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn args(scenario: &Path, out: &Path, url: String) -> RunArgs {
+    RunArgs {
+        scenario: scenario.to_path_buf(),
+        url: Some(url),
+        lua_dir: support::lua_dir(),
+        out: Some(out.to_path_buf()),
+        duration: None,
+        seed: None,
+        keep: true,
+        force: false,
+        quiet: true,
+        json: false,
+        no_check: false,
+        repeat: 1,
+        threads: 1,
+        timeout: Duration::from_secs(5),
+        server: ServerArgs { server_bin: None, server_config: Vec::new() },
+    }
+}
+
+const SMALL: &str = "name = \"plant\"\nseed = 5\njobs = 200\ndrain = \"10s\"\n\
+    [producers]\ncount = 1\npipeline = 4\n[consumers]\ncount = 1\npipeline = 2\nfail = 0.2\n";
+
+/// Runs SMALL against `server`, keeping the keys; returns the results folder's history.
+async fn small_run(server: &emq_bench::server::EmbeddedServer, dir: &Path) -> History {
+    std::fs::write(dir.join("s.toml"), SMALL).unwrap();
+    let result = run(args(&dir.join("s.toml"), &dir.join("out"), server.url()), std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let (header, streams) = file::load(&dir.join("out/history.bin")).unwrap();
+    History::merge(header, &streams).unwrap()
+}
+
+async fn check_now(server: &emq_bench::server::EmbeddedServer, history: &History) -> Vec<Violation> {
+    let mut conn = support::client(server).await.connection().clone();
+    let queues = [QueueKeys::new(QueueName::new("bench").unwrap())];
+    check::check(&mut conn, &queues, Some(history)).await.unwrap().report.violations
+}
+
+fn assert_names(violations: &[Violation], invariant: Invariant, job: &str) {
+    assert!(
+        violations.iter().any(|v| v.invariant == invariant && v.job.as_deref() == Some(job)),
+        "expected {invariant:?} on {job}, got {violations:#?}"
+    );
+}
+
+/// A completed job of the run: its id, its key and its final token.
+async fn completed_job(server: &emq_bench::server::EmbeddedServer) -> (String, String, u64) {
+    let mut conn = support::client(server).await.connection().clone();
+    let ids: Vec<String> = conn.zrange("emq:{bench}:completed", 0, 0).await.unwrap();
+    let id = ids.into_iter().next().expect("a completed job");
+    let key = format!("emq:{{bench}}:job:{id}");
+    let attempts: u64 = conn.hget(&key, "attempts").await.unwrap();
+    (id, key, attempts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_run_checks_clean_and_planted_history_violations_are_named() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut history = small_run(&server, tmp.path()).await;
+    assert!(check_now(&server, &history).await.is_empty());
+
+    let (id, _, token) = completed_job(&server).await;
+    let number = job_number(&emq_bench::protocol::JobId::parse(id.as_bytes()).unwrap());
+    // A second completion accepted for the same job (I6).
+    let last = *history.events.iter().filter(|e| e.job == number).next_back().unwrap();
+    history.events.push(Event {
+        kind: Kind::Complete,
+        outcome: Seen::Ok,
+        token: token as u32,
+        sent_us: last.done_us + 10,
+        done_us: last.done_us + 20,
+        ..last
+    });
+    history.events.sort_by_key(|e| (e.job, e.sent_us, e.done_us));
+    assert_names(&check_now(&server, &history).await, Invariant::I6, &id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_server_state_violations_are_named() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let history = small_run(&server, tmp.path()).await;
+    let mut conn = support::client(&server).await.connection().clone();
+    let completed: Vec<String> = conn.zrange("emq:{bench}:completed", 0, 3).await.unwrap();
+    let key = |id: &str| format!("emq:{{bench}}:job:{id}");
+
+    // attempts rolled back (I5).
+    let _: () = conn.hset(key(&completed[0]), "attempts", 0).await.unwrap();
+    // a row deleted (I7 loss; its member stays, so I2 names the orphan too).
+    let _: () = conn.del(key(&completed[1])).await.unwrap();
+    // a payload byte changed (I4).
+    let mut payload: Vec<u8> = conn.hget(key(&completed[2]), "payload").await.unwrap();
+    let last = payload.len() - 1;
+    payload[last] ^= 0x20;
+    let _: () = conn.hset(key(&completed[2]), "payload", payload).await.unwrap();
+    // a row nobody enqueued, with this run's tag and an unused job number (I1).
+    let stranger = emq_bench::protocol::JobIdGen::new(5).mint(999_999).to_string();
+    let _: () = conn
+        .hset_multiple(
+            key(&stranger),
+            &[("state", "completed"), ("attempts", "1"), ("payload", "xxxxxxxxxxxxxxxxxxxxxxxx")],
+        )
+        .await
+        .unwrap();
+    let _: () = conn.zadd("emq:{bench}:completed", &stranger, 1).await.unwrap();
+
+    let violations = check_now(&server, &history).await;
+    assert_names(&violations, Invariant::I5, &completed[0]);
+    assert_names(&violations, Invariant::I7, &completed[1]);
+    assert_names(&violations, Invariant::I4, &completed[2]);
+    assert_names(&violations, Invariant::I1, &stranger);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fencing_soak_passes_and_shows_contention() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = support::server();
+    let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml");
+    let mut a = args(&scenario, tmp.path(), server.url());
+    a.keep = false;
+    a.duration = Some(Duration::from_secs(4));
+    let result = run(a, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let jobs = &result.summary.jobs;
+    assert!(jobs["reaped"] > 0 && jobs["stale_refused"] > 0, "{jobs:?}");
+    let check = result.summary.check.as_ref().expect("a check ran");
+    assert_eq!(check.violations_total, 0);
+    assert!(check.jobs_with_retries > 0, "{check:?}");
+    assert!(result.summary.history_bytes_per_job.unwrap() <= 64.0, "{:?}", result.summary.history_bytes_per_job);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lua = tmp.path().join("lua-broken");
+    std::fs::create_dir_all(&lua).unwrap();
+    for entry in std::fs::read_dir(support::lua_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
+    }
+    let complete = std::fs::read_to_string(lua.join("complete.lua")).unwrap();
+    let fence = "if attempts ~= token then";
+    assert!(complete.contains(fence), "the fence check moved; update this test");
+    std::fs::write(lua.join("complete.lua"), complete.replace(fence, "if false then")).unwrap();
+
+    let server = support::server();
+    let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml");
+    let mut a = args(&scenario, tmp.path(), server.url());
+    a.lua_dir = lua;
+    a.duration = Some(Duration::from_secs(4));
+    let result = run(a, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Failed);
+    let check = result.summary.check.as_ref().expect("a check ran");
+    assert!(check.by_invariant.get("I6").copied().unwrap_or(0) > 0, "{check:?}");
+    let text = std::fs::read_to_string(tmp.path().join("invariants.json")).unwrap();
+    assert!(text.contains("\"I6\""), "{text}");
+}
