@@ -80,7 +80,7 @@ async fn a_clean_run_checks_clean_and_planted_history_violations_are_named() {
     let (id, _, token) = completed_job(&server).await;
     let number = job_number(&emq_bench::protocol::JobId::parse(id.as_bytes()).unwrap());
     // A second completion accepted for the same job (I6).
-    let last = *history.events.iter().filter(|e| e.job == number).next_back().unwrap();
+    let last = *history.events.iter().rfind(|e| e.job == number).unwrap();
     history.events.push(Event {
         kind: Kind::Complete,
         outcome: Seen::Ok,
