@@ -33,8 +33,8 @@ pub struct CheckArgs {
     /// Target server URL (redis:// or rediss://, loopback only).
     #[arg(long)]
     pub url: String,
-    /// A queue to check (repeatable; at least one).
-    #[arg(long = "queue", value_name = "Q", required = true)]
+    /// A queue to check (repeatable; at least one, unless --history names the run's queues).
+    #[arg(long = "queue", value_name = "Q", required_unless_present = "history")]
     pub queues: Vec<String>,
     /// Folder to write invariants.json into (created when missing).
     #[arg(long, value_name = "DIR")]
@@ -42,7 +42,8 @@ pub struct CheckArgs {
     /// Print invariants.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// The run's history file, for the checks that need it (not wired yet: refused).
+    /// The run's history (history.bin of its results folder): adds the checks that need it
+    /// (I1 rows nobody enqueued, I4-I8 against what the harness saw). Run with --keep.
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
 }

@@ -173,3 +173,26 @@ async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
     let text = std::fs::read_to_string(tmp.path().join("invariants.json")).unwrap();
     assert!(text.contains("\"I6\""), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_command_rechecks_a_kept_run_from_its_history_file() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    small_run(&server, tmp.path()).await;
+    let history = tmp.path().join("out/history.bin");
+    let check = |extra: &[&str]| {
+        let mut args =
+            vec!["check".to_string(), "--url".into(), server.url(), "--history".into(), history.display().to_string()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench")).args(&args).output().unwrap()
+    };
+    let clean = check(&[]);
+    assert_eq!(clean.status.code(), Some(0), "{}", String::from_utf8_lossy(&clean.stderr));
+    let (id, key, _) = completed_job(&server).await;
+    let mut conn = support::client(&server).await.connection().clone();
+    let _: () = conn.del(&key).await.unwrap();
+    let out = check(&["--queue", "bench"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("I7") && stdout.contains(&id), "{stdout}");
+}

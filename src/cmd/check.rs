@@ -1,11 +1,13 @@
 //! `emq-bench check`: scan the given queues of a loopback server, check what the server state
-//! alone can prove (I1–I5, see [`crate::check::structural`]), print the first violations (or
-//! the JSON report) and fail on any.
+//! alone can prove (see [`crate::check::structural`]) and, given the run's `--history`, every
+//! invariant against it (see [`crate::check::history`]); print the first violations (or the
+//! JSON report) and fail on any.
 
 use super::Outcome;
 use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
+use crate::history::{self, History};
 use crate::protocol::{client, ConnectOptions, QueueKeys, QueueName};
 use crate::target::{self, TargetError};
 use std::time::{Duration, Instant};
@@ -26,21 +28,27 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs the check of `args`. Timings of the scan and the check go to stderr.
 ///
-/// Errors (exit 2): a non-loopback or malformed URL, an ill-formed queue name, `--history`
-/// (not wired yet), an unreachable server or a failed read ([`AppError::Target`]). A failed
+/// Errors (exit 2): a non-loopback or malformed URL, an ill-formed queue name, an unreadable
+/// or corrupt `--history`, an unreachable server or a failed read ([`AppError::Target`]). A failed
 /// `invariants.json` write is [`AppError::Io`] / [`AppError::Report`] (exit 1).
 pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
-    if args.history.is_some() {
-        // history checks: see check::history (replace this refusal when they are wired in below).
-        return Err(AppError::Usage(
-            "--history: the history checks are not wired into `check` yet; run without --history for the \
-             structural checks (I1-I5 as the server state alone shows them)"
-                .into(),
-        ));
-    }
     target::check_loopback(&args.url)?;
-    let mut queues: Vec<QueueKeys> = Vec::with_capacity(args.queues.len());
-    for name in &args.queues {
+    let history = match &args.history {
+        Some(path) => {
+            let (header, streams) = history::file::load(path).map_err(|e| AppError::Usage(e.to_string()))?;
+            let merged =
+                History::merge(header, &streams).map_err(|e| AppError::Usage(format!("{}: {e}", path.display())))?;
+            Some(merged)
+        }
+        None => None,
+    };
+    // Without --queue, the queues the history's run used.
+    let names = match (&history, args.queues.is_empty()) {
+        (Some(h), true) => h.header.queues.clone(),
+        _ => args.queues.clone(),
+    };
+    let mut queues: Vec<QueueKeys> = Vec::with_capacity(names.len());
+    for name in &names {
         let keys = QueueKeys::new(QueueName::new(name).map_err(|e| AppError::Usage(format!("--queue: {e}")))?);
         if !queues.contains(&keys) {
             queues.push(keys);
@@ -52,8 +60,10 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let started = Instant::now();
     let state = check::scan(&mut conn, &queues).await.map_err(TargetError::Call)?;
     let scanned = started.elapsed();
-    let violations = check::check_structural(&state);
-    // history checks: see check::history (they add their violations here, given args.history).
+    let mut violations = check::check_structural(&state);
+    if let Some(history) = &history {
+        violations.extend(check::history::check_history(history, &state));
+    }
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
     let checked = started.elapsed() - scanned;
     eprintln!(
