@@ -237,7 +237,7 @@ fn the_check_command_refuses_bad_input_with_exit_2() {
     for (args, text) in [
         (&["check", "--url", "redis://192.0.2.1:6379/", "--queue", "q"][..], "not a loopback address"),
         (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "a{b"], "queue name"),
-        (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "q", "--history", "h.jsonl"], "--history"),
+        (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "q", "--history", "h.jsonl"], "h.jsonl"),
         (&["check", "--url", "redis://127.0.0.1:1/"], "--queue"),
     ] {
         let out = emq_bench(args);
