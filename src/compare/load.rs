@@ -125,6 +125,22 @@ struct ScriptFile {
     latency_us: LatencyFile,
     #[serde(default)]
     service_us: Option<LatencyFile>,
+    /// Ok calls; absent in hand-written summaries, then every percentile is kept.
+    #[serde(default)]
+    ok: Option<u64>,
+}
+
+/// Fewest ok calls a repetition needs for a percentile to be compared: 100 for p50, 1 000 for
+/// p99, 10 000 for p99.9 (at least ten samples beyond the quantile; fewer and "p99.9" is just
+/// the maximum, whose spread makes every comparison inconclusive).
+fn enough_samples(measure: Measure, ok: Option<u64>) -> bool {
+    let need = match measure {
+        Measure::OpsPerSec => 0,
+        Measure::P50 => 100,
+        Measure::P99 => 1_000,
+        Measure::P999 => 10_000,
+    };
+    ok.is_none_or(|ok| ok >= need)
 }
 
 #[derive(Deserialize)]
@@ -216,10 +232,24 @@ fn values_of(summary: &SummaryFile, kind: LatencyKind) -> BTreeMap<Metric, f64> 
             [(Measure::OpsPerSec, s.ops_per_sec), (Measure::P50, l.p50), (Measure::P99, l.p99), (Measure::P999, l.p999)]
         {
             // A 0 percentile is an empty histogram (no ok call measured), not a 0 µs latency.
-            if !(measure.is_latency() && v <= 0.0) {
+            if !(measure.is_latency() && v <= 0.0) && enough_samples(measure, s.ok) {
                 values.insert(Metric::script(&s.script, measure), v);
             }
         }
     }
     values
+}
+
+#[cfg(test)]
+mod sample_rule_tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_need_enough_ok_calls() {
+        assert!(enough_samples(Measure::OpsPerSec, Some(0)));
+        assert!(!enough_samples(Measure::P50, Some(99)) && enough_samples(Measure::P50, Some(100)));
+        assert!(!enough_samples(Measure::P99, Some(999)) && enough_samples(Measure::P99, Some(1_000)));
+        assert!(!enough_samples(Measure::P999, Some(9_999)) && enough_samples(Measure::P999, Some(10_000)));
+        assert!(enough_samples(Measure::P999, None), "summaries without counts keep every percentile");
+    }
 }
