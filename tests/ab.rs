@@ -37,16 +37,8 @@ fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
 
 /// A copy of `lua/` whose enqueue.lua runs `extra` more EXISTS calls before its work.
 fn slower_enqueue(dir: &Path, extra: u32) -> PathBuf {
-    let lua = dir.join("lua-slower");
-    std::fs::create_dir_all(&lua).unwrap();
-    for entry in std::fs::read_dir(support::lua_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
-    }
-    let original = std::fs::read_to_string(lua.join("enqueue.lua")).unwrap();
     let extra_work = format!("for _ = 1, {extra} do redis.call('EXISTS', KEYS[1]) end\n");
-    std::fs::write(lua.join("enqueue.lua"), extra_work + &original).unwrap();
-    lua
+    support::lua_copy(dir, "lua-slower", "enqueue", |source| extra_work + &source)
 }
 
 // One test, two comparisons in turn: two A/B series at once on a 2-core machine would be

@@ -5,7 +5,7 @@
 mod support;
 
 use emq_bench::check::{self, Invariant, Violation};
-use emq_bench::cli::{RunArgs, ServerArgs};
+use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::run;
 use emq_bench::cmd::Outcome;
 use emq_bench::history::{file, Event, History, Kind, Outcome as Seen};
@@ -16,23 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn args(scenario: &Path, out: &Path, url: String) -> RunArgs {
-    RunArgs {
-        scenario: scenario.to_path_buf(),
-        url: Some(url),
-        lua_dir: support::lua_dir(),
-        out: Some(out.to_path_buf()),
-        duration: None,
-        seed: None,
-        keep: true,
-        force: false,
-        quiet: true,
-        json: false,
-        no_check: false,
-        repeat: 1,
-        threads: 1,
-        timeout: Duration::from_secs(5),
-        server: ServerArgs { server_bin: None, server_config: Vec::new() },
-    }
+    RunArgs { url: Some(url), keep: true, ..support::run_args(scenario, out) }
 }
 
 const SMALL: &str = "name = \"plant\"\nseed = 5\njobs = 200\ndrain = \"10s\"\n\
@@ -150,16 +134,11 @@ async fn the_fencing_soak_passes_and_shows_contention() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
     let tmp = tempfile::tempdir().unwrap();
-    let lua = tmp.path().join("lua-broken");
-    std::fs::create_dir_all(&lua).unwrap();
-    for entry in std::fs::read_dir(support::lua_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
-    }
-    let complete = std::fs::read_to_string(lua.join("complete.lua")).unwrap();
     let fence = "if attempts ~= token then";
-    assert!(complete.contains(fence), "the fence check moved; update this test");
-    std::fs::write(lua.join("complete.lua"), complete.replace(fence, "if false then")).unwrap();
+    let lua = support::lua_copy(tmp.path(), "lua-broken", "complete", |source| {
+        assert!(source.contains(fence), "the fence check moved; update this test");
+        source.replace(fence, "if false then")
+    });
 
     let server = support::server();
     let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml");

@@ -4,7 +4,7 @@
 
 mod support;
 
-use emq_bench::cli::{RunArgs, ServerArgs};
+use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::{run, RunResult};
 use emq_bench::cmd::Outcome;
 use emq_bench::report::ScriptSummary;
@@ -12,23 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn args(scenario: &Path, out: &Path) -> RunArgs {
-    RunArgs {
-        scenario: scenario.to_path_buf(),
-        url: None,
-        lua_dir: support::lua_dir(),
-        out: Some(out.to_path_buf()),
-        duration: None,
-        seed: None,
-        keep: false,
-        force: false,
-        quiet: true,
-        json: false,
-        no_check: false,
-        repeat: 1,
-        threads: 1,
-        timeout: Duration::from_secs(5),
-        server: ServerArgs { server_bin: None, server_config: Vec::new() },
-    }
+    support::run_args(scenario, out)
 }
 
 fn never() -> std::future::Pending<()> {
@@ -61,17 +45,9 @@ fn assert_complete_folder(dir: &Path) {
 
 /// A copy of `lua/` whose `enqueue.lua` busy-waits `ms` milliseconds of server CPU first.
 fn slow_enqueue_lua(dir: &Path, ms: u32) -> PathBuf {
-    let lua = dir.join("lua-slow");
-    std::fs::create_dir_all(&lua).unwrap();
-    for entry in std::fs::read_dir(support::lua_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
-    }
-    let original = std::fs::read_to_string(lua.join("enqueue.lua")).unwrap();
     // os.clock (CPU time) advances while busy; TIME is frozen for the length of a script.
     let busy = format!("local c0 = os.clock()\nwhile os.clock() - c0 < {} do end\n", f64::from(ms) / 1000.0);
-    std::fs::write(lua.join("enqueue.lua"), busy + &original).unwrap();
-    lua
+    support::lua_copy(dir, "lua-slow", "enqueue", |source| busy + &source)
 }
 
 fn write_scenario(dir: &Path, text: &str) -> PathBuf {

@@ -7,7 +7,7 @@ use emq_bench::server::{EmbeddedServer, ServerOptions};
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The project's `lua/` directory.
@@ -70,4 +70,41 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> Vec<(St
 pub async fn server_ms(conn: &mut ConnectionManager) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
+}
+
+/// `emq-bench run` arguments for `scenario` into `out`: the project's `lua/`, quiet, the
+/// embedded server, one repetition; tests change what they need.
+pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
+    emq_bench::cli::RunArgs {
+        scenario: scenario.to_path_buf(),
+        url: None,
+        lua_dir: lua_dir(),
+        out: Some(out.to_path_buf()),
+        duration: None,
+        seed: None,
+        keep: false,
+        force: false,
+        quiet: true,
+        json: false,
+        no_check: false,
+        repeat: 1,
+        threads: 1,
+        timeout: std::time::Duration::from_secs(5),
+        server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
+    }
+}
+
+/// A copy of the project's `lua/` under `dir/name`, with `script`'s source passed through
+/// `edit` (to slow a script down or break it on purpose).
+pub fn lua_copy(dir: &Path, name: &str, script: &str, edit: impl FnOnce(String) -> String) -> PathBuf {
+    let lua = dir.join(name);
+    std::fs::create_dir_all(&lua).unwrap();
+    for entry in std::fs::read_dir(lua_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
+    }
+    let file = lua.join(format!("{script}.lua"));
+    let source = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, edit(source)).unwrap();
+    lua
 }
