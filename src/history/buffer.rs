@@ -9,24 +9,41 @@
 use super::event::{Event, Kind, Outcome};
 use std::time::Instant;
 
-/// Bytes reserved up front per thread, so steady state rarely grows the buffer.
-const INITIAL_CAPACITY: usize = 1 << 20;
+/// Bytes per chunk: the buffer grows by whole chunks, so appending never copies what was
+/// recorded (a doubling Vec would copy it all at every growth, on the hot path).
+const CHUNK: usize = 1 << 20;
 
 /// One load thread's history, owned by that thread (no lock).
 pub struct HistoryBuf {
     start: Instant,
+    full: Vec<Vec<u8>>,
     bytes: Vec<u8>,
     last_job: u32,
     last_sent: u64,
     events: u64,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a LEB128 varint at `buf[at..]`; returns the new end. `buf` has room for any
+/// event (at most 1 + 10 + 4 + 10 + 10 + 10 bytes), so no bounds check fails.
+#[inline]
+fn put_varint(buf: &mut [u8; EVENT_MAX], mut at: usize, mut v: u64) -> usize {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        buf[at] = (v as u8) | 0x80;
         v >>= 7;
+        at += 1;
     }
-    out.push(v as u8);
+    buf[at] = v as u8;
+    at + 1
+}
+
+/// The longest encoded event, bytes.
+const EVENT_MAX: usize = 48;
+
+/// Whole µs from `from` to `to` (0 if earlier), without a u128 division.
+#[inline]
+fn micros(from: Instant, to: Instant) -> u64 {
+    let d = to.saturating_duration_since(from);
+    d.as_secs() * 1_000_000 + u64::from(d.subsec_micros())
 }
 
 fn zigzag(v: i64) -> u64 {
@@ -40,7 +57,7 @@ fn unzigzag(v: u64) -> i64 {
 impl HistoryBuf {
     /// An empty buffer whose times count from `start` (the run start).
     pub fn new(start: Instant) -> HistoryBuf {
-        HistoryBuf { start, bytes: Vec::with_capacity(INITIAL_CAPACITY), last_job: 0, last_sent: 0, events: 0 }
+        HistoryBuf { start, full: Vec::new(), bytes: Vec::with_capacity(CHUNK), last_job: 0, last_sent: 0, events: 0 }
     }
 
     /// Appends one event. `sent` and `done` are the request's send and reply-read instants.
@@ -56,32 +73,50 @@ impl HistoryBuf {
         sent: Instant,
         done: Instant,
     ) {
-        let sent_us = sent.saturating_duration_since(self.start).as_micros() as u64;
-        let dur_us = done.saturating_duration_since(sent).as_micros() as u64;
-        let out = &mut self.bytes;
-        out.push(((kind as u8) << 5) | outcome.bits());
-        put_varint(out, zigzag(i64::from(job) - i64::from(self.last_job)));
+        let sent_us = micros(self.start, sent);
+        let dur_us = micros(sent, done);
+        // Encode on the stack, then append once: one capacity check per event, not per byte.
+        let mut buf = [0u8; EVENT_MAX];
+        buf[0] = ((kind as u8) << 5) | outcome.bits();
+        let mut at = put_varint(&mut buf, 1, zigzag(i64::from(job) - i64::from(self.last_job)));
         if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
-            out.extend_from_slice(&token.to_le_bytes());
-            put_varint(out, u64::from(queue));
+            buf[at..at + 4].copy_from_slice(&token.to_le_bytes());
+            at = put_varint(&mut buf, at + 4, u64::from(queue));
         } else {
-            put_varint(out, u64::from(token));
+            at = put_varint(&mut buf, at, u64::from(token));
         }
-        put_varint(out, zigzag(sent_us as i64 - self.last_sent as i64));
-        put_varint(out, dur_us);
+        at = put_varint(&mut buf, at, zigzag(sent_us as i64 - self.last_sent as i64));
+        at = put_varint(&mut buf, at, dur_us);
+        if self.bytes.len() + at > self.bytes.capacity() {
+            let full = std::mem::replace(&mut self.bytes, Vec::with_capacity(CHUNK));
+            self.full.push(full);
+        }
+        self.bytes.extend_from_slice(&buf[..at]);
         self.last_job = job;
         self.last_sent = sent_us;
         self.events += 1;
     }
 
-    /// The encoded bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+    /// Encoded bytes so far.
+    pub fn len(&self) -> usize {
+        self.full.iter().map(Vec::len).sum::<usize>() + self.bytes.len()
     }
 
-    /// Takes the encoded bytes, leaving the buffer empty.
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes the encoded stream (the chunks joined: one copy, after the run), leaving the
+    /// buffer empty.
     pub fn take(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.bytes)
+        let mut out = Vec::with_capacity(self.len());
+        for chunk in self.full.drain(..) {
+            out.extend_from_slice(&chunk);
+        }
+        out.extend_from_slice(&self.bytes);
+        self.bytes.clear();
+        out
     }
 
     /// Events appended so far.
@@ -207,9 +242,25 @@ mod tests {
             sent_us: 5,
             done_us: 7,
         });
-        assert_eq!(decode(buf.bytes()).unwrap(), expected);
-        let per_job = buf.bytes().len() as f64 / 1000.0;
+        let bytes = buf.take();
+        assert_eq!(decode(&bytes).unwrap(), expected);
+        let per_job = bytes.len() as f64 / 1000.0;
         assert!(per_job < 30.0, "{per_job} bytes per job for 3 events");
+    }
+
+    #[test]
+    fn streams_spanning_many_chunks_decode_whole() {
+        let start = Instant::now();
+        let mut buf = HistoryBuf::new(start);
+        let n = 3 * CHUNK as u32 / 4; // a few chunks' worth of ~5-byte events
+        for job in 0..n {
+            buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, start);
+        }
+        let bytes = buf.take();
+        assert!(bytes.len() > 2 * CHUNK);
+        let events = decode(&bytes).unwrap();
+        assert_eq!(events.len(), n as usize);
+        assert!(events.iter().enumerate().all(|(i, e)| e.job == i as u32 && e.kind == Kind::Progress));
     }
 
     #[test]
