@@ -17,9 +17,15 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- A lease is expired once its deadline has passed; a deadline equal to now is still held.
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, limit)
+-- Only a row that really is active moves: a member without a row, or whose row says another
+-- state, is left where it is (no row is invented, nothing finished is revived) for the checker.
+local moved = 0
 for _, id in ipairs(expired) do
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('HSET', ARGV[1] .. id, 'state', 'pending')
-  redis.call('ZADD', KEYS[2], 0, id)
+  if redis.call('HGET', ARGV[1] .. id, 'state') == 'active' then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HSET', ARGV[1] .. id, 'state', 'pending')
+    redis.call('ZADD', KEYS[2], 0, id)
+    moved = moved + 1
+  end
 end
-return #expired
+return moved

@@ -41,7 +41,14 @@ fn main() -> ExitCode {
             }
             Command::Server(args) => cmd::server::server(args, ctrl_c).await,
             Command::Compare(args) => Ok(verdict(cmd::compare::compare(args)?)),
-            Command::Ab(args) => Ok(verdict(cmd::ab::ab(args, ctrl_c).await?)),
+            Command::Ab(args) => {
+                let result = cmd::ab::ab(args, ctrl_c).await?;
+                let outcome = verdict(result.compare);
+                for failure in &result.failures {
+                    eprintln!("emq-bench: FAIL {failure}");
+                }
+                Ok(if result.failures.is_empty() { outcome } else { Outcome::Failed })
+            }
             Command::Check(args) => {
                 let json = args.json;
                 let result = cmd::check::check(args).await?;

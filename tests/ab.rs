@@ -49,12 +49,16 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     let same = ab(args(support::lua_dir(), support::lua_dir(), &tmp.path().join("same")), std::future::pending())
         .await
         .unwrap();
+    assert!(same.failures.is_empty(), "{:?}", same.failures);
+    let same = same.compare;
     eprintln!("{}", same.output);
     assert_ne!(same.verdict, Overall::Regression);
     assert!(same.comparison.metrics.iter().all(|m| m.verdict != Verdict::Regressed));
 
     let slower = slower_enqueue(tmp.path(), 200);
     let result = ab(args(support::lua_dir(), slower, &tmp.path().join("out")), std::future::pending()).await.unwrap();
+    assert!(result.failures.is_empty(), "{:?}", result.failures);
+    let result = result.compare;
     eprintln!("{}", result.output);
     assert_eq!(result.verdict, Overall::Regression);
     let verdict = |script: &str, measure: Measure| {

@@ -262,6 +262,27 @@ async fn reap_and_promote_move_only_what_is_due_and_refuse_foreign_prefixes() {
 }
 
 #[tokio::test]
+async fn reap_and_promote_never_invent_or_revive_rows() {
+    let server = server();
+    let mut c = client(&server).await;
+    let q = keys("q");
+    let mut conn = c.connection().clone();
+    let mut ids = JobIdGen::new(24);
+    let (ghost, done) = (ids.next_id(), ids.next_id());
+    // An expired lease of a job with no row, and a due delayed member whose row is completed.
+    redis::cmd("ZADD").arg(&q.active).arg(1).arg(ghost.as_str()).exec_async(&mut conn).await.unwrap();
+    c.enqueue(&q, &done, b"d", None).await.unwrap();
+    let token = c.claim(&q, 60_000, 1).await.unwrap()[0].token;
+    c.complete(&q, &done, token).await.unwrap();
+    redis::cmd("ZADD").arg(&q.delayed).arg(1).arg(done.as_str()).exec_async(&mut conn).await.unwrap();
+    assert_eq!(c.reap(&q, 10).await.unwrap(), 0);
+    assert_eq!(c.promote(&q, 10).await.unwrap(), 0);
+    assert!(row(&mut conn, &q.job_key(&ghost)).await.is_empty(), "reap invented a row");
+    assert_eq!(row(&mut conn, &q.job_key(&done)).await["state"], b"completed", "promote revived a finished job");
+    assert_eq!(score(&mut conn, &q.pending, done.as_str()).await, None);
+}
+
+#[tokio::test]
 async fn the_registry_survives_script_flush() {
     let server = server();
     let mut c = client(&server).await;

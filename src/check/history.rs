@@ -7,7 +7,7 @@ use super::violation::{Invariant, Violation};
 use crate::history::{Event, History, Kind, Outcome};
 use crate::load::payload::PayloadCheck;
 use crate::protocol::ids::{job_number, job_tag};
-use crate::protocol::JobId;
+use crate::protocol::{ErrorCode, JobId};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -71,7 +71,10 @@ pub fn check_history(history: &History, state: &ServerState) -> Vec<Violation> {
     let mut seen: Vec<u32> = jobs.iter().map(|e| e[0].job).collect();
     seen.sort_unstable();
     for (number, found) in &rows {
-        if seen.binary_search(number).is_err() {
+        // A run stopped before its drain may have abandoned an enqueue in flight: its row can
+        // exist without an event. After a drain every enqueue's reply was read.
+        let maybe_in_flight = !drained && u64::from(*number) < history.header.issued;
+        if seen.binary_search(number).is_err() && !maybe_in_flight {
             violations.push(v(
                 Invariant::I1,
                 found.queue,
@@ -200,7 +203,7 @@ fn check_job(
     }
 
     // Fencing (I6).
-    check_fencing(events, &tokens, row, drained, &mut push);
+    check_fencing(events, &tokens, row, drained, history.header.max_attempts, &mut push);
 
     // No loss (I7): after a drain every job that exists is completed or failed.
     if drained && matches!(row.state, StateField::Known(Location::Pending | Location::Delayed | Location::Active)) {
@@ -216,6 +219,7 @@ fn check_fencing(
     tokens: &[u32],
     row: &Row,
     drained: bool,
+    max_attempts: u32,
     push: &mut impl FnMut(Invariant, String, String),
 ) {
     let handed = |t: u32| tokens.binary_search(&t).is_ok();
@@ -236,8 +240,32 @@ fn check_fencing(
     }
     let max_token = tokens.last().copied().unwrap_or(0);
     for e in events.iter().filter(|e| matches!(e.kind, Kind::Complete | Kind::Fail | Kind::Extend | Kind::Progress)) {
+        let next_handed = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us);
+        if let Outcome::Refused(code) = e.outcome {
+            // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE.
+            if next_handed.is_some() && !matches!(code, ErrorCode::Fence | ErrorCode::State) {
+                push(
+                    Invariant::I6,
+                    format!("a stale {} refused with EMQFENCE or EMQSTATE", e.kind.name()),
+                    format!("refused with {}", code.name()),
+                );
+            }
+            continue;
+        }
         if !e.outcome.accepted() {
             continue;
+        }
+        // `fail` retries while attempts < max_attempts and fails for good at max_attempts.
+        if e.kind == Kind::Fail && max_attempts > 0 {
+            let retried = e.outcome == Outcome::Ok;
+            if retried != (e.token < max_attempts) {
+                let (want, got) = if retried { ("failed", "retry") } else { ("retry", "failed") };
+                push(
+                    Invariant::I6,
+                    format!("fail with token {} of max_attempts {max_attempts} to answer {want}", e.token),
+                    format!("answered {got}"),
+                );
+            }
         }
         let accepted_as = if e.kind == Kind::Complete && e.outcome == Outcome::Alt { "safe retry" } else { "accepted" };
         if !handed(e.token) && !tokens.is_empty() {

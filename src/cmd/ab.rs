@@ -85,12 +85,21 @@ pub struct AbCompareArgs {
     pub latency: crate::compare::LatencyKind,
 }
 
+/// What `ab` found: the comparison, and the failures of its runs.
+pub struct AbResult {
+    /// B (new) against A (base).
+    pub compare: CompareResult,
+    /// Every failure of every run, `A/rep-001: ...` (a violation, a threshold, an
+    /// interruption): any makes `ab` exit 1 whatever the comparison says.
+    pub failures: Vec<String>,
+}
+
 /// Runs both arms interleaved, then compares B (new) against A (base).
 ///
 /// Errors: usage (not exactly two `--lua-dir`), scenario, scripts, server and target errors.
-/// A run that fails (a violation, an interruption) is reported in the comparison's notes; an
-/// interrupted pair ends the series.
-pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<CompareResult, AppError> {
+/// Runs that fail (a violation, an interruption) are listed in [`AbResult::failures`]; an
+/// interrupted run ends the series.
+pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<AbResult, AppError> {
     let [base_dir, new_dir] = <[PathBuf; 2]>::try_from(args.lua_dirs.clone()).map_err(|dirs| {
         AppError::Usage(format!("ab needs exactly two --lua-dir (BASE then NEW), got {}", dirs.len()))
     })?;
@@ -115,10 +124,12 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
     let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
     let dir = results_dir(&run_args, &session.plan)?;
     let signal = shutdown_signal(shutdown);
+    let mut failures = Vec::new();
     for k in 1..=args.warmup_runs {
         for (name, lua_dir, registry) in &arms {
             let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
-            session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
+            let (result, _) = session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
+            failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
         }
     }
     let mut order_rng = SmallRng::seed_from_u64(session.plan.seed ^ 0xab);
@@ -128,13 +139,14 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
             let (name, lua_dir, registry) = &arms[arm];
             let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
             let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
+            failures.extend(result.failures.iter().map(|f| format!("{name}/rep-{k:03}: {f}")));
             if result.summary.interrupted {
                 break 'pairs;
             }
         }
     }
     let c = args.compare;
-    compare(CompareArgs {
+    let compare = compare(CompareArgs {
         base: dir.join("A"),
         new: dir.join("B"),
         alpha: c.alpha,
@@ -146,5 +158,6 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
         markdown: c.markdown,
         seed: args.seed,
         latency: c.latency,
-    })
+    })?;
+    Ok(AbResult { compare, failures })
 }

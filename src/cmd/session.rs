@@ -121,19 +121,31 @@ impl Session {
             script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
         };
         let mut summary = summarize(&plan, &args, target, &driven, before, after);
-        let checked = check_run(&plan, dir, &driven, &mut self.control, &queues, args.no_check).await?;
-        summary.check = checked.as_ref().map(|outcome| outcome.summary(true));
+        let checked = check_run(&plan, dir, &driven, &mut self.control, &queues, args.no_check).await;
+        let check_error = match &checked {
+            Ok(Err(reason)) => Some(reason.clone()),
+            _ => None,
+        };
+        let checked = checked.map(|c| c.ok().flatten());
+        summary.check = checked.as_ref().ok().and_then(|c| c.as_ref()).map(|outcome| outcome.summary(true));
         let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
         let enqueued = summary.jobs.get("enqueued").copied().unwrap_or(0);
         summary.history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
-        write_results(dir, &summary, &driven.metrics)?;
+        let written = write_results(dir, &summary, &driven.metrics);
+        // The run's keys go whatever happened to the files: a failed write must not leave
+        // them behind to block the next run.
         if !keep && driven.depths.is_some() {
             for keys in &queues {
                 target::delete_queue(&mut self.control, keys).await.map_err(AppError::Prepare)?;
             }
         }
+        let checked = checked?;
+        written?;
 
         let mut failures = failures(&plan, &summary, &driven);
+        if let Some(reason) = check_error {
+            failures.push(format!("the invariant check could not run: {reason}"));
+        }
         let mut table = format_table(&summary.scripts, &all_jobs(&driven.metrics));
         if let Some(outcome) = &checked {
             let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
@@ -152,7 +164,8 @@ impl Session {
 }
 
 /// Saves the history (`history.bin`) and, when the server can still be read, checks every
-/// invariant against it (`invariants.json`). Returns the outcome, if a check ran.
+/// invariant against it (`invariants.json`). Returns the outcome (None when no check was
+/// due), or why the check could not run. Errors: the history or `invariants.json` write.
 async fn check_run(
     plan: &Plan,
     dir: &Path,
@@ -160,26 +173,30 @@ async fn check_run(
     control: &mut redis::aio::ConnectionManager,
     queues: &[QueueKeys],
     no_check: bool,
-) -> Result<Option<CheckOutcome>, AppError> {
+) -> Result<Result<Option<CheckOutcome>, String>, AppError> {
     let header = HistoryHeader {
         seed: plan.seed,
         run_tag: run_tag(plan.seed),
         queues: plan.queues.clone(),
         drained: driven.drained,
         issued: driven.issued,
+        max_attempts: plan.producers.max_attempts,
     };
     let path = dir.join("history.bin");
     history::file::save(&path, &header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
-    if driven.depths.is_none() || no_check {
-        return Ok(None); // the server is gone, or no check was asked: `check --history` can run later
+    if no_check {
+        return Ok(Ok(None)); // `check --history` can run later
+    }
+    if driven.depths.is_none() {
+        return Ok(Err("the server could not be read at the end of the run".to_string()));
     }
     let history = History::merge(header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
     let outcome = match check::check(control, queues, Some(&history)).await {
         Ok(outcome) => outcome,
-        Err(_) => return Ok(None),
+        Err(err) => return Ok(Err(err.to_string())),
     };
     write_invariants(&dir.join(INVARIANTS_FILE), &outcome.report)?;
-    Ok(Some(outcome))
+    Ok(Ok(Some(outcome)))
 }
 
 fn queue_keys(plan: &Plan) -> Result<Vec<QueueKeys>, AppError> {

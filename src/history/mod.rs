@@ -29,6 +29,9 @@ pub struct HistoryHeader {
     pub drained: bool,
     /// Jobs issued (job numbers `0..issued` may appear).
     pub issued: u64,
+    /// The run's `max_attempts` (0 when unknown): `fail` retries below it, fails at it.
+    #[serde(default)]
+    pub max_attempts: u32,
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.

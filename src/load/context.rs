@@ -62,6 +62,9 @@ pub struct ThreadCtx {
     pub pool: PayloadPool,
     /// This thread's history (every outcome per job, for the checker).
     pub history: RefCell<HistoryBuf>,
+    /// Requests of this thread awaiting their reply: at the stop, the thread waits for them,
+    /// so no effect the server applied goes missing from the history.
+    pub in_flight: std::cell::Cell<usize>,
 }
 
 /// Open-loop sends more than this late are counted as late (the pacing tick is 1 ms).
@@ -150,9 +153,11 @@ pub async fn timed_span<T>(
     intended: Option<Instant>,
     request: impl std::future::Future<Output = Result<T, CallError>>,
 ) -> (Result<T, CallError>, Span) {
+    ctx.in_flight.set(ctx.in_flight.get() + 1);
     let sent = Instant::now();
     let result = request.await;
     let done = Instant::now();
+    ctx.in_flight.set(ctx.in_flight.get() - 1);
     ctx.record(script, intended.unwrap_or(sent), sent, done, &result);
     (result, Span { sent, done })
 }

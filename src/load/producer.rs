@@ -15,7 +15,10 @@ use rand::{Rng, SeedableRng};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How often a producer waiting for its next intended send looks at the run phase.
+const PHASE_POLL: Duration = Duration::from_millis(50);
 
 /// What one producer's lanes share.
 pub struct Producer {
@@ -76,7 +79,10 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
             (p.schedule.next_intended(), job)
         };
         if let Some(at) = intended {
-            tokio::time::sleep_until(at.into()).await;
+            // Sleep in slices, so a long gap at a low rate does not hold up the drain.
+            while Instant::now() < at && ctx.phase() == Phase::Load {
+                tokio::time::sleep_until(at.min(Instant::now() + PHASE_POLL).into()).await;
+            }
             if ctx.phase() != Phase::Load {
                 break;
             }
@@ -108,8 +114,9 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                 }
             }
             Job::Duplicate { queue, id } => {
-                // Other bytes than the original: a duplicate must change nothing (I8).
-                ctx.pool.build(&id, size / 2, &mut payload);
+                // Other bytes than the original (a different length, so never equal): a duplicate must
+                // change nothing (I8).
+                ctx.pool.build(&id, size + 7, &mut payload);
                 let (result, span) =
                     timed_span(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, Some(9)))
                         .await;

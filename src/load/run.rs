@@ -74,7 +74,10 @@ pub struct Driven {
 
 /// Reads the depth of every location set of `queues` in one pipeline.
 pub async fn depths(conn: &mut ConnectionManager, queues: &[QueueKeys]) -> Result<Depths, CallError> {
+    // MULTI/EXEC: one consistent reading; a job moving between two sets (reap, retry,
+    // promote) between the reads would otherwise be counted in neither.
     let mut pipe = redis::pipe();
+    pipe.atomic();
     for q in queues {
         for (_, key) in q.location_sets() {
             pipe.zcard(key);
@@ -154,10 +157,14 @@ pub async fn drive(
         for go in gos {
             let _ = go.send(Go { start, sink: sink.clone() });
         }
+    } else {
+        // No Go for anyone: threads that did connect see their Go dropped and end.
+        drop(gos);
     }
     drop(sink);
 
     let mut drained = false;
+    let mut empty_readings = 0;
     let mut last_depths = None;
     let mut drain_started = None;
     let mut unreachable_at: Option<Duration> = None;
@@ -201,7 +208,11 @@ pub async fn drive(
             }
             Phase::Drain => {
                 let producers_done = shared.producers_live.load(Ordering::Relaxed) == 0;
-                if producers_done && last_depths.is_some_and(|d| d.unfinished() == 0) {
+                // Two empty readings in a row (50 ms apart): one reading may fall between a
+                // reply the server sent and the consumer that has yet to read it.
+                let empty = producers_done && last_depths.is_some_and(|d| d.unfinished() == 0);
+                empty_readings = if empty { empty_readings + 1 } else { 0 };
+                if empty_readings >= 2 {
                     drained = true;
                     break;
                 }

@@ -116,6 +116,7 @@ async fn thread_main(
         recorder: RefCell::new(Recorder::new(&sink)),
         pool,
         history: RefCell::new(HistoryBuf::new(start)),
+        in_flight: std::cell::Cell::new(0),
     });
     drop(sink);
     // Open-loop schedules start when the lanes do, not at the coordinator's start: the hand-off
@@ -161,9 +162,16 @@ async fn thread_main(
             }
         }
     };
+    tokio::pin!(flusher);
     tokio::select! {
         _ = stop.wait_for(|stop| *stop) => {}
-        _ = flusher => {}
+        _ = &mut flusher => {}
+    }
+    // Lanes start nothing new once the phase is Stop; the requests already sent get their
+    // replies read (and remembered) before the history is taken, up to the reply timeout.
+    let deadline = Instant::now() + spec.connect.response_timeout + std::time::Duration::from_millis(100);
+    while ctx.in_flight.get() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     ctx.recorder.borrow_mut().flush_final();
     let stream = ctx.history.borrow_mut().take();
