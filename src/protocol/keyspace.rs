@@ -65,6 +65,18 @@ pub const JOB_ID_LEN: usize = 29;
 /// Crockford base32 in lowercase: the ULID alphabet without i, l, o, u.
 const CROCKFORD_LOWER: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
+/// `CROCKFORD_LOWER` as a byte-indexed table: the checker parses millions of ids, and a
+/// table lookup per byte beats a search of the alphabet.
+const IS_CROCKFORD_LOWER: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < CROCKFORD_LOWER.len() {
+        table[CROCKFORD_LOWER[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 /// A checked job id: `JOB` + a 26-character lowercase Crockford-base32 ULID, 29 bytes inline.
 ///
 /// `Copy` and allocation-free, so the hot path can pass ids around by value. Byte order of
@@ -86,7 +98,7 @@ impl JobId {
         if &bytes[..3] != b"JOB" {
             return Err(refuse("it does not start with JOB"));
         }
-        if !bytes[3..].iter().all(|b| CROCKFORD_LOWER.contains(b)) {
+        if !bytes[3..].iter().all(|&b| IS_CROCKFORD_LOWER[b as usize]) {
             return Err(refuse("the ULID part is not lowercase Crockford base32"));
         }
         if bytes[3] > b'7' {
