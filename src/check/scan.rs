@@ -7,7 +7,7 @@
 //! queue that changes while it is read can look inconsistent.
 
 use super::state::{Location, QueueState, Row, ServerState, StateField};
-use crate::load::payload::{verify, HEADER_LEN};
+use crate::load::payload::{header_crc, verify};
 use crate::protocol::{CallError, JobId, QueueKeys};
 use redis::aio::ConnectionLike;
 use redis::Value;
@@ -217,7 +217,7 @@ fn reduce_fields<'a>(id: &JobId, pairs: impl Iterator<Item = (&'a Value, &'a Val
             b"payload" => {
                 row.payload_len = Some(value.len());
                 row.payload_check = Some(verify(id, value));
-                row.payload_crc = value.get(16..HEADER_LEN).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+                row.payload_crc = header_crc(value);
             }
             b"last_error" => row.has_last_error = true,
             b"progress" => row.has_progress = true,
@@ -332,7 +332,7 @@ mod tests {
         let (id, other) = (ids.next_id(), ids.next_id());
         let mut payload = Vec::new();
         PayloadPool::new(2).build(&id, 64, &mut payload);
-        let crc = u32::from_le_bytes(payload[16..20].try_into().unwrap());
+        let crc = header_crc(&payload).unwrap();
         let reply = Value::Array(vec![
             bulk(b"state"),
             bulk(b"active"),

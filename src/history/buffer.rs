@@ -7,6 +7,7 @@
 //! event's; the duration (µs, a varint).
 
 use super::event::{Event, Kind, Outcome};
+use crate::metrics::elapsed_us;
 use std::time::Instant;
 
 /// Bytes per chunk: the buffer grows by whole chunks, so appending never copies what was
@@ -39,13 +40,6 @@ fn put_varint(buf: &mut [u8; EVENT_MAX], mut at: usize, mut v: u64) -> usize {
 /// The longest encoded event, bytes.
 const EVENT_MAX: usize = 48;
 
-/// Whole µs from `from` to `to` (0 if earlier), without a u128 division.
-#[inline]
-fn micros(from: Instant, to: Instant) -> u64 {
-    let d = to.saturating_duration_since(from);
-    d.as_secs() * 1_000_000 + u64::from(d.subsec_micros())
-}
-
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -73,8 +67,8 @@ impl HistoryBuf {
         sent: Instant,
         done: Instant,
     ) {
-        let sent_us = micros(self.start, sent);
-        let dur_us = micros(sent, done);
+        let sent_us = elapsed_us(self.start, sent);
+        let dur_us = elapsed_us(sent, done);
         // Encode on the stack, then append once: one capacity check per event, not per byte.
         let mut buf = [0u8; EVENT_MAX];
         buf[0] = ((kind as u8) << 5) | outcome.bits();

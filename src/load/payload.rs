@@ -70,6 +70,12 @@ pub fn checksum(payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
+/// The CRC-32 a payload carries in its header (bytes 16..20, little-endian); `None` when it
+/// is shorter than the header. Compare it with [`checksum`] to see whether the bytes changed.
+pub fn header_crc(payload: &[u8]) -> Option<u32> {
+    payload.get(16..HEADER_LEN).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+}
+
 /// Checks that `payload` is the intact payload of job `id`.
 pub fn verify(id: &JobId, payload: &[u8]) -> PayloadCheck {
     if payload.len() < HEADER_LEN {
@@ -78,8 +84,7 @@ pub fn verify(id: &JobId, payload: &[u8]) -> PayloadCheck {
     if payload[..16] != id.ulid().0.to_be_bytes() {
         return PayloadCheck::WrongId;
     }
-    let stored = u32::from_le_bytes(payload[16..20].try_into().expect("4 bytes"));
-    if stored != checksum(payload) {
+    if header_crc(payload) != Some(checksum(payload)) {
         return PayloadCheck::BadChecksum;
     }
     PayloadCheck::Intact

@@ -5,6 +5,7 @@
 use super::backend::{script_of_enqueue, QueueOps};
 use super::context::{timed_span, Phase, ThreadCtx};
 use super::pacing::Schedule;
+use super::payload::header_crc;
 use crate::history::{Kind, Outcome};
 use crate::metrics::JobCounter;
 use crate::protocol::ids::job_number;
@@ -141,9 +142,9 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
     ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// The CRC-32 a built payload carries in its header.
+/// The CRC-32 a built payload carries in its header (built payloads always have one).
 fn payload_crc(payload: &[u8]) -> u32 {
-    u32::from_le_bytes(payload[16..20].try_into().expect("payloads have a 20-byte header"))
+    header_crc(payload).expect("built payloads have a 20-byte header")
 }
 
 fn enqueue_outcome(reply: &EnqueueReply) -> Outcome {

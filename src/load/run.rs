@@ -114,6 +114,7 @@ pub async fn drive(
     let mut threads = Vec::new();
     let mut gos = Vec::new();
     let mut readies = Vec::new();
+    let thread_queues: Arc<[QueueKeys]> = queues.iter().cloned().collect();
     for index in 0..opts.threads.max(1) {
         let spec = ThreadSpec {
             index,
@@ -123,6 +124,7 @@ pub async fn drive(
             registry: opts.registry.clone(),
             plan: plan.clone(),
             shared: shared.clone(),
+            queues: thread_queues.clone(),
         };
         let stop = stop_rx.clone();
         let (ready_tx, ready_rx) = oneshot::channel();

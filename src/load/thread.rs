@@ -11,7 +11,7 @@ use super::payload::PayloadPool;
 use super::producer::{self, Producer};
 use crate::history::HistoryBuf;
 use crate::metrics::{MetricsSink, Recorder};
-use crate::protocol::{CallError, ConnectOptions, EchoClient, QueueKeys, QueueName, ScriptRegistry};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, QueueKeys, ScriptRegistry};
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -36,6 +36,8 @@ pub struct ThreadSpec {
     pub plan: Arc<Plan>,
     /// Run-wide atomics.
     pub shared: Arc<RunShared>,
+    /// The run's queues, checked once by the caller; index = the queue number the verbs use.
+    pub queues: Arc<[QueueKeys]>,
 }
 
 /// Sent to every thread once all have connected: the run starts now.
@@ -183,13 +185,7 @@ type Connected = (Rc<[QueueKeys]>, Vec<EchoClient>, Vec<EchoClient>, Vec<EchoCli
 
 async fn connect_all(spec: &ThreadSpec) -> Result<Connected, CallError> {
     let plan = spec.plan.clone();
-    let queues: Rc<[QueueKeys]> = plan
-        .queues
-        .iter()
-        .map(|q| QueueName::new(q).map(QueueKeys::new))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| CallError::Reply(e.to_string()))?
-        .into();
+    let queues: Rc<[QueueKeys]> = spec.queues.iter().cloned().collect();
     let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
     let pconns = open(spec, connections_for(producers.len(), plan.producers.count, plan.producers.connections)).await?;
