@@ -5,7 +5,8 @@
 mod support;
 
 use emq_bench::cli::ServerArgs;
-use emq_bench::cmd::ab::{ab, AbArgs, AbCompareArgs};
+use emq_bench::cmd::ab::{ab, AbArgs};
+use emq_bench::cmd::compare::CompareFlags;
 use emq_bench::compare::{LatencyKind, Measure, Overall, Verdict};
 use std::path::{Path, PathBuf};
 
@@ -22,15 +23,7 @@ fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
         force: false,
         quiet: true,
         threads: 1,
-        compare: AbCompareArgs {
-            alpha: None,
-            noise_throughput: None,
-            noise_p50: None,
-            noise_tail: None,
-            max_cv: None,
-            markdown: false,
-            latency: LatencyKind::Intended,
-        },
+        compare: CompareFlags { latency: LatencyKind::Intended, ..CompareFlags::default() },
         server: ServerArgs { server_bin: None, server_config: Vec::new() },
     }
 }

@@ -2,7 +2,7 @@
 //! interleaved against the same server — A B or B A per pair, the order drawn from the seed —
 //! so drift hits both arms equally; then the arms are compared (see `compare`).
 
-use super::compare::{compare, CompareArgs, CompareResult};
+use super::compare::{compare, CompareArgs, CompareFlags, CompareResult};
 use super::run::{shutdown_signal, stopped};
 use super::session::{results_dir, Session};
 use crate::cli::{RunArgs, ServerArgs};
@@ -50,39 +50,12 @@ pub struct AbArgs {
     /// Load threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
-    /// The comparison's options (alpha, noise bands, max CV, markdown, bootstrap seed).
+    /// The comparison's options (alpha, noise bands, max CV, markdown, latency kind).
     #[command(flatten)]
-    pub compare: AbCompareArgs,
+    pub compare: CompareFlags,
     /// The embedded server's options.
     #[command(flatten)]
     pub server: ServerArgs,
-}
-
-/// The comparison flags of `ab` (the same as `compare`'s).
-#[derive(Debug, Clone, clap::Args)]
-pub struct AbCompareArgs {
-    /// Significance level of the one-sided Mann-Whitney test [default: 0.01].
-    #[arg(long)]
-    pub alpha: Option<f64>,
-    /// Noise band of throughput [default: 5%].
-    #[arg(long, value_parser = super::compare::parse_fraction)]
-    pub noise_throughput: Option<f64>,
-    /// Noise band of p50 latency [default: 5%].
-    #[arg(long, value_parser = super::compare::parse_fraction)]
-    pub noise_p50: Option<f64>,
-    /// Noise band of p99 and p99.9 latency [default: 15%].
-    #[arg(long, value_parser = super::compare::parse_fraction)]
-    pub noise_tail: Option<f64>,
-    /// Largest coefficient of variation of a side [default: 10%].
-    #[arg(long, value_parser = super::compare::parse_fraction)]
-    pub max_cv: Option<f64>,
-    /// Print the Markdown version instead of the table.
-    #[arg(long)]
-    pub markdown: bool,
-    /// Which latency to compare: intended (default) or service (the script's own cost; best
-    /// for open-loop scenarios such as scenarios/regress.toml).
-    #[arg(long, value_enum, default_value_t = crate::compare::LatencyKind::Intended)]
-    pub latency: crate::compare::LatencyKind,
 }
 
 /// What `ab` found: the comparison, and the failures of its runs.
@@ -145,19 +118,12 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
             }
         }
     }
-    let c = args.compare;
     let compare = compare(CompareArgs {
         base: dir.join("A"),
         new: dir.join("B"),
-        alpha: c.alpha,
-        noise_throughput: c.noise_throughput,
-        noise_p50: c.noise_p50,
-        noise_tail: c.noise_tail,
-        max_cv: c.max_cv,
+        flags: args.compare,
         out: Some(dir),
-        markdown: c.markdown,
         seed: args.seed,
-        latency: c.latency,
     })?;
     Ok(AbResult { compare, failures })
 }

@@ -15,6 +15,20 @@ pub struct CompareArgs {
     /// The new results folder, same layouts.
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
+    /// The verdict's options.
+    #[command(flatten)]
+    pub flags: CompareFlags,
+    /// Folder to write compare.json and compare.md into (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Seed of the bootstrap resampling [default: 1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// The verdict's options, shared by `compare` and `ab`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CompareFlags {
     /// Significance level of the one-sided Mann-Whitney test [default: 0.01].
     #[arg(long)]
     pub alpha: Option<f64>,
@@ -30,16 +44,11 @@ pub struct CompareArgs {
     /// Largest coefficient of variation of a side before a metric is inconclusive [default: 10%].
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub max_cv: Option<f64>,
-    /// Folder to write compare.json and compare.md into (created when missing).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
     /// Print the Markdown version instead of the table.
     #[arg(long)]
     pub markdown: bool,
-    /// Seed of the bootstrap resampling [default: 1].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Which latency to compare: from the intended send, or the service time from the actual send.
+    /// Which latency to compare: from the intended send (default), or the service time from
+    /// the actual send (the script's own cost, without open-loop pacing jitter).
     #[arg(long, value_enum, default_value_t = compare::LatencyKind::Intended)]
     pub latency: compare::LatencyKind,
 }
@@ -61,11 +70,11 @@ impl CompareArgs {
     pub fn options(&self) -> Result<CompareOptions, AppError> {
         let d = CompareOptions::default();
         let options = CompareOptions {
-            alpha: self.alpha.unwrap_or(d.alpha),
-            noise_throughput: self.noise_throughput.unwrap_or(d.noise_throughput),
-            noise_p50: self.noise_p50.unwrap_or(d.noise_p50),
-            noise_tail: self.noise_tail.unwrap_or(d.noise_tail),
-            max_cv: self.max_cv.unwrap_or(d.max_cv),
+            alpha: self.flags.alpha.unwrap_or(d.alpha),
+            noise_throughput: self.flags.noise_throughput.unwrap_or(d.noise_throughput),
+            noise_p50: self.flags.noise_p50.unwrap_or(d.noise_p50),
+            noise_tail: self.flags.noise_tail.unwrap_or(d.noise_tail),
+            max_cv: self.flags.max_cv.unwrap_or(d.max_cv),
             seed: self.seed.unwrap_or(d.seed),
             ..d
         };
@@ -81,13 +90,14 @@ impl CompareArgs {
 /// or an `--out` folder that cannot be written.
 pub fn compare(args: CompareArgs) -> Result<CompareResult, AppError> {
     let options = args.options()?;
-    let load = |dir: &Path| compare::load_results_with(dir, args.latency).map_err(|e| AppError::Usage(e.to_string()));
+    let load =
+        |dir: &Path| compare::load_results_with(dir, args.flags.latency).map_err(|e| AppError::Usage(e.to_string()));
     let (base, new) = (load(&args.base)?, load(&args.new)?);
     let comparison = compare::compare_results(&base, &new, &options);
     if let Some(dir) = &args.out {
         write_outputs(dir, &comparison)?;
     }
-    let output = match args.markdown {
+    let output = match args.flags.markdown {
         true => compare::format_markdown(&comparison),
         false => compare::format_table(&comparison),
     };
