@@ -1,5 +1,6 @@
 //! The command line (clap derive). No logic here: the commands in `cmd/` resolve these values.
 
+use crate::protocol::Transport;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -92,9 +93,15 @@ pub struct RunArgs {
     /// Load threads, each a current-thread runtime (tasks are spread over them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
-    /// Per-request reply timeout, e.g. 5s; past it the call counts as a timeout (unknown outcome).
+    /// Reply timeout, e.g. 5s: a request still waiting after it counts as a timeout (unknown
+    /// outcome). With the pipe transport the connection is then dropped and re-opened, failing
+    /// every request in flight on it, since replies come back in order.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub timeout: std::time::Duration,
+    /// The load connections: `pipe` (our own connection loop, plain TCP, the least client CPU
+    /// per request) or `redis-rs` (redis-rs' ConnectionManager, ~2x the CPU; also Unix sockets).
+    #[arg(long, value_enum, default_value_t = Transport::Pipe)]
+    pub transport: Transport,
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,

@@ -7,6 +7,7 @@ mod support;
 use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::{run, RunResult};
 use emq_bench::cmd::Outcome;
+use emq_bench::protocol::Transport;
 use emq_bench::report::ScriptSummary;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -83,9 +84,18 @@ async fn every_shipped_scenario_runs_and_drains() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_exercises_every_verb() {
+    smoke_over(Transport::Pipe).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_exercises_every_verb_over_the_redis_rs_transport_too() {
+    smoke_over(Transport::RedisRs).await;
+}
+
+async fn smoke_over(transport: Transport) {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml");
-    let result = run(args(&scenario, tmp.path()), never()).await.unwrap();
+    let result = run(RunArgs { transport, ..args(&scenario, tmp.path()) }, never()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
     for name in ["enqueue", "enqueue_delayed", "claim", "complete", "fail", "extend", "progress", "reap", "promote"] {
         assert!(script(&result, name).ok > 0, "{name} was never called successfully");

@@ -7,6 +7,7 @@ use super::run::{shutdown_signal, stopped};
 use super::session::{results_dir, Session};
 use crate::cli::{RunArgs, ServerArgs};
 use crate::error::AppError;
+use crate::protocol::Transport;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::future::Future;
@@ -50,6 +51,9 @@ pub struct AbArgs {
     /// Load threads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
+    /// The load connections' transport (see `run --transport`).
+    #[arg(long, value_enum, default_value_t = Transport::Pipe)]
+    pub transport: Transport,
     /// The comparison's options (alpha, noise bands, max CV, markdown, latency kind).
     #[command(flatten)]
     pub compare: CompareFlags,
@@ -91,6 +95,7 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
         repeat: args.repeat,
         threads: args.threads,
         timeout: std::time::Duration::from_secs(5),
+        transport: args.transport,
         server: args.server.clone(),
     };
     let (mut session, registries) = Session::open(&run_args, &[&base_dir, &new_dir]).await?;

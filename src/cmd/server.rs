@@ -11,7 +11,8 @@ use std::io::Write;
 ///
 /// Errors: [`AppError::Server`] when no binary is found or it does not come up.
 pub async fn server(args: ServerArgs, shutdown: impl Future<Output = ()>) -> Result<Outcome, AppError> {
-    let server = EmbeddedServer::start(&ServerOptions { binary: args.server_bin, config: args.server_config })?;
+    let server =
+        EmbeddedServer::start(&ServerOptions { binary: args.server_bin, config: args.server_config, port: None })?;
     println!("{}", server.url());
     let _ = std::io::stdout().flush();
     eprintln!("emq-bench: {} (pid {}) listening; Ctrl-C stops it", server.binary().display(), server.pid());

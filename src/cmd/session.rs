@@ -75,7 +75,8 @@ impl Session {
         };
         let url = url_given.unwrap_or_else(|| embedded.as_ref().expect("started").url());
         target::check_loopback(&url)?;
-        let connect = ConnectOptions { response_timeout: args.timeout, ..ConnectOptions::default() };
+        let connect =
+            ConnectOptions { response_timeout: args.timeout, transport: args.transport, ..ConnectOptions::default() };
         let mut control = client::connect(&url, connect).await.map_err(AppError::Prepare)?;
         target::ensure_clean(&mut control, &queues, args.force).await?;
         Ok((Session { plan, queues, url, embedded, control, connect, args: args.clone() }, registries))
@@ -212,7 +213,7 @@ fn server_options(plan: &Plan, args: &RunArgs) -> ServerOptions {
         TargetPlan::Url(_) => Vec::new(),
     };
     config.extend(args.server.server_config.iter().cloned());
-    ServerOptions { binary: args.server.server_bin.clone(), config }
+    ServerOptions { binary: args.server.server_bin.clone(), config, port: None }
 }
 
 /// `--out`, or `results/<UTC time>-<name>` (e.g. `results/20261130T054200Z-smoke`).

@@ -54,21 +54,12 @@ impl HistoryBuf {
         HistoryBuf { start, full: Vec::new(), bytes: Vec::with_capacity(CHUNK), last_job: 0, last_sent: 0, events: 0 }
     }
 
-    /// Appends one event. `sent` and `done` are the request's send and reply-read instants.
+    /// Appends one event: the request was sent at `sent` and its reply read `dur_us` µs later
+    /// (the service time the caller already computed for the histograms).
     #[inline]
     #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
-    pub fn push(
-        &mut self,
-        job: u32,
-        kind: Kind,
-        outcome: Outcome,
-        token: u32,
-        queue: u16,
-        sent: Instant,
-        done: Instant,
-    ) {
+    pub fn push(&mut self, job: u32, kind: Kind, outcome: Outcome, token: u32, queue: u16, sent: Instant, dur_us: u64) {
         let sent_us = elapsed_us(self.start, sent);
-        let dur_us = elapsed_us(sent, done);
         // Encode on the stack, then append once: one capacity check per event, not per byte.
         let mut buf = [0u8; EVENT_MAX];
         buf[0] = ((kind as u8) << 5) | outcome.bits();
@@ -195,9 +186,9 @@ mod tests {
         let mut expected = Vec::new();
         for job in 0..1000u32 {
             let t = u64::from(job) * 100;
-            buf.push(job, Kind::Enqueue, Outcome::Ok, 0xdead_beef ^ job, 1, at(t), at(t + 80));
-            buf.push(job, Kind::Claim, Outcome::Ok, 1, 0, at(t + 90), at(t + 95));
-            buf.push(job, Kind::Complete, Outcome::Refused(ErrorCode::Fence), 1, 0, at(t + 96), at(t + 99));
+            buf.push(job, Kind::Enqueue, Outcome::Ok, 0xdead_beef ^ job, 1, at(t), 80);
+            buf.push(job, Kind::Claim, Outcome::Ok, 1, 0, at(t + 90), 5);
+            buf.push(job, Kind::Complete, Outcome::Refused(ErrorCode::Fence), 1, 0, at(t + 96), 3);
             expected.push(Event {
                 job,
                 kind: Kind::Enqueue,
@@ -226,7 +217,7 @@ mod tests {
                 done_us: t + 99,
             });
         }
-        buf.push(super::super::event::UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, 0, at(5), at(7));
+        buf.push(super::super::event::UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, 0, at(5), 2);
         expected.push(Event {
             job: u32::MAX,
             kind: Kind::Claim,
@@ -248,7 +239,7 @@ mod tests {
         let mut buf = HistoryBuf::new(start);
         let n = 3 * CHUNK as u32 / 4; // a few chunks' worth of ~5-byte events
         for job in 0..n {
-            buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, start);
+            buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
         }
         let bytes = buf.take();
         assert!(bytes.len() > 2 * CHUNK);
@@ -261,7 +252,7 @@ mod tests {
     fn a_truncated_stream_is_an_error() {
         let start = Instant::now();
         let mut buf = HistoryBuf::new(start);
-        buf.push(3, Kind::Claim, Outcome::Ok, 2, 0, start, start);
+        buf.push(3, Kind::Claim, Outcome::Ok, 2, 0, start, 0);
         let bytes = buf.take();
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
     }

@@ -3,7 +3,7 @@
 //! by the same load, histograms and checker by implementing [`QueueOps`] once more.
 
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
-use crate::protocol::{QueueKeys, Script};
+use crate::protocol::{QueueKeys, Script, Wire};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -73,16 +73,17 @@ pub trait QueueOps: Clone + 'static {
     fn promote(&mut self, queue: usize, limit: u32) -> impl Future<Output = Result<u64, CallError>>;
 }
 
-/// The EchoMQ v1 implementation: a pipelined client plus the keys of every queue of the run.
+/// The EchoMQ v1 implementation: a pipelined client (either transport) plus the keys of every
+/// queue of the run.
 #[derive(Clone)]
-pub struct EchoOps {
-    client: EchoClient,
+pub struct EchoOps<W: Wire> {
+    client: EchoClient<W>,
     queues: Rc<[QueueKeys]>,
 }
 
-impl EchoOps {
+impl<W: Wire> EchoOps<W> {
     /// Wraps `client` for the run's `queues`.
-    pub fn new(client: EchoClient, queues: Rc<[QueueKeys]>) -> EchoOps {
+    pub fn new(client: EchoClient<W>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
         EchoOps { client, queues }
     }
 }
@@ -96,7 +97,7 @@ pub fn script_of_enqueue(delayed: bool) -> Script {
     }
 }
 
-impl QueueOps for EchoOps {
+impl<W: Wire> QueueOps for EchoOps<W> {
     async fn enqueue(
         &mut self,
         queue: usize,

@@ -48,7 +48,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
                         0,
                         0,
                         span.sent,
-                        span.done,
+                        span.service_us,
                     );
                 }
                 tokio::time::sleep(CLAIM_ERROR_PAUSE).await;
@@ -74,7 +74,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
                 job.token as u32,
                 0,
                 span.sent,
-                span.done,
+                span.service_us,
             );
         }
         for job in claimed {

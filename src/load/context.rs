@@ -65,30 +65,45 @@ pub struct ThreadCtx {
     /// Requests of this thread awaiting their reply: at the stop, the thread waits for them,
     /// so no effect the server applied goes missing from the history.
     pub in_flight: std::cell::Cell<usize>,
+    /// Wall-clock time from instants the lanes already hold (job ids carry a Unix ms stamp).
+    pub wall: WallClock,
+}
+
+/// Converts an [`Instant`] to Unix milliseconds from one anchor read at the start, so minting
+/// an id needs no second clock read per request.
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock {
+    at: Instant,
+    unix_ms: u64,
+}
+
+impl WallClock {
+    /// Anchors at the current time.
+    pub fn now() -> WallClock {
+        WallClock { at: Instant::now(), unix_ms: crate::protocol::ids::unix_ms_now() }
+    }
+
+    /// `instant` in ms since the Unix epoch (the anchor's, for instants before it).
+    pub fn unix_ms(&self, instant: Instant) -> u64 {
+        self.unix_ms + instant.saturating_duration_since(self.at).as_millis() as u64
+    }
 }
 
 /// Open-loop sends more than this late are counted as late (the pacing tick is 1 ms).
 const LATE: Duration = Duration::from_millis(1);
 
 impl ThreadCtx {
-    /// Records one call of `script`: latency from `intended` (the actual send in closed loop),
-    /// service time from `sent`, both to the reply read at `read_at`; errors by code.
-    pub fn record<T>(
-        &self,
-        script: Script,
-        intended: Instant,
-        sent: Instant,
-        read_at: Instant,
-        result: &Result<T, CallError>,
-    ) {
+    /// Records one call of `script` sent and answered as `span` says: latency from `intended`
+    /// (open loop) or, in closed loop, the service time itself; errors by code.
+    pub fn record<T>(&self, script: Script, intended: Option<Instant>, span: Span, result: &Result<T, CallError>) {
         let mut rec = self.recorder.borrow_mut();
-        rec.maybe_flush(read_at);
-        let latency = elapsed_us(intended, read_at);
+        rec.maybe_flush(span.done);
+        let latency = intended.map_or(span.service_us, |at| elapsed_us(at, span.done));
         match result {
-            Ok(_) => rec.record_ok(script, latency, elapsed_us(sent, read_at)),
+            Ok(_) => rec.record_ok(script, latency, span.service_us),
             Err(err) => rec.record_error(script, err.code(), latency),
         }
-        if sent > intended + LATE {
+        if intended.is_some_and(|at| span.sent > at + LATE) {
             rec.record_late(script);
         }
     }
@@ -120,7 +135,7 @@ impl ThreadCtx {
             Ok(reply) => ok(reply),
             Err(err) => Outcome::of_error(err.code()),
         };
-        self.history.borrow_mut().push(job, kind, outcome, token, queue, span.sent, span.done);
+        self.history.borrow_mut().push(job, kind, outcome, token, queue, span.sent, span.service_us);
     }
 }
 
@@ -131,6 +146,8 @@ pub struct Span {
     pub sent: Instant,
     /// The reply read (or the error).
     pub done: Instant,
+    /// `done - sent` in µs, computed once for the histograms and the history.
+    pub service_us: u64,
 }
 
 /// Sends one request and records it: the per-request timing wrapper every lane uses.
@@ -156,8 +173,11 @@ pub async fn timed_span<T>(
     ctx.in_flight.set(ctx.in_flight.get() + 1);
     let sent = Instant::now();
     let result = request.await;
-    let done = Instant::now();
+    // The pipe transport hands over when the reply was read (one clock read per read batch);
+    // otherwise the reply is timed here.
+    let done = crate::protocol::pipe::take_read_at().filter(|at| *at >= sent).unwrap_or_else(Instant::now);
     ctx.in_flight.set(ctx.in_flight.get() - 1);
-    ctx.record(script, intended.unwrap_or(sent), sent, done, &result);
-    (result, Span { sent, done })
+    let span = Span { sent, done, service_us: elapsed_us(sent, done) };
+    ctx.record(script, intended, span, &result);
+    (result, span)
 }

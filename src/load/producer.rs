@@ -48,10 +48,16 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
     let queues = ctx.plan.queues.len();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut payload = Vec::new();
+    // The lane's latest instant (its last reply's read time): ids are stamped from it, at most
+    // one request old, instead of reading the wall clock once more per job.
+    let mut now = Instant::now();
     while ctx.phase() == Phase::Load {
         let duplicate = plan.duplicate.draw(&mut rng);
         let (intended, job) = {
             let mut p = producer.borrow_mut();
+            let intended = p.schedule.next_intended();
+            // Open loop: the id's time is the intended send time, read from no clock.
+            let stamp = ctx.wall.unix_ms(intended.unwrap_or(now));
             let job = match (duplicate, p.last) {
                 (true, Some((queue, id))) => Job::Duplicate { queue, id },
                 _ => {
@@ -71,13 +77,13 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                     Job::New {
                         queue: rng.random_range(0..queues),
                         number: number as u32,
-                        id: p.ids.mint(number as u32),
+                        id: p.ids.mint_at(number as u32, stamp),
                         delay,
                         priority,
                     }
                 }
             };
-            (p.schedule.next_intended(), job)
+            (intended, job)
         };
         if let Some(at) = intended {
             // Sleep in slices, so a long gap at a low rate does not hold up the drain.
@@ -102,6 +108,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                         timed_span(&ctx, script_of_enqueue(false), intended, request).await
                     }
                 };
+                now = span.done;
                 let crc = payload_crc(&payload);
                 ctx.remember(number, Kind::Enqueue, crc, queue as u16, span, &result, enqueue_outcome);
                 match result {

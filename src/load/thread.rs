@@ -4,15 +4,16 @@
 
 use super::backend::EchoOps;
 use super::consumer;
-use super::context::{RunShared, ThreadCtx};
+use super::context::{RunShared, ThreadCtx, WallClock};
 use super::maintenance::{chore_loop, Chore};
 use super::pacing::Schedule;
 use super::payload::PayloadPool;
 use super::producer::{self, Producer};
 use crate::history::HistoryBuf;
 use crate::metrics::{MetricsSink, Recorder};
-use crate::protocol::{CallError, ConnectOptions, EchoClient, QueueKeys, ScriptRegistry};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, QueueKeys, ScriptRegistry, Transport, Wire};
 use crate::scenario::Plan;
+use redis::aio::ConnectionManager;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -62,10 +63,10 @@ fn connections_for(tasks: usize, total_tasks: u32, connections: u32) -> usize {
     ((connections as usize * tasks).div_ceil(total_tasks.max(1) as usize)).clamp(1, tasks)
 }
 
-async fn open(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient>, CallError> {
+async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient<W>>, CallError> {
     let mut clients = Vec::with_capacity(n);
     for _ in 0..n {
-        clients.push(EchoClient::connect(&spec.url, spec.connect, spec.registry.clone()).await?);
+        clients.push(EchoClient::open(&spec.url, spec.connect, spec.registry.clone()).await?);
     }
     Ok(clients)
 }
@@ -82,19 +83,22 @@ pub fn run_thread(
 ) -> Vec<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
-    let stream = local.block_on(&runtime, thread_main(spec, ready, go, stop));
+    let stream = match spec.connect.transport {
+        Transport::Pipe => local.block_on(&runtime, thread_main::<PipeConn>(spec, ready, go, stop)),
+        Transport::RedisRs => local.block_on(&runtime, thread_main::<ConnectionManager>(spec, ready, go, stop)),
+    };
     // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
     drop(local);
     stream
 }
 
-async fn thread_main(
+async fn thread_main<W: Wire>(
     spec: ThreadSpec,
     ready: oneshot::Sender<Result<(), CallError>>,
     go: oneshot::Receiver<Go>,
     mut stop: watch::Receiver<bool>,
 ) -> Vec<u8> {
-    let connected = connect_all(&spec).await;
+    let connected = connect_all::<W>(&spec).await;
     // Built before the start too: filling the pool takes milliseconds.
     let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
     let (queues, pconns, cconns, mconn) = match connected {
@@ -119,6 +123,7 @@ async fn thread_main(
         pool,
         history: RefCell::new(HistoryBuf::new(start)),
         in_flight: std::cell::Cell::new(0),
+        wall: WallClock::now(),
     });
     drop(sink);
     // Open-loop schedules start when the lanes do, not at the coordinator's start: the hand-off
@@ -181,9 +186,9 @@ async fn thread_main(
 }
 
 /// This thread's connections: (queue keys, producer, consumer, maintenance connections).
-type Connected = (Rc<[QueueKeys]>, Vec<EchoClient>, Vec<EchoClient>, Vec<EchoClient>);
+type Connected<W> = (Rc<[QueueKeys]>, Vec<EchoClient<W>>, Vec<EchoClient<W>>, Vec<EchoClient<W>>);
 
-async fn connect_all(spec: &ThreadSpec) -> Result<Connected, CallError> {
+async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallError> {
     let plan = spec.plan.clone();
     let queues: Rc<[QueueKeys]> = spec.queues.iter().cloned().collect();
     let producers = share(plan.producers.count, spec.index, spec.threads);

@@ -4,6 +4,7 @@
 use super::error::CallError;
 use super::registry::ScriptRegistry;
 use super::script::Script;
+use super::wire::{Transport, Wire};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, Value};
 use std::sync::Arc;
@@ -17,11 +18,17 @@ pub struct ConnectOptions {
     pub connect_timeout: Duration,
     /// Time to wait for one reply; past it the call is an unknown outcome ([`CallError::Timeout`]).
     pub response_timeout: Duration,
+    /// The load threads' transport (the control plane always uses redis-rs).
+    pub transport: Transport,
 }
 
 impl Default for ConnectOptions {
     fn default() -> Self {
-        ConnectOptions { connect_timeout: Duration::from_secs(2), response_timeout: Duration::from_secs(5) }
+        ConnectOptions {
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(5),
+            transport: Transport::Pipe,
+        }
     }
 }
 
@@ -47,16 +54,26 @@ pub async fn connect(url: &str, opts: ConnectOptions) -> Result<ConnectionManage
     ConnectionManager::new_with_config(client, config).await.map_err(|e| CallError::from_redis(&e))
 }
 
-/// A connection and the scripts it calls. Cheap to clone: clones share the socket and the
-/// registry, so each load task holds its own handle and keeps its own requests in flight.
-#[derive(Clone)]
-pub struct EchoClient {
-    conn: ConnectionManager,
+/// A connection and the scripts it calls, over either transport ([`Wire`]): redis-rs'
+/// `ConnectionManager` (the default type) or the load threads' [`PipeConn`](super::pipe::PipeConn).
+///
+/// Cheap to clone: clones share the socket and the registry, so each load task holds its own
+/// handle and keeps its own requests in flight. Each clone has its own scratch command, which
+/// every verb rebuilds in place: no allocation per request once it has grown.
+pub struct EchoClient<W: Wire = ConnectionManager> {
+    conn: W,
     registry: Arc<ScriptRegistry>,
+    scratch: Cmd,
+}
+
+impl<W: Wire> Clone for EchoClient<W> {
+    fn clone(&self) -> Self {
+        EchoClient { conn: self.conn.clone(), registry: self.registry.clone(), scratch: Cmd::new() }
+    }
 }
 
 impl EchoClient {
-    /// Connects to `url` and `SCRIPT LOAD`s every script of `registry`.
+    /// Connects to `url` with redis-rs and `SCRIPT LOAD`s every script of `registry`.
     ///
     /// Errors: the connect failure or the first failed load.
     pub async fn connect(
@@ -64,14 +81,31 @@ impl EchoClient {
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> Result<EchoClient, CallError> {
-        let mut conn = connect(url, opts).await?;
-        registry.load_all(&mut conn).await?;
-        Ok(EchoClient { conn, registry })
+        EchoClient::open(url, opts, registry).await
+    }
+
+    /// The underlying connection, for plain commands (INFO, SCAN, ...).
+    pub fn connection(&mut self) -> &mut ConnectionManager {
+        &mut self.conn
+    }
+}
+
+impl<W: Wire> EchoClient<W> {
+    /// Connects to `url` over transport `W` and `SCRIPT LOAD`s every script of `registry`.
+    ///
+    /// Errors: the connect failure or the first failed load.
+    pub async fn open(
+        url: &str,
+        opts: ConnectOptions,
+        registry: Arc<ScriptRegistry>,
+    ) -> Result<EchoClient<W>, CallError> {
+        let conn = W::open(url, opts, registry.clone()).await?;
+        Ok(EchoClient::from_connection(conn, registry))
     }
 
     /// Wraps an open connection without loading anything (calls still survive NOSCRIPT).
-    pub fn from_connection(conn: ConnectionManager, registry: Arc<ScriptRegistry>) -> EchoClient {
-        EchoClient { conn, registry }
+    pub fn from_connection(conn: W, registry: Arc<ScriptRegistry>) -> EchoClient<W> {
+        EchoClient { conn, registry, scratch: Cmd::new() }
     }
 
     /// The registry the client calls.
@@ -79,19 +113,16 @@ impl EchoClient {
         &self.registry
     }
 
-    /// The underlying connection, for plain commands (INFO, SCAN, ...).
-    pub fn connection(&mut self) -> &mut ConnectionManager {
-        &mut self.conn
+    /// Starts `EVALSHA <sha of script> <numkeys>` in the client's scratch command; the verb
+    /// appends keys and arguments, then [`call`](Self::call)s.
+    pub(crate) fn evalsha(&mut self, script: Script, numkeys: usize) -> &mut Cmd {
+        self.registry.evalsha_into(&mut self.scratch, script, numkeys);
+        &mut self.scratch
     }
 
-    /// Starts `EVALSHA <sha of script> <numkeys>`.
-    pub(crate) fn evalsha(&self, script: Script, numkeys: usize) -> Cmd {
-        self.registry.evalsha(script, numkeys)
-    }
-
-    /// Sends a command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
-    pub(crate) async fn call(&mut self, script: Script, cmd: &Cmd) -> Result<Value, CallError> {
-        self.registry.run(&mut self.conn, script, cmd).await
+    /// Sends the scratch command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
+    pub(crate) async fn call(&mut self, script: Script) -> Result<Value, CallError> {
+        self.registry.run(&mut self.conn, script, &self.scratch).await
     }
 }
 

@@ -18,9 +18,13 @@ pub enum CallError {
         /// The text after the code, as the script wrote it.
         message: String,
     },
-    /// Any other server error reply (Lua runtime error, OOM, NOSCRIPT after the one retry, ...).
+    /// Any other server error reply (Lua runtime error, OOM, ...).
     #[error("server error: {0}")]
     Server(String),
+    /// `NOSCRIPT`: the server has no script with that SHA (restarted, `SCRIPT FLUSH`). The
+    /// registry reloads and retries once before this reaches a caller; counted as `server`.
+    #[error("server error: NOSCRIPT {0}")]
+    NoScript(String),
     /// A success reply whose shape the protocol does not allow for this script.
     #[error("unexpected reply: {0}")]
     Reply(String),
@@ -37,7 +41,7 @@ impl CallError {
     pub fn code(&self) -> ErrorCode {
         match self {
             CallError::Emq { code, .. } => *code,
-            CallError::Server(_) => ErrorCode::Server,
+            CallError::Server(_) | CallError::NoScript(_) => ErrorCode::Server,
             CallError::Reply(_) => ErrorCode::Reply,
             CallError::Timeout => ErrorCode::Timeout,
             CallError::Connection(_) => ErrorCode::Connection,
@@ -54,18 +58,7 @@ impl CallError {
             return CallError::Connection(err.to_string());
         }
         if let Some(code) = err.code() {
-            let emq = match code {
-                "EMQKIND" => Some(ErrorCode::Kind),
-                "EMQARG" => Some(ErrorCode::Arg),
-                "EMQNOJOB" => Some(ErrorCode::NoJob),
-                "EMQSTATE" => Some(ErrorCode::State),
-                "EMQFENCE" => Some(ErrorCode::Fence),
-                _ => None,
-            };
-            if let Some(code) = emq {
-                return CallError::Emq { code, message: err.detail().unwrap_or_default().to_string() };
-            }
-            return CallError::Server(err.to_string());
+            return CallError::from_error_reply(code, err.detail().unwrap_or_default());
         }
         match err.kind() {
             redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => CallError::Reply(err.to_string()),
@@ -73,9 +66,18 @@ impl CallError {
         }
     }
 
-    /// True for a NOSCRIPT reply (the server lost the script cache).
-    pub(crate) fn is_noscript(err: &redis::RedisError) -> bool {
-        err.code() == Some("NOSCRIPT")
+    /// Classifies a server error reply `-<code> <detail>` (RESP: the code is the first word).
+    pub fn from_error_reply(code: &str, detail: &str) -> CallError {
+        let emq = match code {
+            "EMQKIND" => ErrorCode::Kind,
+            "EMQARG" => ErrorCode::Arg,
+            "EMQNOJOB" => ErrorCode::NoJob,
+            "EMQSTATE" => ErrorCode::State,
+            "EMQFENCE" => ErrorCode::Fence,
+            "NOSCRIPT" => return CallError::NoScript(detail.to_string()),
+            _ => return CallError::Server(format!("{code} {detail}")),
+        };
+        CallError::Emq { code: emq, message: detail.to_string() }
     }
 }
 

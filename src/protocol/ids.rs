@@ -36,6 +36,11 @@ pub fn job_tag(id: &JobId) -> u64 {
     ((id.ulid().0 >> 32) as u64) & ((1 << 48) - 1)
 }
 
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_ms_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
 impl JobIdGen {
     /// A generator for the run with seed `seed`; [`next_id`](Self::next_id) numbers from 0.
     pub fn new(seed: u64) -> JobIdGen {
@@ -44,8 +49,13 @@ impl JobIdGen {
 
     /// The id of job `number` (unique in the run), stamped with the current time.
     pub fn mint(&mut self, number: u32) -> JobId {
-        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-        self.last_ms = self.last_ms.max(now_ms);
+        self.mint_at(number, unix_ms_now())
+    }
+
+    /// The id of job `number`, stamped `unix_ms` (ms since the Unix epoch) or the last stamp
+    /// if that is later. For callers that know the time without reading the clock again.
+    pub fn mint_at(&mut self, number: u32, unix_ms: u64) -> JobId {
+        self.last_ms = self.last_ms.max(unix_ms);
         let random = (u128::from(self.tag) << 32) | u128::from(number);
         JobId::from_ulid(ulid::Ulid::from_parts(self.last_ms, random))
     }

@@ -5,14 +5,18 @@ pub mod client;
 pub mod error;
 pub mod ids;
 pub mod keyspace;
+pub mod pipe;
 pub mod registry;
 pub mod script;
 pub mod verbs;
+pub mod wire;
 
 pub use client::{ConnectOptions, EchoClient};
 pub use error::{CallError, RegistryError};
 pub use ids::JobIdGen;
 pub use keyspace::{JobId, KeyspaceError, QueueKeys, QueueName};
+pub use pipe::PipeConn;
 pub use registry::ScriptRegistry;
 pub use script::{ErrorCode, Script};
 pub use verbs::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+pub use wire::{Transport, Wire};

@@ -4,7 +4,7 @@
 
 use super::error::{CallError, RegistryError};
 use super::script::Script;
-use redis::aio::ConnectionLike;
+use super::wire::Wire;
 use redis::{Cmd, Value};
 use std::path::{Path, PathBuf};
 
@@ -60,29 +60,42 @@ impl ScriptRegistry {
     ///
     /// Errors: the first failed load, classified as a [`CallError`]; a server that answers
     /// with another SHA than ours is a [`CallError::Reply`].
-    pub async fn load_all<C: ConnectionLike>(&self, conn: &mut C) -> Result<(), CallError> {
+    pub async fn load_all<W: Wire>(&self, conn: &mut W) -> Result<(), CallError> {
         for script in Script::ALL {
             self.load(conn, script).await?;
         }
         Ok(())
     }
 
-    async fn load<C: ConnectionLike>(&self, conn: &mut C, script: Script) -> Result<(), CallError> {
-        let loaded = &self.scripts[script.index()];
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(&loaded.source)
-            .query_async(conn)
-            .await
-            .map_err(|e| CallError::from_redis(&e))?;
-        if sha != loaded.sha {
+    /// The `SCRIPT LOAD <source>` command of `script`.
+    pub fn load_cmd(&self, script: Script) -> Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(&self.scripts[script.index()].source);
+        cmd
+    }
+
+    /// Checks a `SCRIPT LOAD` reply of `script` against the SHA1 we computed.
+    ///
+    /// Errors: [`CallError::Reply`] for another SHA or a reply that is not a string.
+    pub fn check_loaded(&self, script: Script, reply: &Value) -> Result<(), CallError> {
+        let expected = self.sha(script);
+        let sha = match reply {
+            Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+            Value::SimpleString(text) => Some(text.as_str()),
+            _ => None,
+        };
+        if sha != Some(expected) {
             return Err(CallError::Reply(format!(
-                "SCRIPT LOAD of {} returned {sha}, expected {}",
-                script.name(),
-                loaded.sha
+                "SCRIPT LOAD of {} returned {reply:?}, expected {expected}",
+                script.name()
             )));
         }
         Ok(())
+    }
+
+    async fn load<W: Wire>(&self, conn: &mut W, script: Script) -> Result<(), CallError> {
+        let reply = conn.send(&self.load_cmd(script)).await?;
+        self.check_loaded(script, &reply)
     }
 
     /// Starts an `EVALSHA <sha> <numkeys>` command for `script`; the caller appends keys and args.
@@ -92,26 +105,24 @@ impl ScriptRegistry {
         cmd
     }
 
+    /// Like [`evalsha`](Self::evalsha) into a reused command: `cmd` is cleared first and keeps
+    /// its buffers, so a lane builds every request without allocating.
+    pub fn evalsha_into(&self, cmd: &mut Cmd, script: Script, numkeys: usize) {
+        cmd.clear();
+        cmd.arg("EVALSHA").arg(self.sha(script)).arg(numkeys);
+    }
+
     /// Sends `cmd` (built by [`evalsha`](Self::evalsha)); on NOSCRIPT loads `script` and
     /// sends it once more.
     ///
     /// Errors: the call's [`CallError`]; an error reply is never retried except NOSCRIPT.
-    pub async fn run<C: ConnectionLike>(&self, conn: &mut C, script: Script, cmd: &Cmd) -> Result<Value, CallError> {
-        match send(conn, cmd).await {
-            Ok(value) => Ok(value),
-            Err(err) if CallError::is_noscript(&err) => {
+    pub async fn run<W: Wire>(&self, conn: &mut W, script: Script, cmd: &Cmd) -> Result<Value, CallError> {
+        match conn.send(cmd).await {
+            Err(CallError::NoScript(_)) => {
                 self.load(conn, script).await?;
-                send(conn, cmd).await.map_err(|e| CallError::from_redis(&e))
+                conn.send(cmd).await
             }
-            Err(err) => Err(CallError::from_redis(&err)),
+            other => other,
         }
-    }
-}
-
-/// Sends one command; an error reply (which redis-rs hands back as a value) becomes an `Err`.
-async fn send<C: ConnectionLike>(conn: &mut C, cmd: &Cmd) -> Result<Value, redis::RedisError> {
-    match conn.req_packed_command(cmd).await? {
-        Value::ServerError(err) => Err(err.into()),
-        value => Ok(value),
     }
 }

@@ -15,6 +15,9 @@ pub struct ServerOptions {
     /// Extra config directives, each passed as `--name value` after the defaults so they
     /// override them (e.g. `("save", "60 1000")` to turn snapshots back on).
     pub config: Vec<(String, String)>,
+    /// A fixed loopback port (e.g. to restart a server where its clients expect it); `None`
+    /// picks a free one.
+    pub port: Option<u16>,
 }
 
 /// A running `valkey-server` bound to 127.0.0.1 on a free port, with a private data
@@ -39,7 +42,7 @@ impl EmbeddedServer {
         let binary = find_server_binary(options.binary.as_deref())?;
         let mut last = None;
         for _ in 0..3 {
-            match Self::start_once(&binary, &options.config) {
+            match Self::start_once(&binary, &options.config, options.port) {
                 Ok(server) => return Ok(server),
                 Err(err @ ServerError::NotReady { .. }) => last = Some(err),
                 Err(err) => return Err(err),
@@ -48,9 +51,16 @@ impl EmbeddedServer {
         Err(last.expect("three tries"))
     }
 
-    fn start_once(binary: &Path, config: &[(String, String)]) -> Result<EmbeddedServer, ServerError> {
+    fn start_once(
+        binary: &Path,
+        config: &[(String, String)],
+        port: Option<u16>,
+    ) -> Result<EmbeddedServer, ServerError> {
         let spawn_err = |source| ServerError::Spawn { binary: binary.to_path_buf(), source };
-        let port = free_port().map_err(spawn_err)?;
+        let port = match port {
+            Some(port) => port,
+            None => free_port().map_err(spawn_err)?,
+        };
         let dir = std::env::temp_dir().join(format!("emq-bench-valkey-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(spawn_err)?;
         let log = std::fs::File::create(dir.join("server.log")).map_err(spawn_err)?;

@@ -4,6 +4,7 @@ use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 use redis::Value;
 
 /// One claimed job: the entry `[id, payload, token, priority]` of the claim reply.
@@ -19,16 +20,16 @@ pub struct Claimed {
     pub priority: u64,
 }
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `claim`: KEYS pending, active; ARGV job-key prefix, lease_ms, count (1..=1000).
     /// The lease deadline is the server's time + `lease_ms` milliseconds.
     ///
     /// Returns one [`Claimed`] per job, possibly none. Errors: `EMQARG`, a reply of another
     /// shape ([`CallError::Reply`], also for an id the host-side gate refuses), or transport.
     pub async fn claim(&mut self, keys: &QueueKeys, lease_ms: u64, count: u32) -> Result<Vec<Claimed>, CallError> {
-        let mut cmd = self.evalsha(Script::Claim, 2);
+        let cmd = self.evalsha(Script::Claim, 2);
         cmd.arg(&keys.pending).arg(&keys.active).arg(&keys.job_prefix).arg(lease_ms).arg(count);
-        let value = self.call(Script::Claim, &cmd).await?;
+        let value = self.call(Script::Claim).await?;
         parse_claims(value)
     }
 }

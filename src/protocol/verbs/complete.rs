@@ -4,6 +4,7 @@ use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 
 /// What a complete did (PROTOCOL.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,15 +15,15 @@ pub enum CompleteReply {
     AlreadyCompleted,
 }
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `complete`: KEYS job, active, completed; ARGV id, token.
     ///
     /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` (stale token) as
     /// [`CallError::Emq`], or a transport error.
     pub async fn complete(&mut self, keys: &QueueKeys, id: &JobId, token: u64) -> Result<CompleteReply, CallError> {
-        let mut cmd = self.evalsha(Script::Complete, 3);
-        cmd.arg(keys.job_key(id)).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
-        let value = self.call(Script::Complete, &cmd).await?;
+        let cmd = self.evalsha(Script::Complete, 3);
+        cmd.arg(keys.job_key_arg(id)).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
+        let value = self.call(Script::Complete).await?;
         match int_reply(Script::Complete, &value)? {
             1 => Ok(CompleteReply::Completed),
             0 => Ok(CompleteReply::AlreadyCompleted),

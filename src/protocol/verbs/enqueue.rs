@@ -4,6 +4,7 @@ use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 
 /// What an enqueue did (PROTOCOL.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,7 @@ fn enqueue_reply(script: Script, value: &redis::Value) -> Result<EnqueueReply, C
     }
 }
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `enqueue`: KEYS job, pending; ARGV id, payload (bytes, verbatim), priority
     /// (0 = highest; sent only when `Some`, the script's default is 0).
     ///
@@ -34,12 +35,12 @@ impl EchoClient {
         payload: &[u8],
         priority: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        let mut cmd = self.evalsha(Script::Enqueue, 2);
-        cmd.arg(keys.job_key(id)).arg(&keys.pending).arg(id.as_bytes()).arg(payload);
+        let cmd = self.evalsha(Script::Enqueue, 2);
+        cmd.arg(keys.job_key_arg(id)).arg(&keys.pending).arg(id.as_bytes()).arg(payload);
         if let Some(priority) = priority {
             cmd.arg(priority);
         }
-        let value = self.call(Script::Enqueue, &cmd).await?;
+        let value = self.call(Script::Enqueue).await?;
         enqueue_reply(Script::Enqueue, &value)
     }
 
@@ -54,9 +55,9 @@ impl EchoClient {
         payload: &[u8],
         delay_ms: u64,
     ) -> Result<EnqueueReply, CallError> {
-        let mut cmd = self.evalsha(Script::EnqueueDelayed, 2);
-        cmd.arg(keys.job_key(id)).arg(&keys.delayed).arg(id.as_bytes()).arg(payload).arg(delay_ms);
-        let value = self.call(Script::EnqueueDelayed, &cmd).await?;
+        let cmd = self.evalsha(Script::EnqueueDelayed, 2);
+        cmd.arg(keys.job_key_arg(id)).arg(&keys.delayed).arg(id.as_bytes()).arg(payload).arg(delay_ms);
+        let value = self.call(Script::EnqueueDelayed).await?;
         enqueue_reply(Script::EnqueueDelayed, &value)
     }
 }

@@ -4,17 +4,18 @@ use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `extend`: KEYS job, active; ARGV id, token, lease_ms (new deadline = server time +
     /// `lease_ms` milliseconds).
     ///
     /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` as [`CallError::Emq`],
     /// a reply other than 1, or a transport error.
     pub async fn extend(&mut self, keys: &QueueKeys, id: &JobId, token: u64, lease_ms: u64) -> Result<(), CallError> {
-        let mut cmd = self.evalsha(Script::Extend, 2);
-        cmd.arg(keys.job_key(id)).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
-        let value = self.call(Script::Extend, &cmd).await?;
+        let cmd = self.evalsha(Script::Extend, 2);
+        cmd.arg(keys.job_key_arg(id)).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
+        let value = self.call(Script::Extend).await?;
         match int_reply(Script::Extend, &value)? {
             1 => Ok(()),
             n => Err(CallError::Reply(format!("extend replied {n}, expected 1"))),

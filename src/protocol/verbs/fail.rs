@@ -4,6 +4,7 @@ use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 use redis::Value;
 
 /// What a fail did (PROTOCOL.md: the string `retry` or `failed`).
@@ -28,7 +29,7 @@ pub struct FailArgs<'a> {
     pub priority: u64,
 }
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `fail`: KEYS job, active, pending, delayed, failed; ARGV id, token, error,
     /// max_attempts, backoff_ms, priority.
     ///
@@ -41,8 +42,8 @@ impl EchoClient {
         token: u64,
         args: FailArgs<'_>,
     ) -> Result<FailReply, CallError> {
-        let mut cmd = self.evalsha(Script::Fail, 5);
-        cmd.arg(keys.job_key(id))
+        let cmd = self.evalsha(Script::Fail, 5);
+        cmd.arg(keys.job_key_arg(id))
             .arg(&keys.active)
             .arg(&keys.pending)
             .arg(&keys.delayed)
@@ -53,7 +54,7 @@ impl EchoClient {
             .arg(args.max_attempts)
             .arg(args.backoff_ms)
             .arg(args.priority);
-        match self.call(Script::Fail, &cmd).await? {
+        match self.call(Script::Fail).await? {
             Value::BulkString(s) if s == b"retry" => Ok(FailReply::Retry),
             Value::BulkString(s) if s == b"failed" => Ok(FailReply::Failed),
             Value::SimpleString(s) if s == "retry" => Ok(FailReply::Retry),

@@ -4,16 +4,17 @@ use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::QueueKeys;
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `reap`: KEYS active, pending; ARGV job-key prefix, limit. Moves up to `limit`
     /// expired leases back to pending (attempts unchanged, priority 0) and returns how many.
     ///
     /// Errors: `EMQARG`, a negative count ([`CallError::Reply`]), or a transport error.
     pub async fn reap(&mut self, keys: &QueueKeys, limit: u32) -> Result<u64, CallError> {
-        let mut cmd = self.evalsha(Script::Reap, 2);
+        let cmd = self.evalsha(Script::Reap, 2);
         cmd.arg(&keys.active).arg(&keys.pending).arg(&keys.job_prefix).arg(limit);
-        self.count_call(Script::Reap, &cmd).await
+        self.count_call(Script::Reap).await
     }
 
     /// Runs `promote`: KEYS delayed, pending; ARGV job-key prefix, limit. Moves up to `limit`
@@ -21,13 +22,13 @@ impl EchoClient {
     ///
     /// Errors: `EMQARG`, a negative count ([`CallError::Reply`]), or a transport error.
     pub async fn promote(&mut self, keys: &QueueKeys, limit: u32) -> Result<u64, CallError> {
-        let mut cmd = self.evalsha(Script::Promote, 2);
+        let cmd = self.evalsha(Script::Promote, 2);
         cmd.arg(&keys.delayed).arg(&keys.pending).arg(&keys.job_prefix).arg(limit);
-        self.count_call(Script::Promote, &cmd).await
+        self.count_call(Script::Promote).await
     }
 
-    async fn count_call(&mut self, script: Script, cmd: &redis::Cmd) -> Result<u64, CallError> {
-        let value = self.call(script, cmd).await?;
+    async fn count_call(&mut self, script: Script) -> Result<u64, CallError> {
+        let value = self.call(script).await?;
         let n = int_reply(script, &value)?;
         u64::try_from(n).map_err(|_| CallError::Reply(format!("{} replied {n}, expected a count", script.name())))
     }

@@ -4,8 +4,9 @@ use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::script::Script;
+use crate::protocol::wire::Wire;
 
-impl EchoClient {
+impl<W: Wire> EchoClient<W> {
     /// Runs `progress`: KEYS job; ARGV id, token, progress (opaque bytes, stored in the row's
     /// `progress` field).
     ///
@@ -18,9 +19,9 @@ impl EchoClient {
         token: u64,
         progress: &[u8],
     ) -> Result<(), CallError> {
-        let mut cmd = self.evalsha(Script::Progress, 1);
-        cmd.arg(keys.job_key(id)).arg(id.as_bytes()).arg(token).arg(progress);
-        let value = self.call(Script::Progress, &cmd).await?;
+        let cmd = self.evalsha(Script::Progress, 1);
+        cmd.arg(keys.job_key_arg(id)).arg(id.as_bytes()).arg(token).arg(progress);
+        let value = self.call(Script::Progress).await?;
         match int_reply(Script::Progress, &value)? {
             1 => Ok(()),
             n => Err(CallError::Reply(format!("progress replied {n}, expected 1"))),

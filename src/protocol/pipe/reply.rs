@@ -1,0 +1,95 @@
+//! RESP2 replies off the read buffer: redis-protocol's zero-copy `decode_range` finds a whole
+//! reply (or says it is incomplete), and [`to_value`] turns it into the redis-rs `Value` the
+//! verbs parse. Integer replies (most of the load) allocate nothing.
+
+use crate::protocol::error::CallError;
+use redis::Value;
+use redis_protocol::resp2::decode::decode_range;
+use redis_protocol::resp2::types::RangeFrame;
+
+/// One decoded reply (an error reply as `Err`) and the number of bytes it took.
+pub type Decoded = (Result<Value, CallError>, usize);
+
+/// Decodes the first reply in `buf`: `Ok(None)` when it is not complete yet.
+///
+/// Errors: the outer `Err` is a protocol violation (not RESP2): the connection cannot go on.
+pub fn decode(buf: &[u8]) -> Result<Option<Decoded>, String> {
+    match decode_range(buf) {
+        Ok(Some((frame, used))) => Ok(Some((to_value(frame, &buf[..used]), used))),
+        Ok(None) => Ok(None),
+        Err(err) => Err(format!("malformed reply from the server: {err:?}")),
+    }
+}
+
+/// Converts one decoded frame whose ranges point into `buf`. A top-level error reply is
+/// classified ([`CallError::from_error_reply`]); an error nested in an array, which no EchoMQ
+/// script returns, is a [`CallError::Reply`].
+pub fn to_value(frame: RangeFrame, buf: &[u8]) -> Result<Value, CallError> {
+    match frame {
+        RangeFrame::Error((start, end)) => {
+            let text = String::from_utf8_lossy(&buf[start..end]);
+            let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
+            Err(CallError::from_error_reply(code, detail))
+        }
+        other => nested(other, buf),
+    }
+}
+
+fn nested(frame: RangeFrame, buf: &[u8]) -> Result<Value, CallError> {
+    Ok(match frame {
+        RangeFrame::Integer(n) => Value::Int(n),
+        RangeFrame::BulkString((start, end)) => Value::BulkString(buf[start..end].to_vec()),
+        RangeFrame::SimpleString((start, end)) => match &buf[start..end] {
+            b"OK" => Value::Okay,
+            text => Value::SimpleString(String::from_utf8_lossy(text).into_owned()),
+        },
+        RangeFrame::Null => Value::Nil,
+        RangeFrame::Array(items) => {
+            Value::Array(items.into_iter().map(|item| nested(item, buf)).collect::<Result<_, _>>()?)
+        }
+        RangeFrame::Error((start, end)) => {
+            return Err(CallError::Reply(format!(
+                "an error inside an array reply: {}",
+                String::from_utf8_lossy(&buf[start..end])
+            )))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ErrorCode;
+
+    #[test]
+    fn whole_replies_decode_and_partial_ones_wait() {
+        let (value, used) = decode(b":1\r\n:0\r\n").unwrap().unwrap();
+        assert_eq!((value, used), (Ok(Value::Int(1)), 4));
+        assert_eq!(decode(b"$5\r\nhel").unwrap(), None);
+        let claim = b"*1\r\n*4\r\n$3\r\nJOB\r\n$2\r\nab\r\n:1\r\n:0\r\n";
+        let (value, used) = decode(claim).unwrap().unwrap();
+        assert_eq!(used, claim.len());
+        let expected = Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"JOB".to_vec()),
+            Value::BulkString(b"ab".to_vec()),
+            Value::Int(1),
+            Value::Int(0),
+        ])]);
+        assert_eq!(value, Ok(expected));
+        assert_eq!(decode(b"+OK\r\n").unwrap().unwrap().0, Ok(Value::Okay));
+        assert_eq!(decode(b"$-1\r\n").unwrap().unwrap().0, Ok(Value::Nil));
+        assert!(decode(b"?what\r\n").is_err());
+    }
+
+    #[test]
+    fn error_replies_are_classified_by_their_code() {
+        let (value, _) = decode(b"-EMQFENCE token 1 is stale, current is 2\r\n").unwrap().unwrap();
+        let err = value.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Fence);
+        assert_eq!(err, CallError::Emq { code: ErrorCode::Fence, message: "token 1 is stale, current is 2".into() });
+        let (value, _) = decode(b"-NOSCRIPT No matching script.\r\n").unwrap().unwrap();
+        assert!(matches!(value, Err(CallError::NoScript(_))));
+        let (value, _) = decode(b"-ERR user_script:1: boom\r\n").unwrap().unwrap();
+        assert_eq!(value.unwrap_err().code(), ErrorCode::Server);
+    }
+}

@@ -1,0 +1,57 @@
+//! The one thing a verb needs from a connection: send a packed command, get its reply back.
+//! Two transports implement it: redis-rs' [`ConnectionManager`] (TCP or Unix socket; the
+//! control plane and `--transport redis-rs`) and our own [`PipeConn`](super::pipe::PipeConn)
+//! (plain TCP, the load threads' default: no channel hop, timer or allocation per request).
+
+use super::client::ConnectOptions;
+use super::error::CallError;
+use super::registry::ScriptRegistry;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::{Cmd, Value};
+use std::future::Future;
+use std::sync::Arc;
+
+/// Which transport the load threads use (`--transport`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// Our own connection loop ([`PipeConn`](super::pipe::PipeConn)): plain TCP, least CPU.
+    #[default]
+    Pipe,
+    /// redis-rs' `ConnectionManager`: TCP or a Unix socket (`redis+unix://`).
+    RedisRs,
+}
+
+/// A connection that sends one command and returns its reply.
+///
+/// Error replies come back as `Err` ([`CallError::from_error_reply`]); a lost connection or a
+/// timeout as [`CallError::Connection`] / [`CallError::Timeout`] (unknown outcomes).
+pub trait Wire: Clone + 'static {
+    /// Opens a connection to `url` on which every script of `registry` is loaded.
+    ///
+    /// Errors: a bad URL, a failed connect or a failed `SCRIPT LOAD`.
+    fn open(
+        url: &str,
+        opts: ConnectOptions,
+        registry: Arc<ScriptRegistry>,
+    ) -> impl Future<Output = Result<Self, CallError>>;
+
+    /// Sends `cmd` and waits for its reply.
+    fn send(&mut self, cmd: &Cmd) -> impl Future<Output = Result<Value, CallError>>;
+}
+
+impl Wire for ConnectionManager {
+    async fn open(url: &str, opts: ConnectOptions, registry: Arc<ScriptRegistry>) -> Result<Self, CallError> {
+        let mut conn = super::client::connect(url, opts).await?;
+        registry.load_all(&mut conn).await?;
+        Ok(conn)
+    }
+
+    async fn send(&mut self, cmd: &Cmd) -> Result<Value, CallError> {
+        // redis-rs hands error replies back as a value, not as an `Err`.
+        match self.req_packed_command(cmd).await {
+            Ok(Value::ServerError(err)) => Err(CallError::from_redis(&err.into())),
+            Ok(value) => Ok(value),
+            Err(err) => Err(CallError::from_redis(&err)),
+        }
+    }
+}

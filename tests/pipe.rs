@@ -1,0 +1,171 @@
+//! The pipe transport (our own connection loop) against a real server: pipelined replies reach
+//! the right requests in order with their own read times, error replies keep their codes,
+//! NOSCRIPT is recovered, and a lost, restarted or silent server turns into unknown outcomes
+//! followed by a working connection again.
+
+mod support;
+
+use emq_bench::protocol::pipe::take_read_at;
+use emq_bench::protocol::{
+    CallError, ConnectOptions, EchoClient, EnqueueReply, ErrorCode, JobIdGen, PipeConn, ScriptRegistry, Transport,
+};
+use emq_bench::server::{EmbeddedServer, ServerOptions};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::*;
+
+/// Runs `test` on a `LocalSet`, where the pipe's driver task lives.
+async fn local<F: Future>(test: F) -> F::Output {
+    tokio::task::LocalSet::new().run_until(test).await
+}
+
+fn opts(response_timeout: Duration) -> ConnectOptions {
+    ConnectOptions { response_timeout, transport: Transport::Pipe, ..ConnectOptions::default() }
+}
+
+async fn pipe(url: &str, timeout: Duration) -> EchoClient<PipeConn> {
+    let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
+    EchoClient::open(url, opts(timeout), registry).await.unwrap()
+}
+
+/// Retries `enqueue` of fresh ids until one is accepted, or panics after `within`.
+async fn until_accepted(c: &mut EchoClient<PipeConn>, ids: &mut JobIdGen, within: Duration) -> Vec<ErrorCode> {
+    let q = keys("q");
+    let deadline = Instant::now() + within;
+    let mut errors = Vec::new();
+    loop {
+        match c.enqueue(&q, &ids.next_id(), b"x", None).await {
+            Ok(EnqueueReply::Enqueued) => return errors,
+            Ok(other) => panic!("a fresh id came back {other:?}"),
+            Err(err) => errors.push(err.code()),
+        }
+        assert!(Instant::now() < deadline, "no enqueue accepted within {within:?}; errors {errors:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn pipelined_replies_reach_their_own_requests_in_order() {
+    let server = support::server();
+    local(async {
+        let c = pipe(&server.url(), Duration::from_secs(5)).await;
+        let q = keys("q");
+        let mut ids = JobIdGen::new(1);
+        let fresh: Vec<_> = (0..200).map(|_| ids.next_id()).collect();
+        // 200 requests in flight on one connection: every other one a duplicate of the one
+        // before it, so the replies alternate 1, 0 and a mixed-up delivery would show.
+        let calls = fresh.iter().enumerate().map(|(i, id)| {
+            let (mut c, q) = (c.clone(), q.clone());
+            let id = if i % 2 == 1 { fresh[i - 1] } else { *id };
+            async move {
+                let sent = Instant::now();
+                let reply = c.enqueue(&q, &id, b"payload", None).await;
+                (reply, sent, take_read_at())
+            }
+        });
+        let results = futures_join_all(calls).await;
+        for (i, (reply, sent, read_at)) in results.into_iter().enumerate() {
+            let expected = if i % 2 == 0 { EnqueueReply::Enqueued } else { EnqueueReply::Duplicate };
+            assert_eq!(reply.unwrap(), expected, "request {i}");
+            let read_at = read_at.expect("the pipe hands over each reply's read time");
+            assert!(read_at >= sent, "request {i} read before it was sent");
+        }
+        let mut c = c.clone();
+        let claimed = c.claim(&q, 1000, 1000).await.unwrap();
+        assert_eq!(claimed.len(), 100);
+        assert!(claimed.iter().all(|job| job.token == 1 && job.payload == b"payload"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn error_replies_keep_their_code_and_noscript_is_recovered() {
+    let server = support::server();
+    local(async {
+        let mut c = pipe(&server.url(), Duration::from_secs(5)).await;
+        let q = keys("q");
+        let id = JobIdGen::new(2).next_id();
+        let err = c.complete(&q, &id, 1).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NoJob, "{err}");
+        let mut admin = support::client(&server).await.connection().clone();
+        redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut admin).await.unwrap();
+        assert_eq!(c.enqueue(&q, &id, b"x", None).await.unwrap(), EnqueueReply::Enqueued);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_restarted_server_gives_unknown_outcomes_then_a_working_connection() {
+    let first = support::server();
+    let port = first.port();
+    local(async {
+        let mut c = pipe(&first.url(), Duration::from_secs(5)).await;
+        let mut ids = JobIdGen::new(3);
+        assert!(until_accepted(&mut c, &mut ids, Duration::from_secs(1)).await.is_empty());
+        first.stop();
+        let q = keys("q");
+        let err = c.enqueue(&q, &ids.next_id(), b"x", None).await.unwrap_err();
+        assert!(err.code().is_unknown_outcome(), "{err}");
+        // The same port again, with an empty script cache: the driver reconnects with
+        // backoff and loads every script before it takes requests.
+        let options = ServerOptions { port: Some(port), ..ServerOptions::default() };
+        let second = EmbeddedServer::start(&options).unwrap();
+        assert_eq!(second.port(), port);
+        let errors = until_accepted(&mut c, &mut ids, Duration::from_secs(5)).await;
+        assert!(errors.iter().all(|code| code.is_unknown_outcome()), "{errors:?}");
+        drop(second);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out_and_the_connection_comes_back() {
+    let server = support::server();
+    let pid = server.pid().to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success());
+    };
+    local(async {
+        let mut c = pipe(&server.url(), Duration::from_millis(300)).await;
+        let mut ids = JobIdGen::new(4);
+        signal("-STOP");
+        let started = Instant::now();
+        let err = c.enqueue(&keys("q"), &ids.next_id(), b"x", None).await.unwrap_err();
+        let waited = started.elapsed();
+        signal("-CONT");
+        assert_eq!(err, CallError::Timeout);
+        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(2), "{waited:?}");
+        let errors = until_accepted(&mut c, &mut ids, Duration::from_secs(5)).await;
+        assert!(errors.iter().all(|code| code.is_unknown_outcome()), "{errors:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unix_socket_urls_are_refused_with_a_pointer_to_the_other_transport() {
+    local(async {
+        let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
+        let url = "redis+unix:///tmp/emq-bench-none.sock";
+        let err = PipeConn::connect(url, opts(Duration::from_secs(1)), registry).await.err();
+        let err = err.expect("refused").to_string();
+        assert!(err.contains("--transport redis-rs"), "{err}");
+    })
+    .await;
+}
+
+/// Runs every future as a local task (all in flight together on the one connection) and
+/// collects their outputs in order.
+async fn futures_join_all<F>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(|f| tokio::task::spawn_local(f)).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
+}
