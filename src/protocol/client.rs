@@ -3,10 +3,11 @@
 
 use super::error::CallError;
 use super::registry::ScriptRegistry;
+use super::request::Request;
 use super::script::Script;
 use super::wire::{Transport, Wire};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, Value};
+use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,16 +60,16 @@ pub async fn connect(url: &str, opts: ConnectOptions) -> Result<ConnectionManage
 ///
 /// Cheap to clone: clones share the socket and the registry, so each load task holds its own
 /// handle and keeps its own requests in flight. Each clone has its own scratch command, which
-/// every verb rebuilds in place: no allocation per request once it has grown.
+/// every verb rebuilds in place ([`Request`]): no allocation per request once it has grown.
 pub struct EchoClient<W: Wire = ConnectionManager> {
     conn: W,
     registry: Arc<ScriptRegistry>,
-    scratch: Cmd,
+    scratch: Request,
 }
 
 impl<W: Wire> Clone for EchoClient<W> {
     fn clone(&self) -> Self {
-        EchoClient { conn: self.conn.clone(), registry: self.registry.clone(), scratch: Cmd::new() }
+        EchoClient { conn: self.conn.clone(), registry: self.registry.clone(), scratch: Request::new() }
     }
 }
 
@@ -105,7 +106,7 @@ impl<W: Wire> EchoClient<W> {
 
     /// Wraps an open connection without loading anything (calls still survive NOSCRIPT).
     pub fn from_connection(conn: W, registry: Arc<ScriptRegistry>) -> EchoClient<W> {
-        EchoClient { conn, registry, scratch: Cmd::new() }
+        EchoClient { conn, registry, scratch: Request::new() }
     }
 
     /// The registry the client calls.
@@ -115,7 +116,7 @@ impl<W: Wire> EchoClient<W> {
 
     /// Starts `EVALSHA <sha of script> <numkeys>` in the client's scratch command; the verb
     /// appends keys and arguments, then [`call`](Self::call)s.
-    pub(crate) fn evalsha(&mut self, script: Script, numkeys: usize) -> &mut Cmd {
+    pub(crate) fn evalsha(&mut self, script: Script, numkeys: usize) -> &mut Request {
         self.registry.evalsha_into(&mut self.scratch, script, numkeys);
         &mut self.scratch
     }

@@ -111,14 +111,14 @@ impl JobId {
         Ok(JobId(id))
     }
 
-    /// Builds an id from a ULID (always well-formed, so infallible).
+    /// Builds an id from a ULID (always well-formed, so infallible): 26 base-32 digits of 5
+    /// bits, most significant first (the ULID text encoding), in lowercase.
     pub fn from_ulid(ulid: ulid::Ulid) -> JobId {
         let mut id = [0u8; JOB_ID_LEN];
         id[..3].copy_from_slice(b"JOB");
-        let mut text = [0u8; ulid::ULID_LEN];
-        ulid.array_to_str(&mut text);
-        text.make_ascii_lowercase();
-        id[3..].copy_from_slice(&text);
+        for (i, digit) in id[3..].iter_mut().enumerate() {
+            *digit = CROCKFORD_LOWER[((ulid.0 >> (125 - 5 * i)) & 31) as usize];
+        }
         JobId(id)
     }
 
@@ -265,6 +265,7 @@ mod tests {
         assert_eq!(id.ulid(), ulid);
         for value in [0, 1, u128::MAX, u128::MAX >> 1, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210] {
             let ulid = ulid::Ulid(value);
+            assert_eq!(JobId::from_ulid(ulid).as_str(), format!("JOB{}", ulid.to_string().to_lowercase()));
             assert_eq!(JobId::from_ulid(ulid).ulid(), ulid, "{value:#x}");
             assert_eq!(JobId::parse(JobId::from_ulid(ulid).as_bytes()).unwrap().ulid(), ulid);
         }

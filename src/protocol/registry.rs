@@ -3,19 +3,22 @@
 //! `EVALSHA`, and on `NOSCRIPT` (server restarted, `SCRIPT FLUSH`) reloads and retries once.
 
 use super::error::{CallError, RegistryError};
+use super::request::Request;
 use super::script::Script;
 use super::wire::Wire;
-use redis::{Cmd, Value};
+use redis::Value;
 use std::path::{Path, PathBuf};
 
 /// The default script directory, relative to the working directory.
 pub const DEFAULT_LUA_DIR: &str = "lua";
 
-/// One script's source and its SHA1 (the `EVALSHA` handle, lowercase hex, 40 chars).
+/// One script's source, its SHA1 (the `EVALSHA` handle, lowercase hex, 40 chars), and the
+/// framed `EVALSHA <sha>` every call of it starts with.
 #[derive(Debug, Clone)]
 struct Loaded {
     source: String,
     sha: String,
+    head: Request,
 }
 
 /// The nine scripts of one directory, indexed by [`Script::index`].
@@ -35,7 +38,8 @@ impl ScriptRegistry {
             let path = dir.join(format!("{}.lua", script.name()));
             let source = std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path, source })?;
             let sha = redis::Script::new(&source).get_hash().to_string();
-            scripts.push(Loaded { source, sha });
+            let head = Request::from_args(&["EVALSHA", &sha]);
+            scripts.push(Loaded { source, sha, head });
         }
         Ok(ScriptRegistry { dir: dir.to_path_buf(), scripts })
     }
@@ -68,10 +72,8 @@ impl ScriptRegistry {
     }
 
     /// The `SCRIPT LOAD <source>` command of `script`.
-    pub fn load_cmd(&self, script: Script) -> Cmd {
-        let mut cmd = redis::cmd("SCRIPT");
-        cmd.arg("LOAD").arg(&self.scripts[script.index()].source);
-        cmd
+    pub fn load_request(&self, script: Script) -> Request {
+        Request::from_args(&["SCRIPT", "LOAD", &self.scripts[script.index()].source])
     }
 
     /// Checks a `SCRIPT LOAD` reply of `script` against the SHA1 we computed.
@@ -94,33 +96,36 @@ impl ScriptRegistry {
     }
 
     async fn load<W: Wire>(&self, conn: &mut W, script: Script) -> Result<(), CallError> {
-        let reply = conn.send(&self.load_cmd(script)).await?;
+        let reply = conn.send(&self.load_request(script)).await?;
         self.check_loaded(script, &reply)
     }
 
-    /// Starts an `EVALSHA <sha> <numkeys>` command for `script`; the caller appends keys and args.
-    pub fn evalsha(&self, script: Script, numkeys: usize) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.sha(script)).arg(numkeys);
-        cmd
+    /// A new `EVALSHA <sha> <numkeys>` request for `script`; the caller appends keys and args.
+    pub fn evalsha(&self, script: Script, numkeys: usize) -> Request {
+        let mut request = Request::new();
+        self.evalsha_into(&mut request, script, numkeys);
+        request
     }
 
-    /// Like [`evalsha`](Self::evalsha) into a reused command: `cmd` is cleared first and keeps
-    /// its buffers, so a lane builds every request without allocating.
-    pub fn evalsha_into(&self, cmd: &mut Cmd, script: Script, numkeys: usize) {
-        cmd.clear();
-        cmd.arg("EVALSHA").arg(self.sha(script)).arg(numkeys);
+    /// Like [`evalsha`](Self::evalsha) into a reused request: cleared first, it keeps its
+    /// buffers and starts from the script's pre-framed `EVALSHA <sha>`, so a lane builds every
+    /// call without allocating or re-framing the SHA.
+    pub fn evalsha_into(&self, request: &mut Request, script: Script, numkeys: usize) {
+        request.clear();
+        let (head, count) = self.scripts[script.index()].head.framed();
+        request.push_framed(head, count);
+        request.arg(numkeys);
     }
 
-    /// Sends `cmd` (built by [`evalsha`](Self::evalsha)); on NOSCRIPT loads `script` and
+    /// Sends `request` (built by [`evalsha`](Self::evalsha)); on NOSCRIPT loads `script` and
     /// sends it once more.
     ///
     /// Errors: the call's [`CallError`]; an error reply is never retried except NOSCRIPT.
-    pub async fn run<W: Wire>(&self, conn: &mut W, script: Script, cmd: &Cmd) -> Result<Value, CallError> {
-        match conn.send(cmd).await {
+    pub async fn run<W: Wire>(&self, conn: &mut W, script: Script, request: &Request) -> Result<Value, CallError> {
+        match conn.send(request).await {
             Err(CallError::NoScript(_)) => {
                 self.load(conn, script).await?;
-                conn.send(cmd).await
+                conn.send(request).await
             }
             other => other,
         }

@@ -6,8 +6,9 @@
 use super::client::ConnectOptions;
 use super::error::CallError;
 use super::registry::ScriptRegistry;
+use super::request::Request;
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::{Cmd, Value};
+use redis::Value;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -23,6 +24,9 @@ pub enum Transport {
 
 /// A connection that sends one command and returns its reply.
 ///
+/// The redis-rs transport turns each [`Request`] back into a `Cmd` (an allocation per call):
+/// it is the fallback transport, not the measured one.
+///
 /// Error replies come back as `Err` ([`CallError::from_error_reply`]); a lost connection or a
 /// timeout as [`CallError::Connection`] / [`CallError::Timeout`] (unknown outcomes).
 pub trait Wire: Clone + 'static {
@@ -35,8 +39,8 @@ pub trait Wire: Clone + 'static {
         registry: Arc<ScriptRegistry>,
     ) -> impl Future<Output = Result<Self, CallError>>;
 
-    /// Sends `cmd` and waits for its reply.
-    fn send(&mut self, cmd: &Cmd) -> impl Future<Output = Result<Value, CallError>>;
+    /// Sends `request` and waits for its reply.
+    fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 }
 
 impl Wire for ConnectionManager {
@@ -46,9 +50,9 @@ impl Wire for ConnectionManager {
         Ok(conn)
     }
 
-    async fn send(&mut self, cmd: &Cmd) -> Result<Value, CallError> {
+    async fn send(&mut self, request: &Request) -> Result<Value, CallError> {
         // redis-rs hands error replies back as a value, not as an `Err`.
-        match self.req_packed_command(cmd).await {
+        match self.req_packed_command(&request.to_cmd()).await {
             Ok(Value::ServerError(err)) => Err(CallError::from_redis(&err.into())),
             Ok(value) => Ok(value),
             Err(err) => Err(CallError::from_redis(&err)),

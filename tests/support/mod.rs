@@ -34,14 +34,14 @@ pub fn keys(name: &str) -> QueueKeys {
 /// Calls `script` with raw KEYS and ARGV, bypassing the host-side gates (to reach the Lua ones).
 pub async fn raw(client: &mut EchoClient, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Value, CallError> {
     let registry = client.registry().clone();
-    let mut cmd = registry.evalsha(script, keys.len());
+    let mut request = registry.evalsha(script, keys.len());
     for key in keys {
-        cmd.arg(*key);
+        request.arg(*key);
     }
     for arg in args {
-        cmd.arg(*arg);
+        request.arg(*arg);
     }
-    registry.run(client.connection(), script, &cmd).await
+    registry.run(client.connection(), script, &request).await
 }
 
 /// The row at `key`, field → value.

@@ -3,8 +3,9 @@
 
 use super::{reply, Shared, State, Target};
 use crate::protocol::error::CallError;
+use crate::protocol::request::Request;
 use crate::protocol::script::Script;
-use redis::{Cmd, Value};
+use redis::Value;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -66,23 +67,23 @@ pub(super) async fn open(target: &Target) -> Result<TcpStream, CallError> {
         Err(_) => return Err(lost("connect", &"timed out")),
     };
     stream.set_nodelay(true).map_err(|e| lost("TCP_NODELAY", &e))?;
-    let mut steps: Vec<(Cmd, Option<Script>)> = Vec::new();
+    let mut steps: Vec<(Request, Option<Script>)> = Vec::new();
     if let Some(password) = &target.password {
-        let mut auth = redis::cmd("AUTH");
-        if let Some(user) = &target.username {
-            auth.arg(user);
-        }
-        steps.push((auth.arg(password).clone(), None));
+        let auth = match &target.username {
+            Some(user) => Request::from_args(&["AUTH", user, password]),
+            None => Request::from_args(&["AUTH", password]),
+        };
+        steps.push((auth, None));
     }
     if target.db != 0 {
-        steps.push((redis::cmd("SELECT").arg(target.db).clone(), None));
+        steps.push((Request::from_args(&["SELECT", &target.db.to_string()]), None));
     }
     for script in Script::ALL {
-        steps.push((target.registry.load_cmd(script), Some(script)));
+        steps.push((target.registry.load_request(script), Some(script)));
     }
     let mut out = Vec::new();
-    for (cmd, _) in &steps {
-        cmd.write_packed_command(&mut out);
+    for (request, _) in &steps {
+        request.write_packed(&mut out);
     }
     let handshake = async {
         stream.write_all(&out).await.map_err(|e| lost("handshake write", &e))?;

@@ -4,8 +4,8 @@
 //! CPU per request measured here; valkey-benchmark spends under 1 µs.
 //!
 //! How a request travels (all on one load thread, so `Rc` + `RefCell`, no lock, no atomic):
-//! 1. [`PipeConn::send`] packs the command with redis-rs' encoder straight into the shared
-//!    output buffer, takes a reply slot (reused, no allocation) and wakes the driver.
+//! 1. [`PipeConn::send`] copies the request's RESP bytes ([`Request`], framed as it was
+//!    built) into the shared output buffer, takes a reply slot (reused, no allocation) and wakes the driver.
 //! 2. The driver task ([`driver`]) runs after the lanes yield, so every request issued in the
 //!    same scheduler tick goes out in one `write`; it then reads whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
@@ -28,8 +28,9 @@ pub mod reply;
 use super::client::ConnectOptions;
 use super::error::CallError;
 use super::registry::ScriptRegistry;
+use super::request::Request;
 use super::wire::Wire;
-use redis::{Cmd, Value};
+use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -137,17 +138,17 @@ impl PipeConn {
         Ok(PipeConn { shared })
     }
 
-    /// Queues `cmd` for the next write and returns the future of its reply.
+    /// Queues `request` for the next write and returns the future of its reply.
     ///
     /// The future's errors: the server's error reply (classified), [`CallError::Timeout`]
     /// when the connection gave no reply for the response timeout, [`CallError::Connection`]
     /// when it was lost or is down; the last two are unknown outcomes.
-    pub fn send(&self, cmd: &Cmd) -> Call {
+    pub fn send(&self, request: &Request) -> Call {
         let mut st = self.shared.state.borrow_mut();
         if let Some(err) = &st.down {
             return Call { shared: None, slot: 0, failed: Some(err.clone()) };
         }
-        cmd.write_packed_command(&mut st.out);
+        request.write_packed(&mut st.out);
         let slot = match st.free.pop() {
             Some(slot) => slot,
             None => {
@@ -178,8 +179,8 @@ impl Wire for PipeConn {
         PipeConn::connect(url, opts, registry)
     }
 
-    fn send(&mut self, cmd: &Cmd) -> impl Future<Output = Result<Value, CallError>> {
-        PipeConn::send(self, cmd)
+    fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
+        PipeConn::send(self, request)
     }
 }
 
