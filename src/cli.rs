@@ -31,7 +31,7 @@ pub enum Command {
 /// `emq-bench check`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
-    /// Target server URL (redis:// or rediss://, loopback only).
+    /// Target server URL (redis://, loopback only).
     #[arg(long)]
     pub url: String,
     /// A queue to check (repeatable; at least one, unless --history names the run's queues).
@@ -55,7 +55,7 @@ pub struct RunArgs {
     /// The scenario file (see scenarios/*.toml).
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
-    /// Target server URL (redis:// or rediss://, loopback only); overrides the scenario's [target].
+    /// Target server URL (redis://, loopback only). overrides the scenario's [target].
     #[arg(long)]
     pub url: Option<String>,
     /// Directory of the Lua scripts to run (one file per script of PROTOCOL.md).
@@ -99,7 +99,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub timeout: std::time::Duration,
     /// The load connections: `pipe` (our own connection loop, plain TCP, the least client CPU
-    /// per request) or `redis-rs` (redis-rs' ConnectionManager, ~2x the CPU; also Unix sockets).
+    /// per request) or `redis-rs` (redis-rs' ConnectionManager: the reference, ~2x the CPU).
     #[arg(long, value_enum, default_value_t = Transport::Pipe)]
     pub transport: Transport,
     /// The embedded server's options (used when there is no target URL).

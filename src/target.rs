@@ -10,8 +10,8 @@ use std::net::{IpAddr, ToSocketAddrs};
 /// Why a target URL was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// The URL does not parse as a redis:// or rediss:// URL.
-    #[error("target url {url:?} is not a redis:// or rediss:// URL: {reason}")]
+    /// The URL does not parse as a redis:// URL (TLS is not built in: loopback only).
+    #[error("target url {url:?} is not a usable redis:// URL: {reason}")]
     BadUrl {
         /// The URL as given.
         url: String,

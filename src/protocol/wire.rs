@@ -1,6 +1,6 @@
 //! The one thing a verb needs from a connection: send a packed command, get its reply back.
-//! Two transports implement it: redis-rs' [`ConnectionManager`] (TCP or Unix socket; the
-//! control plane and `--transport redis-rs`) and our own [`PipeConn`](super::pipe::PipeConn)
+//! Two transports implement it: redis-rs' [`ConnectionManager`] (the control plane, and the
+//! load with `--transport redis-rs`) and our own [`PipeConn`](super::pipe::PipeConn)
 //! (plain TCP, the load threads' default: no channel hop, timer or allocation per request).
 
 use super::client::ConnectOptions;
@@ -18,7 +18,7 @@ pub enum Transport {
     /// Our own connection loop ([`PipeConn`](super::pipe::PipeConn)): plain TCP, least CPU.
     #[default]
     Pipe,
-    /// redis-rs' `ConnectionManager`: TCP or a Unix socket (`redis+unix://`).
+    /// redis-rs' `ConnectionManager`: the reference path, about twice the client CPU per request.
     RedisRs,
 }
 

@@ -94,7 +94,7 @@ pub enum TargetPlan {
         /// Option name -> value, from `target.server`.
         options: BTreeMap<String, String>,
     },
-    /// Connect to this `redis://` or `rediss://` URL.
+    /// Connect to this `redis://` URL.
     Url(String),
 }
 

@@ -9,14 +9,15 @@ use serde::{Deserialize, Serialize};
 ///
 /// ```toml
 /// [target]
-/// url = "redis://:secret@127.0.0.1:6379/0"   # redis:// or rediss://; user, password, db allowed
+/// url = "redis://:secret@127.0.0.1:6379/0"   # redis:// (loopback); user, password, db allowed
 /// # or, for the embedded server only, extra valkey-server options (name -> value):
 /// server = { "io-threads" = "2", "appendonly" = "no" }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// `redis://[user[:password]@]host[:port][/db]` or `rediss://...`; absent = embedded server.
+    /// `redis://[user[:password]@]host[:port][/db]` on a loopback address (no TLS: it is not
+    /// built in); absent = embedded server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Extra `valkey-server` config options for the embedded server (each passed as

@@ -19,8 +19,8 @@
 //! accepts requests, so a restarted server (empty script cache) is picked up. Requests sent
 //! while the connection is down fail at once with [`CallError::Connection`].
 //!
-//! Plain TCP only (`redis://`, with user/password and db); a Unix socket needs the redis-rs
-//! transport. (Neither transport is built with TLS: load targets loopback addresses.)
+//! Plain TCP only (`redis://`, with user/password and db): load only ever targets loopback
+//! addresses, so neither TLS nor Unix sockets are built in.
 
 mod driver;
 pub mod reply;
@@ -110,7 +110,7 @@ impl PipeConn {
     /// script of `registry`, and spawns the connection's driver on the current `LocalSet`.
     ///
     /// Panics outside a `tokio::task::LocalSet` (the driver is a local task).
-    /// Errors: a URL the pipe cannot serve (a Unix socket) or a failed connect/handshake,
+    /// Errors: a URL that is not plain TCP, or a failed connect/handshake,
     /// as [`CallError::Connection`] (or the handshake's error reply).
     pub async fn connect(
         url: &str,
@@ -278,7 +278,7 @@ impl Target {
         let info = url.into_connection_info().map_err(|e| CallError::Connection(format!("{url}: {e}")))?;
         let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
             return Err(CallError::Connection(format!(
-                "{url}: the pipe transport speaks plain TCP only; use --transport redis-rs for a Unix socket"
+                "{url}: the pipe transport speaks plain TCP (redis://host:port) only"
             )));
         };
         let settings = info.redis_settings();
