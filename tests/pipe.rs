@@ -120,6 +120,40 @@ async fn a_restarted_server_gives_unknown_outcomes_then_a_working_connection() {
 }
 
 #[tokio::test]
+async fn a_lane_retrying_at_once_waits_for_the_reconnect_instead_of_spinning() {
+    let first = support::server();
+    let port = first.port();
+    local(async {
+        let mut c = pipe(&first.url(), Duration::from_secs(2)).await;
+        let mut ids = JobIdGen::new(5);
+        first.stop();
+        // Restarted from this thread (a server dies with the thread that started it), by a
+        // task that runs while the loop below waits.
+        let restart = tokio::task::spawn_local(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            EmbeddedServer::start(&ServerOptions { port: Some(port), ..ServerOptions::default() }).unwrap()
+        });
+        // No sleep between tries: a call made while the connection is down must wait for the
+        // driver (which runs on this same thread) to reconnect, not fail at once forever.
+        let q = keys("q");
+        let (mut errors, started) = (0u32, Instant::now());
+        loop {
+            match c.enqueue(&q, &ids.next_id(), b"x", None).await {
+                Ok(_) => break,
+                Err(err) => {
+                    assert!(err.code().is_unknown_outcome(), "{err}");
+                    errors += 1;
+                }
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "never reconnected ({errors} errors)");
+        }
+        assert!(errors <= 2, "{errors} failed calls: the lane spun instead of waiting");
+        drop(restart.await.unwrap());
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_silent_server_times_out_and_the_connection_comes_back() {
     let server = support::server();
     let pid = server.pid().to_string();

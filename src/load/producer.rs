@@ -48,8 +48,9 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
     let queues = ctx.plan.queues.len();
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut payload = Vec::new();
-    // The lane's latest instant (its last reply's read time): ids are stamped from it, at most
-    // one request old, instead of reading the wall clock once more per job.
+    // The lane's latest instant (its last reply's read time; the lane's start at first): closed-
+    // loop ids are stamped from it instead of reading the wall clock once more per job. While
+    // the lane is busy it is at most one request old; ids stay monotonic either way (mint_at).
     let mut now = Instant::now();
     while ctx.phase() == Phase::Load {
         let duplicate = plan.duplicate.draw(&mut rng);

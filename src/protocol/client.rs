@@ -15,7 +15,9 @@ use std::time::Duration;
 /// by default; both are set here on purpose.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectOptions {
-    /// Time to establish the TCP connection (and AUTH/SELECT), ms resolution.
+    /// Time to establish the TCP connection, ms resolution (redis-rs also bounds AUTH/SELECT
+    /// by it; the pipe transport bounds its handshake, AUTH/SELECT/SCRIPT LOAD, by
+    /// `response_timeout`).
     pub connect_timeout: Duration,
     /// Time to wait for one reply; past it the call is an unknown outcome ([`CallError::Timeout`]).
     pub response_timeout: Duration,

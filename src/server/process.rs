@@ -33,7 +33,8 @@ pub struct EmbeddedServer {
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl EmbeddedServer {
-    /// Starts a server and waits until it answers PING.
+    /// Starts a server and waits until it answers PING. Call it from a thread that lives as
+    /// long as the server should (see `die_with_parent`).
     ///
     /// Defaults: `--bind 127.0.0.1`, `--save ""`, `--appendonly no` (persistence off),
     /// `--loglevel warning`, then `options.config`. A port taken between probing and binding
@@ -175,6 +176,10 @@ fn ping(port: u16) -> std::io::Result<()> {
 
 /// Asks the kernel to SIGTERM the server if this process dies (even by SIGKILL), so a killed
 /// test run or harness never leaves a server behind.
+///
+/// The kernel ties this to the *thread* that started the server, not the process: start a
+/// server from a thread that outlives it (not a short-lived helper thread, not tokio's
+/// blocking pool), or it dies when that thread exits.
 fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.

@@ -17,6 +17,8 @@ use tokio::time::Sleep;
 
 /// First read buffer size; it grows (doubling) for replies larger than what is free.
 const READ_BUFFER: usize = 64 * 1024;
+/// A read gets at least this much room: the tail is compacted (or the buffer grown) below it.
+const MIN_READ: usize = 4 * 1024;
 /// Reads per driver poll before it yields to the lanes (they are waiting for these replies).
 const READS_PER_POLL: usize = 16;
 /// Replies handed out per driver poll (see [`read`]). Measured at 1 connection x 64 in
@@ -34,15 +36,28 @@ pub(super) async fn run(shared: Rc<Shared>, target: Target, mut stream: TcpStrea
         let err = serve(&shared, &target, &mut stream).await;
         shared.state.borrow_mut().fail_all(err);
         let _ = stream.shutdown().await;
-        stream = reconnect(&target).await;
-        shared.state.borrow_mut().down = None;
+        stream = reconnect(&shared, &target).await;
     }
 }
 
-async fn reconnect(target: &Target) -> TcpStream {
+/// Opens a new connection, retrying with backoff. Requests made meanwhile stay queued (they
+/// are written once the handshake is done) until the oldest has waited the response timeout;
+/// then they fail, and the retries go on.
+async fn reconnect(shared: &Shared, target: &Target) -> TcpStream {
+    let timeout = target.opts.response_timeout;
     let mut backoff = FIRST_BACKOFF;
     loop {
-        tokio::time::sleep(backoff).await;
+        let next_try = Instant::now() + backoff;
+        loop {
+            // Wake up for the queued requests' deadline too, not only for the next attempt
+            // (a request queued during this sleep is looked at after it: at most 1 s late).
+            let expiry = shared.state.borrow_mut().expire(timeout);
+            let until = expiry.map_or(next_try, |at| at.min(next_try));
+            tokio::time::sleep_until(until.into()).await;
+            if until >= next_try {
+                break;
+            }
+        }
         if let Ok(stream) = open(target).await {
             return stream;
         }
@@ -127,17 +142,18 @@ struct Inbox {
 }
 
 impl Inbox {
-    /// Room for the next read: moves undecoded bytes to the front, or doubles the buffer when
-    /// one reply is larger than it.
+    /// Room for the next read: moves undecoded bytes to the front when little room is left
+    /// (so reads stay large), or doubles the buffer when one reply is larger than it.
     fn make_room(&mut self) {
-        if self.end < self.data.len() {
+        if self.data.len() - self.end >= MIN_READ {
             return;
         }
         if self.start > 0 {
             self.data.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
-        } else {
+        }
+        if self.data.len() - self.end < MIN_READ {
             self.data.resize(self.data.len() * 2, 0);
         }
     }
@@ -146,10 +162,11 @@ impl Inbox {
 /// Runs the connection until it fails; returns why.
 async fn serve(shared: &Shared, target: &Target, stream: &mut TcpStream) -> CallError {
     let timeout = target.opts.response_timeout;
-    // The watchdog looks every timeout/8 (at most 250 ms) whether a reply is overdue; one
-    // timer for the connection, not one per request.
-    let every = (timeout / 8).clamp(Duration::from_millis(1), Duration::from_millis(250));
-    let mut watchdog: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep(every));
+    // One timer for the connection, not one per request: when it fires with requests waiting,
+    // it is moved to the real deadline (the later of the last read and the queue's start,
+    // plus the timeout), so a silent server is declared timed out on time, not a period late.
+    // Elapsed at once: the first poll with requests waiting computes the real deadline.
+    let mut watchdog: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep(Duration::ZERO));
     let mut inbox = Inbox { data: vec![0; READ_BUFFER], start: 0, end: 0, read_at: Instant::now() };
     poll_fn(|cx| {
         let mut st = shared.state.borrow_mut();
@@ -158,6 +175,10 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut TcpStream) -> Call
             st.driver = Some(cx.waker().clone());
         }
         if let Err(err) = flush(&mut st, stream, cx) {
+            // Replies already read were answered by the server: hand them out before failing
+            // the rest, rather than report them as unknown outcomes.
+            let mut everything = usize::MAX;
+            let _ = hand_out(&mut st, &mut inbox, &mut everything);
             return Poll::Ready(err);
         }
         if let Err(err) = read(&mut st, stream, &mut inbox, cx) {
@@ -165,11 +186,11 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut TcpStream) -> Call
         }
         if !st.queue.is_empty() {
             while watchdog.as_mut().poll(cx).is_ready() {
-                let now = Instant::now();
-                if now.duration_since(st.last_read.max(st.waiting_since)) >= timeout {
+                let deadline = st.last_read.max(st.waiting_since) + timeout;
+                if Instant::now() >= deadline {
                     return Poll::Ready(CallError::Timeout);
                 }
-                watchdog.as_mut().reset((now + every).into());
+                watchdog.as_mut().reset(deadline.into());
             }
         }
         Poll::Pending

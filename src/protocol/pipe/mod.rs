@@ -9,15 +9,18 @@
 //! 2. The driver task ([`driver`]) runs after the lanes yield, so every request issued in the
 //!    same scheduler tick goes out in one `write`; it then reads whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
-//!    slots in send order; the clock is read once per read batch and that instant is each
-//!    reply's read time ([`take_read_at`]), so a pipelined request is timed when its own reply
-//!    is read, not when its batch is.
+//!    slots in send order; the clock is read once per socket read and that instant is the read
+//!    time of every reply the read brought ([`take_read_at`]). A pipelined request is thus timed
+//!    by the read that brought its own reply, not by when its pipeline was sent or completed;
+//!    replies the driver hands out a poll later (32 per poll) keep their read time, so the
+//!    client's own hand-out delay is not counted as server latency.
 //!
 //! Failure handling matches what the load needs: a lost connection or no reply within the
 //! response timeout fails every request in flight (unknown outcomes), then the driver
 //! reconnects with backoff (10 ms doubling to 1 s) and loads every script again before it
-//! accepts requests, so a restarted server (empty script cache) is picked up. Requests sent
-//! while the connection is down fail at once with [`CallError::Connection`].
+//! sends anything else, so a restarted server (empty script cache) is picked up. Requests made
+//! while the connection is down wait for it (as with redis-rs' ConnectionManager), up to the
+//! response timeout; a lane that retries at once therefore cannot spin and starve the driver.
 //!
 //! Plain TCP only (`redis://`, with user/password and db): load only ever targets loopback
 //! addresses, so neither TLS nor Unix sockets are built in.
@@ -97,8 +100,6 @@ struct State {
     /// last poll (one wake per batch, not one atomic task transition per request).
     driver: Option<Waker>,
     driver_woken: bool,
-    /// Why the connection is down (`None` = up).
-    down: Option<CallError>,
     /// When the reply queue last went from empty to non-empty, and when a reply was last read:
     /// the watchdog's "no reply for `response_timeout`" is measured from the later of the two.
     waiting_since: Instant,
@@ -129,7 +130,6 @@ impl PipeConn {
                 free: Vec::new(),
                 driver: None,
                 driver_woken: false,
-                down: None,
                 waiting_since: now,
                 last_read: now,
             }),
@@ -142,12 +142,14 @@ impl PipeConn {
     ///
     /// The future's errors: the server's error reply (classified), [`CallError::Timeout`]
     /// when the connection gave no reply for the response timeout, [`CallError::Connection`]
-    /// when it was lost or is down; the last two are unknown outcomes.
+    /// when it was lost, or could not be re-established within the response timeout; the
+    /// last two are unknown outcomes.
+    ///
+    /// Panics on a request without arguments: the server answers `*0` with nothing, which
+    /// would shift every later reply onto the wrong request.
     pub fn send(&self, request: &Request) -> Call {
+        assert!(request.framed().1 > 0, "an empty request gets no reply");
         let mut st = self.shared.state.borrow_mut();
-        if let Some(err) = &st.down {
-            return Call { shared: None, slot: 0, failed: Some(err.clone()) };
-        }
         request.write_packed(&mut st.out);
         let slot = match st.free.pop() {
             Some(slot) => slot,
@@ -166,7 +168,7 @@ impl PipeConn {
                 st.driver_woken = true;
             }
         }
-        Call { shared: Some(self.shared.clone()), slot, failed: None }
+        Call { shared: Some(self.shared.clone()), slot }
     }
 }
 
@@ -189,17 +191,12 @@ impl Wire for PipeConn {
 pub struct Call {
     shared: Option<Rc<Shared>>,
     slot: u32,
-    failed: Option<CallError>,
 }
 
 impl Future for Call {
     type Output = Result<Value, CallError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Some(err) = self.failed.take() {
-            READ_AT.with(|cell| cell.set(None)); // nothing was read: the caller reads the clock
-            return Poll::Ready(Err(err));
-        }
         let Some(shared) = &self.shared else { panic!("Call polled after completion") };
         let mut st = shared.state.borrow_mut();
         let slot = &mut st.slots[self.slot as usize];
@@ -256,8 +253,9 @@ impl State {
         Ok(())
     }
 
-    /// The connection is lost: every request in flight gets `err` (an unknown outcome), the
-    /// unsent bytes are dropped, and new requests fail until the driver is back.
+    /// The connection is lost: every request in flight gets `err` (an unknown outcome), and
+    /// the unsent bytes are dropped with them. (Requests still in `out` were never written;
+    /// they are reported unknown too, which is conservative.)
     fn fail_all(&mut self, err: CallError) {
         let now = Instant::now();
         while !self.queue.is_empty() {
@@ -265,10 +263,20 @@ impl State {
         }
         self.out.clear();
         self.written = 0;
-        self.down = Some(match err {
-            CallError::Timeout => CallError::Connection("reconnecting after a reply timeout".into()),
-            other => other,
-        });
+    }
+
+    /// While reconnecting: fails the requests queued since the loss once the oldest has
+    /// waited `timeout`; returns when that will be, if any wait.
+    fn expire(&mut self, timeout: std::time::Duration) -> Option<Instant> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        let deadline = self.waiting_since + timeout;
+        if Instant::now() < deadline {
+            return Some(deadline);
+        }
+        self.fail_all(CallError::Connection(format!("not reconnected within {timeout:?}")));
+        None
     }
 }
 
