@@ -5,11 +5,19 @@ use clap::Parser;
 use emq_bench::cli::{Cli, Command};
 use emq_bench::cmd::{self, Outcome};
 use emq_bench::compare::Overall;
+use std::io::Write;
 use std::process::ExitCode;
+
+/// Writes the result to stdout. A closed pipe (`| head`) is the reader's choice, not an error
+/// of the run: the exit code still reports the run, and nothing panics.
+fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+}
 
 /// Prints a comparison and turns its verdict into an outcome (exit 0, 1 or 3).
 fn verdict(result: cmd::compare::CompareResult) -> Outcome {
-    print!("{}", result.output);
+    out(&result.output);
     match result.verdict {
         Overall::Pass => Outcome::Success,
         Overall::Regression => Outcome::Failed,
@@ -30,9 +38,9 @@ fn main() -> ExitCode {
                 let json = args.json;
                 let result = cmd::run::run(args, ctrl_c).await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&result.summary).expect("summary serializes"));
+                    out(&(serde_json::to_string_pretty(&result.summary).expect("summary serializes") + "\n"));
                 } else {
-                    print!("{}", result.table);
+                    out(&result.table);
                 }
                 for failure in &result.failures {
                     eprintln!("emq-bench: FAIL {failure}");
@@ -53,9 +61,9 @@ fn main() -> ExitCode {
                 let json = args.json;
                 let result = cmd::check::check(args).await?;
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&result.report).expect("report serializes"));
+                    out(&(serde_json::to_string_pretty(&result.report).expect("report serializes") + "\n"));
                 } else {
-                    print!("{}", result.table);
+                    out(&result.table);
                 }
                 Ok(result.outcome)
             }

@@ -204,3 +204,32 @@ async fn the_check_command_rechecks_a_kept_run_from_its_history_file() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("I7") && stdout.contains(&id), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_check_command_checks_a_subset_of_the_runs_queues_and_refuses_unknown_ones() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let two = SMALL.replace("jobs = 200\n", "jobs = 200\nqueues = 2\n");
+    std::fs::write(tmp.path().join("two.toml"), two).unwrap();
+    let a = args(&tmp.path().join("two.toml"), &tmp.path().join("out"), server.url());
+    let result = run(a, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let history = tmp.path().join("out/history.bin").display().to_string();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["check".to_string(), "--url".into(), server.url()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench")).args(&args).output().unwrap()
+    };
+    // One of the two queues with the whole run's history: the other queue's jobs are not lost.
+    let subset = check(&["--queue", "bench-1", "--history", &history]);
+    let stdout = String::from_utf8_lossy(&subset.stdout);
+    assert_eq!(subset.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&subset.stderr));
+    assert!(stdout.contains("bench-1") && !stdout.contains("bench-0"), "{stdout}");
+    let foreign = check(&["--queue", "nosuch", "--history", &history]);
+    assert_eq!(foreign.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&foreign.stderr).contains("bench-0, bench-1"));
+    // Without a history, a queue with no keys at all is a usage error, not a clean check.
+    let typo = check(&["--queue", "bench-O"]);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("nothing to check"));
+}

@@ -87,3 +87,24 @@ fn run_prints_the_table_and_json_on_request() {
     assert_eq!(summary["name"], "throughput");
     assert!(dir.join("summary.json").is_file());
 }
+
+#[test]
+fn a_reader_that_closes_stdout_early_does_not_crash_the_run() {
+    // `emq-bench run ... --json | head -1`: the write fails with EPIPE; the exit code must still
+    // be the run's (0 here), never a panic's 101.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["run", "scenarios/smoke.toml", "--duration", "1s", "--quiet", "--json", "--out"])
+        .arg(&dir)
+        .current_dir(root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.join("summary.json").is_file());
+}

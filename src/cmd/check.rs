@@ -23,6 +23,24 @@ pub struct CheckResult {
     pub outcome: Outcome,
 }
 
+/// The positions of `wanted` in the history's queue list.
+///
+/// Errors: a queue the run did not use ([`AppError::Usage`], naming the run's queues).
+fn queue_indices(run: &[String], wanted: &[String], path: &std::path::Path) -> Result<Vec<u16>, AppError> {
+    wanted
+        .iter()
+        .map(|name| {
+            run.iter().position(|q| q == name).map(|i| i as u16).ok_or_else(|| {
+                AppError::Usage(format!(
+                    "--queue {name}: not a queue of the run in {} (its queues: {})",
+                    path.display(),
+                    run.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
 /// One reply may carry 100 000 set members; allow it time on a loaded machine.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -36,8 +54,14 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let history = match &args.history {
         Some(path) => {
             let (header, streams) = history::file::load(path).map_err(|e| AppError::Usage(e.to_string()))?;
-            let merged =
+            let mut merged =
                 History::merge(header, &streams).map_err(|e| AppError::Usage(format!("{}: {e}", path.display())))?;
+            if !args.queues.is_empty() {
+                // A subset of the run's queues: the other queues' jobs are not lost, just not
+                // looked at.
+                let indices = queue_indices(&merged.header.queues, &args.queues, path)?;
+                merged.keep_queues(&indices);
+            }
             Some(merged)
         }
         None => None,
@@ -60,6 +84,15 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let started = Instant::now();
     let state = check::scan(&mut conn, &queues).await.map_err(TargetError::Call)?;
     let scanned = started.elapsed();
+    if history.is_none() {
+        // Nothing to check is no proof of anything: most likely a typo in the queue name.
+        if let Some(empty) = state.queues.iter().find(|q| q.rows.is_empty() && q.members.is_empty()) {
+            return Err(AppError::Usage(format!(
+                "--queue {}: the server has no key emq:{{{}}}:*, so there is nothing to check; is the name right?",
+                empty.queue, empty.queue
+            )));
+        }
+    }
     let mut violations = check::check_structural(&state);
     if let Some(history) = &history {
         violations.extend(check::history::check_history(history, &state));

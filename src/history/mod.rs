@@ -63,6 +63,21 @@ impl History {
         self.events.iter().rev().take_while(|e| e.job == UNKNOWN_JOB).count()
     }
 
+    /// Keeps only the jobs enqueued into one of the queues `keep` (indices into the header's
+    /// queue list), for checking a subset of a run's queues; unknown-outcome claims stay
+    /// (they may belong to any queue). The header's queue list is left as it is.
+    pub fn keep_queues(&mut self, keep: &[u16]) {
+        let known = self.events.len() - self.unknown_claims();
+        let dropped: std::collections::HashSet<u32> = self.events[..known]
+            .chunk_by(|a, b| a.job == b.job)
+            .filter_map(|job| {
+                let enqueue = job.iter().find(|e| matches!(e.kind, Kind::Enqueue))?;
+                (!keep.contains(&enqueue.queue)).then_some(enqueue.job)
+            })
+            .collect();
+        self.events.retain(|e| e.job == UNKNOWN_JOB || !dropped.contains(&e.job));
+    }
+
     /// The events of each job, in order (the unknown-claim events excluded).
     pub fn per_job(&self) -> impl Iterator<Item = &[Event]> {
         let known = self.events.len() - self.unknown_claims();
