@@ -55,7 +55,7 @@ pub struct RunArgs {
     /// The scenario file (see scenarios/*.toml).
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
-    /// Target server URL (redis://, loopback only). overrides the scenario's [target].
+    /// Target server URL (redis://, loopback only); overrides the scenario's [target].
     #[arg(long)]
     pub url: Option<String>,
     /// Directory of the Lua scripts to run (one file per script of PROTOCOL.md).

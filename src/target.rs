@@ -44,6 +44,9 @@ pub enum TargetError {
 /// Errors: [`TargetError::BadUrl`] or [`TargetError::NotLoopback`].
 pub fn check_loopback(url: &str) -> Result<(), TargetError> {
     let bad = |reason: String| TargetError::BadUrl { url: url.to_string(), reason };
+    if url.starts_with("rediss://") {
+        return Err(bad("TLS is not built in: load only ever targets loopback addresses".into()));
+    }
     let client = redis::Client::open(url).map_err(|e| bad(e.to_string()))?;
     let (host, port) = match client.get_connection_info().addr() {
         redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
@@ -200,6 +203,8 @@ mod tests {
         assert!(check_loopback("redis://user:pw@[::1]:6379/").is_ok());
         assert!(matches!(check_loopback("redis://10.1.2.3:6379/"), Err(TargetError::NotLoopback { .. })));
         assert!(matches!(check_loopback("http://x"), Err(TargetError::BadUrl { .. })));
+        let tls = check_loopback("rediss://127.0.0.1:6379/").unwrap_err().to_string();
+        assert!(tls.contains("TLS is not built in"), "{tls}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 /// Which transport the load threads use (`--transport`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
-    /// Our own connection loop ([`PipeConn`](super::pipe::PipeConn)): plain TCP, least CPU.
+    /// Our own connection loop (`PipeConn`): plain TCP, the least client CPU per request.
     #[default]
     Pipe,
     /// redis-rs' `ConnectionManager`: the reference path, about twice the client CPU per request.

@@ -63,7 +63,7 @@ pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]
         out.push_str(line.trim_end());
         out.push('\n');
     }
-    out.push_str("latencies in ms from the intended send time\n");
+    out.push_str("latencies in ms from the intended send (open loop) or the actual send (closed loop); service times in summary.json\n");
     let jobs_line: Vec<String> = JOB_LINE.iter().map(|(c, label)| format!("{label} {}", jobs[c.index()])).collect();
     let _ = writeln!(out, "jobs: {}", jobs_line.join(", "));
     out
