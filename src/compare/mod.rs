@@ -207,8 +207,8 @@ pub(crate) mod fmt {
         format!(
             "regressed/improved: one-sided Mann-Whitney p < {} and the whole {:.0}% bootstrap CI of new/base \
              beyond the noise band (ops/s {:.0}%, p50 {:.0}%, p99/p99.9 {:.0}%); inconclusive: fewer than {} \
-             repetitions, too few to reach p < {}, or a robust CV (1.4826 MAD/median) > {:.0}%; percentiles \
-             are compared only with at least 100 (p50), 1000 (p99) or 10000 (p99.9) ok calls per repetition",
+             repetitions, too few to reach p < {}, or CV > {:.0}%; percentiles are compared only with at \
+             least 100 (p50), 1000 (p99) or 10000 (p99.9) ok calls per repetition",
             o.alpha,
             o.confidence * 100.0,
             o.noise_throughput * 100.0,

@@ -16,9 +16,8 @@ pub struct CompareOptions {
     pub noise_p50: f64,
     /// Noise band of tail latency, p99 and p99.9 (default 0.15: tails move more run to run).
     pub noise_tail: f64,
-    /// Largest coefficient of variation a side may have before its metric is called
-    /// inconclusive (default 0.10); estimated robustly, 1.4826 × MAD / median
-    /// ([`crate::stats::robust_cv`]).
+    /// Largest coefficient of variation (sample std / mean) a side may have before its metric
+    /// is called inconclusive (default 0.10).
     pub max_cv: f64,
     /// Fewest repetitions a side needs for a verdict (default 3; at least 2 to have a CV).
     pub min_repetitions: usize,

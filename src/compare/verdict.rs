@@ -93,15 +93,13 @@ pub struct Side {
     pub values: Vec<f64>,
     /// Their median (`None` when there is none).
     pub median: Option<f64>,
-    /// Their coefficient of variation, a fraction (`None` below two values): the robust
-    /// estimate ([`stats::robust_cv`]), so one disturbed repetition does not make a metric
-    /// inconclusive on a shared machine.
+    /// Their coefficient of variation, a fraction (`None` below two values).
     pub cv: Option<f64>,
 }
 
 impl Side {
     fn of(values: Vec<f64>) -> Side {
-        Side { median: stats::median(&values), cv: stats::robust_cv(&values), values }
+        Side { median: stats::median(&values), cv: stats::coefficient_of_variation(&values), values }
     }
 }
 

@@ -69,42 +69,9 @@ pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {
     Some(std_dev(xs)? / m.abs())
 }
 
-/// A robust coefficient of variation: `1.4826 × MAD / |median|`, where MAD is the median
-/// absolute deviation from the median. For normal data it estimates the same σ/μ as
-/// [`coefficient_of_variation`] (1.4826 = 1/Φ⁻¹(3/4), Rousseeuw & Croux 1993), but one
-/// disturbed repetition out of five moves it little, where it can multiply the classical CV.
-///
-/// `None` for fewer than two values or a zero median.
-pub fn robust_cv(xs: &[f64]) -> Option<f64> {
-    if xs.len() < 2 {
-        return None;
-    }
-    let m = median(xs)?;
-    if m == 0.0 {
-        return None;
-    }
-    let deviations: Vec<f64> = xs.iter().map(|x| (x - m).abs()).collect();
-    Some(1.4826 * median(&deviations)? / m.abs())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn robust_cv_matches_hand_computed_values_and_shrugs_off_one_outlier() {
-        // 2, 4, 4, 4, 5, 5, 7, 9: median 4.5; deviations 2.5, .5, .5, .5, .5, .5, 2.5, 4.5 → MAD .5.
-        let xs = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
-        assert!((robust_cv(&xs).unwrap() - 1.4826 * 0.5 / 4.5).abs() < 1e-12);
-        // One disturbed repetition of five: classical CV ~20 %, robust ~1.5 %.
-        let one_off = [100.0, 101.0, 99.0, 100.0, 150.0];
-        assert!(coefficient_of_variation(&one_off).unwrap() > 0.19);
-        assert!((robust_cv(&one_off).unwrap() - 0.014826).abs() < 1e-9);
-        // Broad noise stays noise.
-        assert!(robust_cv(&[70.0, 130.0, 70.0, 130.0, 100.0]).unwrap() > 0.3);
-        assert_eq!(robust_cv(&[1.0]), None);
-        assert_eq!(robust_cv(&[-1.0, 0.0, 1.0]), None, "zero median");
-    }
 
     #[test]
     fn median_of_odd_and_even_lengths() {

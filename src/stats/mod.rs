@@ -16,6 +16,6 @@ pub mod mann_whitney;
 pub mod normal;
 
 pub use bootstrap::{ratio_of_medians_ci, Interval};
-pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, robust_cv, std_dev};
+pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};
 pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, Alternative, Method, UTest};
 pub use normal::{erfc, normal_sf};
