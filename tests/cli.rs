@@ -42,7 +42,7 @@ fn a_missing_scenario_and_bad_flags_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let out = emq_bench(&["run", "nope.toml"], tmp.path());
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("nope.toml"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nope.toml") && stderr(&out).contains("No such file"), "{}", stderr(&out));
     let out = emq_bench(&["run", "x.toml", "--duration", "soon"], tmp.path());
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--duration"), "{}", stderr(&out));
@@ -107,4 +107,13 @@ fn a_reader_that_closes_stdout_early_does_not_crash_the_run() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(dir.join("summary.json").is_file());
+}
+
+#[test]
+fn an_unreachable_target_is_named_with_its_password_masked() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = emq_bench(&["run", "scenarios/smoke.toml", "--url", "redis://:secret@127.0.0.1:1/", "--quiet"], root);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("redis://:***@127.0.0.1:1/") && !err.contains("secret"), "{err}");
 }

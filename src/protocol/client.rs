@@ -54,7 +54,12 @@ pub async fn connect(url: &str, opts: ConnectOptions) -> Result<ConnectionManage
         .set_max_delay(Duration::from_secs(1))
         .set_exponent_base(2.0)
         .set_number_of_retries(3);
-    ConnectionManager::new_with_config(client, config).await.map_err(|e| CallError::from_redis(&e))
+    // A refused or failed first connect names the URL (its password masked): the bare OS
+    // error does not say which server was meant.
+    ConnectionManager::new_with_config(client, config).await.map_err(|e| match CallError::from_redis(&e) {
+        CallError::Connection(msg) => CallError::Connection(format!("{}: {msg}", crate::scenario::redact_url(url))),
+        other => other,
+    })
 }
 
 /// A connection and the scripts it calls, over either transport ([`Wire`]): redis-rs'

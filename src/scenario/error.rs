@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// The file could not be read.
-    #[error("{}: cannot read the scenario file", .path.display())]
+    #[error("{}: cannot read the scenario file: {source}", .path.display())]
     Read {
         /// The scenario path as given.
         path: PathBuf,
