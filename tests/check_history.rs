@@ -44,6 +44,15 @@ fn assert_names(violations: &[Violation], invariant: Invariant, job: &str) {
     );
 }
 
+/// Runs `emq-bench check --url <server> ARGS...` and returns its output.
+fn check_command(server: &emq_bench::server::EmbeddedServer, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["check", "--url", &server.url()])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// A completed job of the run: its id, its key and its final token.
 async fn completed_job(server: &emq_bench::server::EmbeddedServer) -> (String, String, u64) {
     let mut conn = support::client(server).await.connection().clone();
@@ -188,12 +197,8 @@ async fn the_check_command_rechecks_a_kept_run_from_its_history_file() {
     let tmp = tempfile::tempdir().unwrap();
     small_run(&server, tmp.path()).await;
     let history = tmp.path().join("out/history.bin");
-    let check = |extra: &[&str]| {
-        let mut args =
-            vec!["check".to_string(), "--url".into(), server.url(), "--history".into(), history.display().to_string()];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench")).args(&args).output().unwrap()
-    };
+    let history = history.display().to_string();
+    let check = |extra: &[&str]| check_command(&server, &[&["--history", &history], extra].concat());
     let clean = check(&[]);
     assert_eq!(clean.status.code(), Some(0), "{}", String::from_utf8_lossy(&clean.stderr));
     let (id, key, _) = completed_job(&server).await;
@@ -215,11 +220,7 @@ async fn the_check_command_checks_a_subset_of_the_runs_queues_and_refuses_unknow
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
     let history = tmp.path().join("out/history.bin").display().to_string();
-    let check = |extra: &[&str]| {
-        let mut args = vec!["check".to_string(), "--url".into(), server.url()];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench")).args(&args).output().unwrap()
-    };
+    let check = |extra: &[&str]| check_command(&server, extra);
     // One of the two queues with the whole run's history: the other queue's jobs are not lost.
     let subset = check(&["--queue", "bench-1", "--history", &history]);
     let stdout = String::from_utf8_lossy(&subset.stdout);

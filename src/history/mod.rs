@@ -67,9 +67,8 @@ impl History {
     /// queue list), for checking a subset of a run's queues; unknown-outcome claims stay
     /// (they may belong to any queue). The header's queue list is left as it is.
     pub fn keep_queues(&mut self, keep: &[u16]) {
-        let known = self.events.len() - self.unknown_claims();
-        let dropped: std::collections::HashSet<u32> = self.events[..known]
-            .chunk_by(|a, b| a.job == b.job)
+        let dropped: std::collections::HashSet<u32> = self
+            .per_job()
             .filter_map(|job| {
                 let enqueue = job.iter().find(|e| matches!(e.kind, Kind::Enqueue))?;
                 (!keep.contains(&enqueue.queue)).then_some(enqueue.job)
