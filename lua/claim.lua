@@ -1,4 +1,4 @@
--- EchoMQ v1 `claim` (PROTOCOL.md "Scripts").
+-- EchoMQ v1.1 `claim` (PROTOCOL.md "Scripts").
 -- KEYS[1] pending   emq:{q}:pending
 -- KEYS[2] active    emq:{q}:active
 -- ARGV[1] prefix    job-key prefix emq:{q}:job: (must carry KEYS[1]'s hash tag)
@@ -7,9 +7,18 @@
 -- Reply: an array with one entry per claimed job, each [id, payload, token, priority],
 --        empty when nothing is pending; error EMQARG (bad prefix, lease_ms or count).
 -- Each claim increments `attempts` and hands the new value out as the fencing token.
+-- v1.1 one slot: every key, and the prefix, carries KEYS[1]'s hash tag, and it is not empty.
 local tag = string.match(KEYS[1] or '', '^emq:(%b{}):pending$')
-if tag == nil or ARGV[1] ~= 'emq:' .. tag .. ':job:' then
-  return redis.error_reply('EMQARG prefix must be emq:' .. (tag or '{?}') .. ':job: (same slot as KEYS[1])')
+if tag == nil or tag == '{}' then
+  return redis.error_reply('EMQARG KEYS[1] must be emq:{<queue>}:pending with a non-empty hash tag')
+end
+for i = 2, #KEYS do
+  if string.match(KEYS[i], '^emq:(%b{}):') ~= tag then
+    return redis.error_reply('EMQARG KEYS[' .. i .. '] must carry hash tag ' .. tag .. ' (one slot)')
+  end
+end
+if ARGV[1] ~= 'emq:' .. tag .. ':job:' then
+  return redis.error_reply('EMQARG prefix must be emq:' .. tag .. ':job: (same slot as KEYS[1])')
 end
 local lease = tonumber(ARGV[2])
 if lease == nil or lease <= 0 or lease ~= math.floor(lease) or lease > 9007199254740991 then

@@ -1,4 +1,4 @@
--- EchoMQ v1 `enqueue` (PROTOCOL.md "Scripts"; the seed's script, seeds/000).
+-- EchoMQ v1.1 `enqueue` (PROTOCOL.md "Scripts"; the seed's script, seeds/000).
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] pending   emq:{q}:pending
 -- ARGV[1] id        JOB + 26-char lowercase ULID (only the JOB prefix is checked here)
@@ -6,6 +6,16 @@
 -- ARGV[3] priority  optional non-negative integer, 0 = highest (default 0)
 -- Replies: 1 enqueued; 0 duplicate (row untouched);
 --          error EMQKIND (id not JOB-namespaced), EMQARG (missing payload, bad priority).
+-- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
+local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
+if tag == nil or tag == '{}' then
+  return redis.error_reply('EMQARG KEYS[1] must be emq:{<queue>}:... with a non-empty hash tag')
+end
+for i = 2, #KEYS do
+  if string.match(KEYS[i], '^emq:(%b{}):') ~= tag then
+    return redis.error_reply('EMQARG KEYS[' .. i .. '] must carry hash tag ' .. tag .. ' (one slot)')
+  end
+end
 -- The branded-id gate: the id must be JOB-namespaced, else refused at the wire.
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')

@@ -1,4 +1,4 @@
--- EchoMQ v1 `enqueue_delayed` (PROTOCOL.md "Scripts").
+-- EchoMQ v1.1 `enqueue_delayed` (PROTOCOL.md "Scripts").
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] delayed   emq:{q}:delayed
 -- ARGV[1] id        JOB-namespaced id
@@ -6,6 +6,16 @@
 -- ARGV[3] delay_ms  non-negative integer; the job is due at server TIME + delay_ms
 -- Replies: 1 enqueued; 0 duplicate (row untouched);
 --          error EMQKIND (id not JOB-namespaced), EMQARG (missing payload, bad delay_ms).
+-- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
+local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
+if tag == nil or tag == '{}' then
+  return redis.error_reply('EMQARG KEYS[1] must be emq:{<queue>}:... with a non-empty hash tag')
+end
+for i = 2, #KEYS do
+  if string.match(KEYS[i], '^emq:(%b{}):') ~= tag then
+    return redis.error_reply('EMQARG KEYS[' .. i .. '] must carry hash tag ' .. tag .. ' (one slot)')
+  end
+end
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end

@@ -1,17 +1,29 @@
--- EchoMQ v1 `extend` (PROTOCOL.md "Scripts", fenced verb): renew a lease.
+-- EchoMQ v1.1 `extend` (PROTOCOL.md "Scripts", fenced verb): renew a lease.
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] active    emq:{q}:active
 -- ARGV[1] id        JOB-namespaced id
 -- ARGV[2] token     the fencing token the claim handed out
 -- ARGV[3] lease_ms  positive integer; the new deadline is server TIME + lease_ms
 -- Replies: 1; errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE.
+-- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
+local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
+if tag == nil or tag == '{}' then
+  return redis.error_reply('EMQARG KEYS[1] must be emq:{<queue>}:... with a non-empty hash tag')
+end
+for i = 2, #KEYS do
+  if string.match(KEYS[i], '^emq:(%b{}):') ~= tag then
+    return redis.error_reply('EMQARG KEYS[' .. i .. '] must carry hash tag ' .. tag .. ' (one slot)')
+  end
+end
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
-local token = tonumber(ARGV[2])
-if token == nil or token < 1 or token ~= math.floor(token) then
-  return redis.error_reply('EMQARG token must be a positive integer')
+-- v1.1 canonical token: the decimal of an integer in 1..2^53-1, no sign, zero, space or exponent.
+local token_arg = ARGV[2] or ''
+if not string.match(token_arg, '^[1-9]%d*$') or #token_arg > 16 or tonumber(token_arg) > 9007199254740991 then
+  return redis.error_reply('EMQARG token must be the canonical decimal of an integer in 1..2^53-1')
 end
+local token = tonumber(token_arg)
 local lease = tonumber(ARGV[3])
 if lease == nil or lease <= 0 or lease ~= math.floor(lease) or lease > 9007199254740991 then
   return redis.error_reply('EMQARG lease_ms must be a positive integer')

@@ -1,4 +1,4 @@
--- EchoMQ v1 `fail` (PROTOCOL.md "Scripts", fenced verb).
+-- EchoMQ v1.1 `fail` (PROTOCOL.md "Scripts", fenced verb).
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] active    emq:{q}:active
 -- KEYS[3] pending   emq:{q}:pending
@@ -12,6 +12,16 @@
 -- ARGV[6] priority      non-negative integer, the retry's pending score
 -- Replies: 'retry' while attempts < max_attempts, else 'failed';
 --          errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE (in that order of checks).
+-- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
+local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
+if tag == nil or tag == '{}' then
+  return redis.error_reply('EMQARG KEYS[1] must be emq:{<queue>}:... with a non-empty hash tag')
+end
+for i = 2, #KEYS do
+  if string.match(KEYS[i], '^emq:(%b{}):') ~= tag then
+    return redis.error_reply('EMQARG KEYS[' .. i .. '] must carry hash tag ' .. tag .. ' (one slot)')
+  end
+end
 if string.sub(ARGV[1] or '', 1, 3) ~= 'JOB' then
   return redis.error_reply('EMQKIND job id must be JOB-namespaced')
 end
@@ -20,8 +30,12 @@ local function int(v, min)
   if n == nil or n < min or n ~= math.floor(n) or n > 9007199254740991 then return nil end
   return n
 end
-local token = int(ARGV[2], 1)
-if token == nil then return redis.error_reply('EMQARG token must be a positive integer') end
+-- v1.1 canonical token: the decimal of an integer in 1..2^53-1, no sign, zero, space or exponent.
+local token_arg = ARGV[2] or ''
+if not string.match(token_arg, '^[1-9]%d*$') or #token_arg > 16 or tonumber(token_arg) > 9007199254740991 then
+  return redis.error_reply('EMQARG token must be the canonical decimal of an integer in 1..2^53-1')
+end
+local token = tonumber(token_arg)
 if ARGV[3] == nil then return redis.error_reply('EMQARG error text is missing') end
 local max_attempts = int(ARGV[4], 1)
 if max_attempts == nil then return redis.error_reply('EMQARG max_attempts must be a positive integer') end

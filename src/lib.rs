@@ -1,5 +1,5 @@
 //! emq-bench: a load harness, latency recorder and invariant checker for EchoMQ, the Valkey job
-//! queue whose every state change is one Lua script (`../shared/PROTOCOL.md`, EchoMQ v1).
+//! queue whose every state change is one Lua script (`../shared/PROTOCOL.md`, EchoMQ v1.1).
 //!
 //! Modules, one concern each:
 //! - [`cli`]: the command line (clap derive), no logic.

@@ -72,7 +72,8 @@ async fn every_shipped_scenario_runs_and_drains() {
         let enqueued = result.summary.jobs["enqueued"];
         assert!(enqueued > 0, "{}: nothing enqueued", scenario.display());
         assert_eq!(
-            result.summary.jobs["completed"] + result.summary.jobs["failed"] - result.summary.jobs["stale_accepted"],
+            result.summary.jobs["completed"] + result.summary.jobs["failed"] + result.summary.jobs["failed_by_stall"]
+                - result.summary.jobs["stale_accepted"],
             enqueued,
             "{}: every job ends completed or failed once",
             scenario.display()

@@ -118,7 +118,7 @@ async fn fencing_a_reaped_lease_refuses_the_stale_token() {
     let first = c.claim(&q, 5, 1).await.unwrap();
     assert_eq!(first[0].token, 1);
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(c.reap(&q, 100).await.unwrap(), 1);
+    assert_eq!(c.reap(&q, 100, 0).await.unwrap(), 1);
     let mut conn = c.connection().clone();
     let reaped = row(&mut conn, &q.job_key(&id)).await;
     assert_eq!(reaped["state"], b"pending");
@@ -249,9 +249,9 @@ async fn reap_and_promote_move_only_what_is_due_and_refuse_foreign_prefixes() {
     let mut conn = c.connection().clone();
     assert_eq!(row(&mut conn, &q.job_key(&soon)).await["state"], b"pending");
     assert_eq!(row(&mut conn, &q.job_key(&later)).await["state"], b"delayed");
-    assert_eq!(c.reap(&q, 100).await.unwrap(), 0, "a held lease is not reaped");
+    assert_eq!(c.reap(&q, 100, 0).await.unwrap(), 0, "a held lease is not reaped");
     c.claim(&q, 600_000, 1).await.unwrap();
-    assert_eq!(c.reap(&q, 100).await.unwrap(), 0);
+    assert_eq!(c.reap(&q, 100, 0).await.unwrap(), 0);
     let before = snapshot(&mut conn, &q).await;
     for (script, set) in [(Script::Reap, &q.active), (Script::Promote, &q.delayed)] {
         let ks = [set.as_str(), q.pending.as_str()];
@@ -275,7 +275,7 @@ async fn reap_and_promote_never_invent_or_revive_rows() {
     let token = c.claim(&q, 60_000, 1).await.unwrap()[0].token;
     c.complete(&q, &done, token).await.unwrap();
     redis::cmd("ZADD").arg(&q.delayed).arg(1).arg(done.as_str()).exec_async(&mut conn).await.unwrap();
-    assert_eq!(c.reap(&q, 10).await.unwrap(), 0);
+    assert_eq!(c.reap(&q, 10, 0).await.unwrap(), 0);
     assert_eq!(c.promote(&q, 10).await.unwrap(), 0);
     assert!(row(&mut conn, &q.job_key(&ghost)).await.is_empty(), "reap invented a row");
     assert_eq!(row(&mut conn, &q.job_key(&done)).await["state"], b"completed", "promote revived a finished job");

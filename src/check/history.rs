@@ -64,7 +64,8 @@ pub fn check_history(history: &History, state: &ServerState) -> Vec<Violation> {
         .par_iter()
         .flat_map_iter(|events| {
             let number = events[0].job;
-            check_job(events, rows.get(&number), member_ids.get(&number), history, unknown_claims, drained)
+            let found = rows.get(&number);
+            check_job(events, found, member_ids.get(&number), history, unknown_claims, state.now_ms)
         })
         .collect();
     violations.extend(per_job);
@@ -104,8 +105,9 @@ fn check_job(
     member: Option<&JobId>,
     history: &History,
     unknown_claims: bool,
-    drained: bool,
+    now_ms: Option<u64>,
 ) -> Vec<Violation> {
+    let drained = history.header.drained;
     let mut out = Vec::new();
     let queue_name = |e: &Event| history.header.queues.get(usize::from(e.queue)).cloned().unwrap_or_default();
     let job_label = found
@@ -205,12 +207,43 @@ fn check_job(
     // Fencing (I6).
     check_fencing(events, &tokens, row, drained, history.header.max_attempts, &mut push);
 
-    // No loss (I7): after a drain every job that exists is completed or failed.
-    if drained && matches!(row.state, StateField::Known(Location::Pending | Location::Delayed | Location::Active)) {
-        let StateField::Known(state) = row.state else { unreachable!() };
-        push(Invariant::I7, "completed or failed after the drain".into(), format!("state {}", state.name()));
+    // No loss (I7): after a drain, or in any run meant to finish its jobs, every job that exists
+    // is completed or failed; one left behind is named with how long past its time it is.
+    if drained || history.header.must_finish {
+        if let StateField::Known(state @ (Location::Pending | Location::Delayed | Location::Active)) = row.state {
+            let expected = if drained {
+                "completed or failed after the drain"
+            } else {
+                "completed or failed (the run had consumers; its drain did not finish)"
+            };
+            push(Invariant::I7, expected.into(), stuck(state, row, found.queue.deadlines.get(&found.id), now_ms));
+        }
     }
     out
+}
+
+/// "stuck job: state active, lease expired 14600 ms ago, attempts 1": what a job left behind
+/// by a run is doing, from its row, its set score (`deadline`, server ms) and the server's
+/// clock at the scan (`now_ms`).
+fn stuck(state: Location, row: &Row, deadline: Option<&f64>, now_ms: Option<u64>) -> String {
+    let attempts = match &row.attempts {
+        Some(Ok(n)) => n.to_string(),
+        Some(Err(raw)) => format!("{raw:?}"),
+        None => "missing".into(),
+    };
+    let when = match (state, deadline, now_ms) {
+        (Location::Active | Location::Delayed, Some(&at), Some(now)) => {
+            let past = now as f64 - at;
+            let what = if state == Location::Active { "lease" } else { "due time" };
+            if past > 0.0 {
+                format!(", {what} passed {past:.0} ms ago")
+            } else {
+                format!(", {what} in {:.0} ms", -past)
+            }
+        }
+        _ => String::new(),
+    };
+    format!("stuck job: state {}{when}, attempts {attempts}", state.name())
 }
 
 /// I6: every accepted fenced call carried the then-current token, at most one terminal outcome.
@@ -296,6 +329,11 @@ fn check_fencing(
             );
         }
     }
+    // v1.1 poison jobs: `reap` fails a lease that expired on the last attempt
+    // (`last_error = stalled`, attempts >= max_attempts): a terminal outcome of its own.
+    let stall_failed = max_attempts > 0
+        && row.stalled
+        && matches!(row.attempts, Some(Ok(n)) if n >= u64::from(max_attempts));
     // The end state must be explained by an accepted (or possibly accepted) terminal call.
     let could = |kind: Kind, outcome: Outcome| {
         events.iter().any(|e| e.kind == kind && (e.outcome == outcome || e.outcome == Outcome::Unknown))
@@ -306,10 +344,10 @@ fn check_fencing(
             "completed only through an accepted complete".into(),
             "state completed, but no complete was accepted".into(),
         ),
-        StateField::Known(Location::Failed) if drained && !could(Kind::Fail, Outcome::Alt) => push(
+        StateField::Known(Location::Failed) if drained && !could(Kind::Fail, Outcome::Alt) && !stall_failed => push(
             Invariant::I6,
-            "failed only through a final fail".into(),
-            "state failed, but no fail answered `failed`".into(),
+            "failed only through a final fail, or by reap after the last attempt stalled".into(),
+            "state failed, but no fail answered `failed` and it is not a stalled last attempt".into(),
         ),
         StateField::Known(Location::Failed) if terminal.iter().any(|e| e.kind == Kind::Complete) => push(
             Invariant::I6,

@@ -3,6 +3,7 @@
 use super::history::check_history;
 use super::report::InvariantsReport;
 use super::scan::scan;
+use super::state::{Location, StateField};
 use super::structural::{check_structural, checked_jobs};
 use crate::history::History;
 use crate::protocol::{CallError, QueueKeys};
@@ -17,6 +18,8 @@ pub struct CheckOutcome {
     pub report: InvariantsReport,
     /// Rows whose `attempts` ≥ 2: jobs claimed more than once (retries or reaped leases).
     pub jobs_with_retries: u64,
+    /// Rows `reap` failed because their last lease expired (`failed`, `last_error = stalled`).
+    pub failed_by_stall: u64,
     /// Check time, s (scan and analysis).
     pub seconds: f64,
 }
@@ -71,6 +74,12 @@ pub async fn check<C: ConnectionLike>(
         .flat_map(|q| q.rows.values())
         .filter(|row| matches!(row.attempts, Some(Ok(n)) if n >= 2))
         .count() as u64;
+    let failed_by_stall = state
+        .queues
+        .iter()
+        .flat_map(|q| q.rows.values())
+        .filter(|row| row.stalled && row.state == StateField::Known(Location::Failed))
+        .count() as u64;
     let report = InvariantsReport::new(checked_jobs(&state), violations);
-    Ok(CheckOutcome { report, jobs_with_retries, seconds: began.elapsed().as_secs_f64() })
+    Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds: began.elapsed().as_secs_f64() })
 }

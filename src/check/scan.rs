@@ -66,6 +66,8 @@ pub fn set_key(keys: &QueueKeys, loc: Location) -> &str {
 /// error: it is recorded in [`QueueState::stray_keys`].
 pub async fn scan<C: ConnectionLike>(conn: &mut C, queues: &[QueueKeys]) -> Result<ServerState, CallError> {
     let mut state = ServerState::default();
+    let time: Result<(u64, u64), _> = redis::cmd("TIME").query_async(conn).await;
+    state.now_ms = time.ok().map(|(s, us)| s * 1000 + us / 1000);
     for keys in queues {
         state.queues.push(scan_queue(conn, keys).await?);
     }
@@ -207,6 +209,7 @@ fn reduce_fields<'a>(id: &JobId, pairs: impl Iterator<Item = (&'a Value, &'a Val
         payload_crc: None,
         foreign_fields: Vec::new(),
         has_last_error: false,
+        stalled: false,
         has_progress: false,
     };
     for (name, value) in pairs {
@@ -219,7 +222,10 @@ fn reduce_fields<'a>(id: &JobId, pairs: impl Iterator<Item = (&'a Value, &'a Val
                 row.payload_check = Some(verify(id, value));
                 row.payload_crc = header_crc(value);
             }
-            b"last_error" => row.has_last_error = true,
+            b"last_error" => {
+                row.has_last_error = true;
+                row.stalled = value.as_slice() == b"stalled";
+            }
             b"progress" => row.has_progress = true,
             b"group" => {}
             other => row.foreign_fields.push(String::from_utf8_lossy(other).into_owned()),
@@ -274,7 +280,8 @@ async fn set_sizes<C: ConnectionLike>(
 }
 
 /// Reads the members of the location sets of `sizes` into `queue.members` with pipelined
-/// `ZRANGE key start stop` chunks of [`RANGE_CHUNK`], [`RANGES_PER_PIPELINE`] per pipeline.
+/// `ZRANGE key start stop` chunks of [`RANGE_CHUNK`], [`RANGES_PER_PIPELINE`] per pipeline;
+/// `active` and `delayed` `WITHSCORES`, into `queue.deadlines`.
 async fn read_members<C: ConnectionLike>(
     conn: &mut C,
     keys: &QueueKeys,
@@ -282,6 +289,7 @@ async fn read_members<C: ConnectionLike>(
     queue: &mut QueueState,
 ) -> Result<(), CallError> {
     let key_of = |loc: Location| set_key(keys, loc).to_string();
+    let scored = |loc: Location| matches!(loc, Location::Active | Location::Delayed);
     let ranges: Vec<(Location, usize)> =
         sizes.iter().flat_map(|&(loc, n)| (0..n).step_by(RANGE_CHUNK).map(move |start| (loc, start))).collect();
     queue.members.reserve(ranges.len() * RANGE_CHUNK);
@@ -289,12 +297,29 @@ async fn read_members<C: ConnectionLike>(
         let mut pipe = redis::pipe();
         for (loc, start) in group {
             pipe.cmd("ZRANGE").arg(key_of(*loc)).arg(*start).arg(start + RANGE_CHUNK - 1);
+            if scored(*loc) {
+                pipe.arg("WITHSCORES");
+            }
         }
-        let replies: Vec<Vec<Vec<u8>>> = pipe.query_async(conn).await.map_err(|e| CallError::from_redis(&e))?;
-        for ((loc, _), members) in group.iter().zip(replies) {
-            for member in members {
+        let replies: Vec<Value> = pipe.query_async(conn).await.map_err(|e| CallError::from_redis(&e))?;
+        for ((loc, _), reply) in group.iter().zip(replies) {
+            let members: Vec<(Vec<u8>, Option<f64>)> = if scored(*loc) {
+                let pairs: Vec<(Vec<u8>, f64)> =
+                    redis::from_redis_value(reply).map_err(|e| CallError::Reply(format!("ZRANGE: {e}")))?;
+                pairs.into_iter().map(|(m, s)| (m, Some(s))).collect()
+            } else {
+                let plain: Vec<Vec<u8>> =
+                    redis::from_redis_value(reply).map_err(|e| CallError::Reply(format!("ZRANGE: {e}")))?;
+                plain.into_iter().map(|m| (m, None)).collect()
+            };
+            for (member, score) in members {
                 match JobId::parse(&member) {
-                    Ok(id) => *queue.members.entry(id).or_insert(0) |= loc.bit(),
+                    Ok(id) => {
+                        *queue.members.entry(id).or_insert(0) |= loc.bit();
+                        if let Some(score) = score {
+                            queue.deadlines.insert(id, score);
+                        }
+                    }
                     Err(_) => queue.stray_members.push((*loc, String::from_utf8_lossy(&member).into_owned())),
                 }
             }

@@ -71,6 +71,9 @@ pub struct Row {
     pub foreign_fields: Vec<String>,
     /// `last_error` is present.
     pub has_last_error: bool,
+    /// `last_error` is `stalled`: `reap` failed the job for good when its last lease expired
+    /// (PROTOCOL.md v1.1 "Poison jobs end").
+    pub stalled: bool,
     /// `progress` is present.
     pub has_progress: bool,
 }
@@ -89,6 +92,9 @@ pub struct QueueState {
     pub stray_keys: Vec<String>,
     /// Location-set members that are not well-formed job ids: (set, member lossy UTF-8).
     pub stray_members: Vec<(Location, String)>,
+    /// Scores of the `active` (lease deadline) and `delayed` (due time) members, server ms:
+    /// how long past its time a job left there is.
+    pub deadlines: HashMap<JobId, f64>,
 }
 
 /// Every queue of the run.
@@ -96,4 +102,7 @@ pub struct QueueState {
 pub struct ServerState {
     /// One entry per queue, in the run's order.
     pub queues: Vec<QueueState>,
+    /// The server's clock when the scan began, ms since the Unix epoch (the scripts' time
+    /// source, so it compares with lease deadlines and due times); `None` if not read.
+    pub now_ms: Option<u64>,
 }

@@ -195,6 +195,7 @@ mod tests {
             payload_crc: Some(7),
             foreign_fields: vec![],
             has_last_error: false,
+            stalled: false,
             has_progress: false,
         }
     }
@@ -216,7 +217,7 @@ mod tests {
         q.members.insert(a, Location::Completed.bit());
         q.rows.insert(b, row(StateField::Known(Location::Pending), 0));
         q.members.insert(b, Location::Pending.bit());
-        let mut state = ServerState { queues: vec![q.clone()] };
+        let mut state = ServerState { queues: vec![q.clone()], now_ms: None };
         assert_eq!(check_structural(&state), vec![]);
         assert_eq!(checked_jobs(&state), 2);
 

@@ -129,6 +129,12 @@ impl Session {
         };
         let checked = checked.map(|c| c.ok().flatten());
         summary.check = checked.as_ref().ok().and_then(|c| c.as_ref()).map(|outcome| outcome.summary(true));
+        let mut jobs = all_jobs(&driven.metrics);
+        if let Ok(Some(outcome)) = &checked {
+            // reap's reply counts stall failures among the reaped; the scan tells them apart.
+            jobs[JobCounter::FailedByStall.index()] = outcome.failed_by_stall;
+            summary.jobs = jobs_map(&jobs);
+        }
         let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
         let enqueued = summary.jobs.get("enqueued").copied().unwrap_or(0);
         summary.history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
@@ -147,7 +153,7 @@ impl Session {
         if let Some(reason) = check_error {
             failures.push(format!("the invariant check could not run: {reason}"));
         }
-        let mut table = format_table(&summary.scripts, &all_jobs(&driven.metrics));
+        let mut table = format_table(&summary.scripts, &jobs);
         if let Some(outcome) = &checked {
             let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
             table.push_str(&outcome.report.summary_line(&names));
@@ -182,6 +188,7 @@ async fn check_run(
         drained: driven.drained,
         issued: driven.issued,
         max_attempts: plan.producers.max_attempts,
+        must_finish: plan.consumers.count > 0 && driven.interrupted.is_none(),
     };
     let path = dir.join("history.bin");
     history::file::save(&path, &header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;

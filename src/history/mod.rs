@@ -32,6 +32,11 @@ pub struct HistoryHeader {
     /// The run's `max_attempts` (0 when unknown): `fail` retries below it, fails at it.
     #[serde(default)]
     pub max_attempts: u32,
+    /// True when the run meant to finish every job it enqueued (it had consumers and was not
+    /// interrupted): then a job left pending, delayed or active is reported (I7, "stuck")
+    /// even when the drain did not finish. False in older files.
+    #[serde(default)]
+    pub must_finish: bool,
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.

@@ -67,8 +67,9 @@ pub trait QueueOps: Clone + 'static {
         token: u64,
         note: &[u8],
     ) -> impl Future<Output = Result<(), CallError>>;
-    /// Returns up to `limit` expired leases to pending; replies how many.
-    fn reap(&mut self, queue: usize, limit: u32) -> impl Future<Output = Result<u64, CallError>>;
+    /// Returns up to `limit` expired leases to pending, or to failed once they used
+    /// `max_attempts` claims (0: never); replies how many moved.
+    fn reap(&mut self, queue: usize, limit: u32, max_attempts: u32) -> impl Future<Output = Result<u64, CallError>>;
     /// Moves up to `limit` due delayed jobs to pending; replies how many.
     fn promote(&mut self, queue: usize, limit: u32) -> impl Future<Output = Result<u64, CallError>>;
 }
@@ -137,8 +138,8 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     async fn progress(&mut self, queue: usize, id: JobId, token: u64, note: &[u8]) -> Result<(), CallError> {
         self.client.progress(&self.queues[queue], &id, token, note).await
     }
-    async fn reap(&mut self, queue: usize, limit: u32) -> Result<u64, CallError> {
-        self.client.reap(&self.queues[queue], limit).await
+    async fn reap(&mut self, queue: usize, limit: u32, max_attempts: u32) -> Result<u64, CallError> {
+        self.client.reap(&self.queues[queue], limit, max_attempts).await
     }
     async fn promote(&mut self, queue: usize, limit: u32) -> Result<u64, CallError> {
         self.client.promote(&self.queues[queue], limit).await

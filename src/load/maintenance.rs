@@ -21,12 +21,14 @@ pub enum Chore {
 /// bunched (the interval is a pacing, not a rate to catch up with).
 pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, chore: Chore, every: Duration) {
     let limit = ctx.plan.maintenance.limit;
+    // v1.1: a lease that stalls on its last attempt ends in failed, not reclaimed forever.
+    let max_attempts = ctx.plan.producers.max_attempts;
     let mut ticker = tokio::time::interval(every);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     while ctx.phase() != Phase::Stop {
         ticker.tick().await;
         let moved = match chore {
-            Chore::Reap => timed(&ctx, Script::Reap, None, ops.reap(queue, limit)).await,
+            Chore::Reap => timed(&ctx, Script::Reap, None, ops.reap(queue, limit, max_attempts)).await,
             Chore::Promote => timed(&ctx, Script::Promote, None, ops.promote(queue, limit)).await,
         };
         let counter = match chore {

@@ -36,11 +36,15 @@ pub enum JobCounter {
     PayloadCorrupt,
     /// Duplicate enqueues (a re-used id) that replied 1 instead of 0 (I8).
     DuplicateAccepted,
+    /// Jobs `reap` failed for good because their last lease expired (`last_error = stalled`,
+    /// PROTOCOL.md v1.1 "Poison jobs end"). `reap`'s reply counts them among the reaped, so
+    /// this is read from the server at the end (the check's scan), not bumped by the driver.
+    FailedByStall,
 }
 
 impl JobCounter {
     /// Every counter, in `index()` order.
-    pub const ALL: [JobCounter; 14] = [
+    pub const ALL: [JobCounter; 15] = [
         JobCounter::Enqueued,
         JobCounter::Duplicates,
         JobCounter::Claimed,
@@ -55,10 +59,11 @@ impl JobCounter {
         JobCounter::StaleAccepted,
         JobCounter::PayloadCorrupt,
         JobCounter::DuplicateAccepted,
+        JobCounter::FailedByStall,
     ];
 
     /// Number of counters (the length of `[u64; JobCounter::COUNT]`).
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 15;
 
     /// Dense index in `0..JobCounter::COUNT`.
     pub fn index(self) -> usize {
@@ -82,6 +87,7 @@ impl JobCounter {
             JobCounter::StaleAccepted => "stale_accepted",
             JobCounter::PayloadCorrupt => "payload_corrupt",
             JobCounter::DuplicateAccepted => "duplicate_accepted",
+            JobCounter::FailedByStall => "failed_by_stall",
         }
     }
 }

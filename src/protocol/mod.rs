@@ -1,4 +1,4 @@
-//! The EchoMQ v1 protocol client (PROTOCOL.md): gated keyspace builders, job-id minting, the
+//! The EchoMQ v1.1 protocol client (PROTOCOL.md): gated keyspace builders, job-id minting, the
 //! script registry (`SCRIPT LOAD`, `EVALSHA`, NOSCRIPT recovery) and one typed function per verb.
 
 pub mod client;

@@ -9,13 +9,14 @@ use crate::metrics::JobCounter;
 const HEADERS: [&str; 10] = ["script", "calls", "ops/s", "errors", "p50", "p90", "p99", "p99.9", "p99.99", "max"];
 
 /// The jobs line's counters and labels, in print order.
-const JOB_LINE: [(JobCounter, &str); 8] = [
+const JOB_LINE: [(JobCounter, &str); 9] = [
     (JobCounter::Enqueued, "enqueued"),
     (JobCounter::Duplicates, "duplicates"),
     (JobCounter::Claimed, "claimed"),
     (JobCounter::Completed, "completed"),
     (JobCounter::Retried, "retried"),
     (JobCounter::Failed, "failed"),
+    (JobCounter::FailedByStall, "failed by stall"),
     (JobCounter::Reaped, "reaped"),
     (JobCounter::StaleRefused, "stale completions refused"),
 ];
@@ -90,7 +91,7 @@ mod tests {
         assert_eq!(
             lines[4],
             "jobs: enqueued 20, duplicates 0, claimed 0, completed 10, retried 0, failed 0, \
-             reaped 0, stale completions refused 2"
+             failed by stall 0, reaped 0, stale completions refused 2"
         );
     }
 }
