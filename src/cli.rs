@@ -31,9 +31,12 @@ pub enum Command {
 /// `emq-bench check`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
-    /// Target server URL (redis://, loopback only).
+    /// Target server URL: redis://[user[:password]@]host[:port][/db], or rediss:// for TLS.
     #[arg(long)]
     pub url: String,
+    /// Authentication and TLS for the URL.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// A queue to check (repeatable; at least one, unless --history names the run's queues).
     #[arg(long = "queue", value_name = "Q", required_unless_present = "history")]
     pub queues: Vec<String>,
@@ -55,9 +58,13 @@ pub struct RunArgs {
     /// The scenario file (see scenarios/*.toml).
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
-    /// Target server URL (redis://, loopback only); overrides the scenario's [target].
+    /// Target server URL: redis://[user[:password]@]host[:port][/db], or rediss:// for TLS;
+    /// overrides the scenario's [target] url. Without one, an embedded valkey-server is started.
     #[arg(long)]
     pub url: Option<String>,
+    /// Authentication and TLS for the URL (each overrides the scenario's [target] key).
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Directory of the Lua scripts to run (one file per script of PROTOCOL.md).
     #[arg(long, value_name = "DIR", default_value = "lua")]
     pub lua_dir: PathBuf,
@@ -98,13 +105,62 @@ pub struct RunArgs {
     /// every request in flight on it, since replies come back in order.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub timeout: std::time::Duration,
-    /// The load connections: `pipe` (our own connection loop, plain TCP, the least client CPU
-    /// per request) or `redis-rs` (redis-rs' ConnectionManager: the reference, ~2x the CPU).
+    /// The load connections: `pipe` (our own connection loop, the least client CPU per
+    /// request) or `redis-rs` (redis-rs' multiplexed connection: the reference, ~2x the CPU).
     #[arg(long, value_enum, default_value_t = Transport::Pipe)]
     pub transport: Transport,
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,
+}
+
+/// Authentication and TLS flags, shared by `run`, `ab` and `check` (memtier_benchmark's and
+/// valkey-benchmark's names). A password is best given as $EMQ_PASSWORD, so it sits neither on
+/// a command line nor in a scenario file; it never appears in a result, log or error.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TargetArgs {
+    /// ACL user name (overrides the URL's).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Password (overrides the URL's; prefer $EMQ_PASSWORD, read when neither gives one).
+    #[arg(long, value_name = "PASSWORD")]
+    pub pass: Option<String>,
+    /// Use TLS even for a redis:// URL (any TLS flag implies it).
+    #[arg(long)]
+    pub tls: bool,
+    /// PEM file of the CA certificate(s) that sign the server's (default: the system's roots).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// PEM client certificate, for a server with tls-auth-clients yes (with --key).
+    #[arg(long, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Server name to send (SNI) and verify, when it is not the URL's host.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+    /// Accept any server certificate (encrypted, not authenticated; test deployments only).
+    #[arg(long)]
+    pub tls_skip_verify: bool,
+}
+
+impl TargetArgs {
+    /// The flags as the target seam takes them.
+    pub fn flags(&self) -> crate::target::TargetFlags {
+        crate::target::TargetFlags {
+            user: self.user.clone(),
+            pass: self.pass.clone().map(crate::target::Secret::new),
+            tls: crate::target::TlsSettings {
+                enabled: self.tls,
+                ca_file: self.cacert.clone(),
+                cert_file: self.cert.clone(),
+                key_file: self.key.clone(),
+                sni: self.sni.clone(),
+                skip_verify: self.tls_skip_verify,
+            },
+        }
+    }
 }
 
 /// Options of the embedded server, shared by `server` and `run`.

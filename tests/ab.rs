@@ -20,6 +20,7 @@ fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
         duration: None,
         seed: None,
         url: None,
+        target: Default::default(),
         force: false,
         quiet: true,
         threads: 1,

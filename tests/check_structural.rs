@@ -8,14 +8,14 @@ use emq_bench::check::{check_structural, checked_jobs, scan, Invariant, Location
 use emq_bench::load::payload::PayloadPool;
 use emq_bench::protocol::{EchoClient, FailArgs, FailReply, JobId, JobIdGen, QueueKeys};
 use emq_bench::server::EmbeddedServer;
-use redis::aio::ConnectionManager;
+use emq_bench::target::Control;
 use std::process::{Command, Output};
 use support::*;
 
 /// A server whose queue `q` holds one job in each state (two pending: fresh and retried).
 struct Fixture {
     server: EmbeddedServer,
-    conn: ConnectionManager,
+    conn: Control,
     q: QueueKeys,
     completed: JobId,
     retried: JobId,
@@ -235,7 +235,9 @@ async fn the_check_command_exits_1_on_a_violation_and_0_when_clean() {
 #[test]
 fn the_check_command_refuses_bad_input_with_exit_2() {
     for (args, text) in [
-        (&["check", "--url", "redis://192.0.2.1:6379/", "--queue", "q"][..], "not a loopback address"),
+        (&["check", "--url", "http://127.0.0.1:6379/", "--queue", "q"][..], "scheme http"),
+        (&["check", "--url", "rediss://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem", "--queue", "q"], "/nonexistent/ca.pem"),
+        (&["check", "--url", "redis://:hunter2@127.0.0.1:1/", "--queue", "q"], "redis://:***@127.0.0.1:1/0"),
         (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "a{b"], "queue name"),
         (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "q", "--history", "h.jsonl"], "h.jsonl"),
         (&["check", "--url", "redis://127.0.0.1:1/"], "--queue"),
@@ -244,6 +246,7 @@ fn the_check_command_refuses_bad_input_with_exit_2() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(text), "{args:?}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "the password leaked: {stderr}");
     }
 }
 

@@ -49,11 +49,21 @@ fn a_missing_scenario_and_bad_flags_exit_2() {
 }
 
 #[test]
-fn load_never_targets_a_non_loopback_address() {
+fn bad_targets_exit_2_before_any_connection_and_never_show_the_password() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = emq_bench(&["run", "scenarios/smoke.toml", "--url", "redis://192.0.2.1:6379/", "--quiet"], root);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("not a loopback address"), "{}", stderr(&out));
+    for (args, text) in [
+        (&["--url", "redis://h:6379/x"][..], "database number"),
+        (&["--url", "rediss://:hunter2@127.0.0.1:1/", "--cert", "c.pem"], "--cert and --key go together"),
+        (&["--url", "redis://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem"], "/nonexistent/ca.pem"),
+        (&["--user", "bench"], "need --url"),
+        // Nothing listens on port 1: the refusal names the target, its password masked.
+        (&["--url", "redis://u:hunter2@127.0.0.1:1/"], "redis://u:***@127.0.0.1:1/0"),
+    ] {
+        let out = emq_bench(&[&["run", "scenarios/smoke.toml", "--quiet"][..], args].concat(), root);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(text), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("hunter2"), "{args:?}: the password leaked: {}", stderr(&out));
+    }
 }
 
 #[test]

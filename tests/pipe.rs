@@ -26,7 +26,7 @@ fn opts(response_timeout: Duration) -> ConnectOptions {
 
 async fn pipe(url: &str, timeout: Duration) -> EchoClient<PipeConn> {
     let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
-    EchoClient::open(url, opts(timeout), registry).await.unwrap()
+    EchoClient::open(&connector(url), opts(timeout), registry).await.unwrap()
 }
 
 /// Retries `enqueue` of fresh ids until one is accepted, or panics after `within`.
@@ -180,11 +180,10 @@ async fn a_silent_server_times_out_and_the_connection_comes_back() {
 #[tokio::test]
 async fn unix_socket_urls_are_refused_with_a_clear_error() {
     local(async {
-        let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
         let url = "redis+unix:///tmp/emq-bench-none.sock";
-        let err = PipeConn::connect(url, opts(Duration::from_secs(1)), registry).await.err();
+        let err = emq_bench::target::Target::resolve(url, &Default::default(), |_| None).err();
         let err = err.expect("refused").to_string();
-        assert!(err.contains("plain TCP"), "{err}");
+        assert!(err.contains("scheme redis+unix") && err.contains("rediss://"), "{err}");
     })
     .await;
 }

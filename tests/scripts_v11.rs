@@ -6,7 +6,7 @@
 mod support;
 
 use emq_bench::protocol::{CallError, EchoClient, ErrorCode, JobId, JobIdGen, QueueKeys, Script};
-use redis::aio::ConnectionManager;
+use emq_bench::target::Control;
 use std::time::Duration;
 use support::*;
 
@@ -18,7 +18,7 @@ fn code<T: std::fmt::Debug>(result: Result<T, CallError>) -> ErrorCode {
 }
 
 /// DUMPs of every key of both queues: a refused call must leave all of them as they were.
-async fn both(conn: &mut ConnectionManager, a: &QueueKeys, b: &QueueKeys) -> Vec<(String, Vec<u8>)> {
+async fn both(conn: &mut Control, a: &QueueKeys, b: &QueueKeys) -> Vec<(String, Vec<u8>)> {
     let mut all = snapshot(conn, a).await;
     all.extend(snapshot(conn, b).await);
     all

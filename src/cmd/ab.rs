@@ -39,9 +39,12 @@ pub struct AbArgs {
     /// Seed of the runs and of the A/B order.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Target server URL (loopback only); default: an embedded server.
+    /// Target server URL (redis:// or rediss://); default: an embedded server.
     #[arg(long)]
     pub url: Option<String>,
+    /// Authentication and TLS for the URL.
+    #[command(flatten)]
+    pub target: crate::cli::TargetArgs,
     /// Delete keys the run's queues already have instead of refusing to start.
     #[arg(long)]
     pub force: bool,
@@ -83,6 +86,7 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
     let run_args = RunArgs {
         scenario: args.scenario.clone(),
         url: args.url.clone(),
+        target: args.target.clone(),
         lua_dir: base_dir.clone(),
         out: args.out.clone(),
         duration: args.duration,
@@ -99,36 +103,42 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
         server: args.server.clone(),
     };
     let (mut session, registries) = Session::open(&run_args, &[&base_dir, &new_dir]).await?;
-    let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
-    let dir = results_dir(&run_args, &session.plan)?;
-    let signal = shutdown_signal(shutdown);
-    let mut failures = Vec::new();
-    for k in 1..=args.warmup_runs {
-        for (name, lua_dir, registry) in &arms {
-            let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
-            let (result, _) = session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
-            failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
-        }
-    }
-    let mut order_rng = SmallRng::seed_from_u64(session.plan.seed ^ 0xab);
-    'pairs: for k in 1..=args.repeat {
-        let order = if order_rng.random_bool(0.5) { [0, 1] } else { [1, 0] };
-        for arm in order {
-            let (name, lua_dir, registry) = &arms[arm];
-            let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
-            let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
-            failures.extend(result.failures.iter().map(|f| format!("{name}/rep-{k:03}: {f}")));
-            if result.summary.interrupted {
-                break 'pairs;
+    // The lock is released however the series ends.
+    let outcome = async {
+        let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
+        let dir = results_dir(&run_args, &session.plan)?;
+        let signal = shutdown_signal(shutdown);
+        let mut failures = Vec::new();
+        for k in 1..=args.warmup_runs {
+            for (name, lua_dir, registry) in &arms {
+                let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
+                let (result, _) = session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
+                failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
             }
         }
+        let mut order_rng = SmallRng::seed_from_u64(session.plan.seed ^ 0xab);
+        'pairs: for k in 1..=args.repeat {
+            let order = if order_rng.random_bool(0.5) { [0, 1] } else { [1, 0] };
+            for arm in order {
+                let (name, lua_dir, registry) = &arms[arm];
+                let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
+                let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
+                failures.extend(result.failures.iter().map(|f| format!("{name}/rep-{k:03}: {f}")));
+                if result.summary.interrupted {
+                    break 'pairs;
+                }
+            }
+        }
+        let compare = compare(CompareArgs {
+            base: dir.join("A"),
+            new: dir.join("B"),
+            flags: args.compare,
+            out: Some(dir),
+            seed: args.seed,
+        })?;
+        Ok(AbResult { compare, failures })
     }
-    let compare = compare(CompareArgs {
-        base: dir.join("A"),
-        new: dir.join("B"),
-        flags: args.compare,
-        out: Some(dir),
-        seed: args.seed,
-    })?;
-    Ok(AbResult { compare, failures })
+    .await;
+    session.close().await;
+    outcome
 }

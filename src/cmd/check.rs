@@ -1,4 +1,4 @@
-//! `emq-bench check`: scan the given queues of a loopback server, check what the server state
+//! `emq-bench check`: scan the given queues of a server, check what the server state
 //! alone can prove (see [`crate::check::structural`]) and, given the run's `--history`, every
 //! invariant against it (see [`crate::check::history`]); print the first violations (or the
 //! JSON report) and fail on any.
@@ -8,8 +8,8 @@ use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
-use crate::protocol::{client, ConnectOptions, QueueKeys, QueueName};
-use crate::target::{self, TargetError};
+use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
+use crate::target::{Connector, Control, Target, TargetError};
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.
@@ -46,11 +46,12 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs the check of `args`. Timings of the scan and the check go to stderr.
 ///
-/// Errors (exit 2): a non-loopback or malformed URL, an ill-formed queue name, an unreadable
+/// Errors (exit 2): a malformed URL or TLS setting, an ill-formed queue name, an unreadable
 /// or corrupt `--history`, an unreachable server or a failed read ([`AppError::Target`]). A failed
 /// `invariants.json` write is [`AppError::Io`] / [`AppError::Report`] (exit 1).
 pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
-    target::check_loopback(&args.url)?;
+    let flags = args.target.flags();
+    let connector = Connector::new(Target::resolve(&args.url, &flags, |name| std::env::var(name).ok())?)?;
     let history = match &args.history {
         Some(path) => {
             let (header, streams) = history::file::load(path).map_err(|e| AppError::Usage(e.to_string()))?;
@@ -79,7 +80,7 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         }
     }
     let opts = ConnectOptions { response_timeout: RESPONSE_TIMEOUT, ..ConnectOptions::default() };
-    let mut conn = client::connect(&args.url, opts).await.map_err(TargetError::Call)?;
+    let mut conn = Control::connect(&connector, opts).await.map_err(TargetError::Call)?;
 
     let started = Instant::now();
     let state = check::scan(&mut conn, &queues).await.map_err(TargetError::Call)?;

@@ -48,52 +48,58 @@ pub async fn stopped(mut signal: watch::Receiver<bool>) {
 /// once load has started, failures are reported in the result, not as errors.
 pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<RunResult, AppError> {
     let (mut session, registries) = Session::open(&args, &[&args.lua_dir]).await?;
-    let registry = registries.into_iter().next().expect("one registry");
-    let dir = results_dir(&args, &session.plan)?;
-    let signal = shutdown_signal(shutdown);
-    let repeat = args.repeat.max(1) as usize;
-    if repeat == 1 {
-        return Ok(session.rep(registry, &args.lua_dir, &dir, args.keep, stopped(signal)).await?.0);
-    }
-    let mut merged: Option<RunMetrics> = None;
-    let mut folders = Vec::new();
-    let mut last = None;
-    let mut failures = Vec::new();
-    for k in 1..=repeat {
-        let name = format!("rep-{k:03}");
-        let keep = args.keep && k == repeat;
-        let (result, metrics) =
-            session.rep(registry.clone(), &args.lua_dir, &dir.join(&name), keep, stopped(signal.clone())).await?;
-        failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
-        folders.push(name);
-        match merged.as_mut() {
-            Some(all) => all.absorb(&metrics),
-            None => merged = Some(metrics),
+    // The lock is released however the repetitions end.
+    let outcome = async {
+        let registry = registries.into_iter().next().expect("one registry");
+        let dir = results_dir(&args, &session.plan)?;
+        let signal = shutdown_signal(shutdown);
+        let repeat = args.repeat.max(1) as usize;
+        if repeat == 1 {
+            return Ok(session.rep(registry, &args.lua_dir, &dir, args.keep, stopped(signal)).await?.0);
         }
-        let interrupted = result.summary.interrupted;
-        last = Some(result);
-        if interrupted {
-            break;
+        let mut merged: Option<RunMetrics> = None;
+        let mut folders = Vec::new();
+        let mut last = None;
+        let mut failures = Vec::new();
+        for k in 1..=repeat {
+            let name = format!("rep-{k:03}");
+            let keep = args.keep && k == repeat;
+            let (result, metrics) =
+                session.rep(registry.clone(), &args.lua_dir, &dir.join(&name), keep, stopped(signal.clone())).await?;
+            failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
+            folders.push(name);
+            match merged.as_mut() {
+                Some(all) => all.absorb(&metrics),
+                None => merged = Some(metrics),
+            }
+            let interrupted = result.summary.interrupted;
+            last = Some(result);
+            if interrupted {
+                break;
+            }
         }
+        let merged = merged.expect("at least one repetition");
+        let scripts = scripts_of(&merged);
+        write_scripts_csv(&dir.join("scripts.csv"), &scripts)?;
+        write_json(
+            &dir.join("merged.json"),
+            &Merged { repetitions: folders.len(), folders: folders.clone(), scripts: scripts.clone() },
+        )?;
+        let mut last = last.expect("at least one repetition");
+        let mut table = format!("{} repetitions, histograms merged:\n", folders.len());
+        table.push_str(&format_table(&scripts, &all_jobs(&merged)));
+        table.push_str(&format!(
+            "results: {} ({}/ each, merged.json and scripts.csv over all)\n",
+            dir.display(),
+            "rep-NNN"
+        ));
+        last.table = table;
+        last.dir = dir;
+        last.outcome = if failures.is_empty() { Outcome::Success } else { Outcome::Failed };
+        last.failures = failures;
+        Ok(last)
     }
-    let merged = merged.expect("at least one repetition");
-    let scripts = scripts_of(&merged);
-    write_scripts_csv(&dir.join("scripts.csv"), &scripts)?;
-    write_json(
-        &dir.join("merged.json"),
-        &Merged { repetitions: folders.len(), folders: folders.clone(), scripts: scripts.clone() },
-    )?;
-    let mut last = last.expect("at least one repetition");
-    let mut table = format!("{} repetitions, histograms merged:\n", folders.len());
-    table.push_str(&format_table(&scripts, &all_jobs(&merged)));
-    table.push_str(&format!(
-        "results: {} ({}/ each, merged.json and scripts.csv over all)\n",
-        dir.display(),
-        "rep-NNN"
-    ));
-    last.table = table;
-    last.dir = dir;
-    last.outcome = if failures.is_empty() { Outcome::Success } else { Outcome::Failed };
-    last.failures = failures;
-    Ok(last)
+    .await;
+    session.close().await;
+    outcome
 }

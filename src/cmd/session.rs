@@ -1,5 +1,6 @@
 //! A prepared target that one or more repetitions run against: the resolved plan, the
-//! embedded server (or a loopback URL) and a control connection. `run` (also `--repeat`) and
+//! embedded server (or the target URL resolved with its flags), the control connection, the
+//! target's topology and the run lock. `run` (also `--repeat`) and
 //! `ab` both drive their repetitions through [`Session::rep`].
 
 use super::Outcome;
@@ -12,14 +13,13 @@ use crate::load::run::{drive, DriveOptions, Driven};
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
 use crate::protocol::ids::run_tag;
-use crate::protocol::{client, ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
+use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
 use crate::report::format_table;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
 use crate::scenario::{self, Plan, TargetPlan};
 use crate::server::{EmbeddedServer, ServerOptions};
-use crate::target::{self, InfoSnapshot};
-use redis::aio::ConnectionManager;
+use crate::target::{self, Connector, Control, InfoSnapshot, RunLock, Target, Topology};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,20 +45,24 @@ pub struct Session {
     pub plan: Arc<Plan>,
     /// The run's queues.
     pub queues: Vec<QueueKeys>,
-    /// The target URL (loopback).
-    pub url: String,
+    /// Where the load goes: one connector for every connection of the run.
+    pub connector: Connector,
+    /// The target's shape (standalone or cluster, its nodes).
+    pub topology: Topology,
     embedded: Option<EmbeddedServer>,
-    control: ConnectionManager,
+    control: Control,
     connect: ConnectOptions,
+    lock: Option<RunLock>,
     args: RunArgs,
 }
 
 impl Session {
     /// Resolves the scenario and flags, reads the script directories `lua_dirs` (one registry
-    /// each, in order), starts the embedded server (or checks the URL is loopback), connects,
-    /// and refuses (or with `--force` deletes) existing keys of the run's queues. Input is
-    /// checked before any server starts. Errors: scenario, scripts, server and target errors
-    /// (exit 2).
+    /// each, in order), starts the embedded server (or resolves the target URL with its auth
+    /// and TLS flags), connects, reads the topology, takes the run lock of every queue, and
+    /// refuses (or with `--force` deletes) existing keys of the run's queues. Input is checked
+    /// before any server starts. Errors: scenario, scripts, server and target errors, a queue
+    /// locked by another run (exit 2).
     pub async fn open(args: &RunArgs, lua_dirs: &[&Path]) -> Result<(Session, Vec<Arc<ScriptRegistry>>), AppError> {
         let plan = Arc::new(scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?);
         let queues = queue_keys(&plan)?;
@@ -69,17 +73,50 @@ impl Session {
             TargetPlan::Url(url) => Some(url.clone()),
             TargetPlan::Embedded { .. } => None,
         });
+        let flags = args.target.flags().merge(&plan.scenario.target.flags());
+        if url_given.is_none() && flags != target::TargetFlags::default() {
+            return Err(AppError::Usage("--user, --pass and the TLS flags need --url (or [target] url)".into()));
+        }
+        // Resolved before any server starts, so a bad URL or TLS file costs nothing.
+        let resolved = match &url_given {
+            Some(url) => Some(Connector::new(Target::resolve(url, &flags, |name| std::env::var(name).ok())?)?),
+            None => None,
+        };
         let embedded = match url_given {
             Some(_) => None,
             None => Some(EmbeddedServer::start(&server_options(&plan, args))?),
         };
-        let url = url_given.unwrap_or_else(|| embedded.as_ref().expect("started").url());
-        target::check_loopback(&url)?;
+        let connector = match resolved {
+            Some(connector) => connector,
+            None => {
+                let url = embedded.as_ref().expect("started").url();
+                Connector::new(Target::resolve(&url, &flags, |_| None)?)?
+            }
+        };
         let connect =
             ConnectOptions { response_timeout: args.timeout, transport: args.transport, ..ConnectOptions::default() };
-        let mut control = client::connect(&url, connect).await.map_err(AppError::Prepare)?;
-        target::ensure_clean(&mut control, &queues, args.force).await?;
-        Ok((Session { plan, queues, url, embedded, control, connect, args: args.clone() }, registries))
+        let mut control = Control::connect(&connector, connect).await.map_err(AppError::Prepare)?;
+        let topology = target::topology::discover(&control).await?;
+        let run_id = format!(
+            "emq-bench pid {} since {}",
+            std::process::id(),
+            humantime::format_rfc3339_seconds(SystemTime::now())
+        );
+        let lock = RunLock::acquire(&control, &queues, &run_id).await?;
+        if let Err(err) = target::ensure_clean(&mut control, &queues, args.force).await {
+            lock.release().await;
+            return Err(err.into());
+        }
+        let session =
+            Session { plan, queues, connector, topology, embedded, control, connect, lock: Some(lock), args: args.clone() };
+        Ok((session, registries))
+    }
+
+    /// Releases the run lock (the locks otherwise expire within [`target::lock::LOCK_TTL`]).
+    pub async fn close(mut self) {
+        if let Some(lock) = self.lock.take() {
+            lock.release().await;
+        }
     }
 
     /// Runs one repetition with the scripts of `registry` (read from `lua_dir`) into `dir`:
@@ -97,13 +134,21 @@ impl Session {
     ) -> Result<(RunResult, RunMetrics), AppError> {
         let (plan, queues, args) = (self.plan.clone(), self.queues.clone(), self.args.clone());
         target::ensure_clean(&mut self.control, &queues, false).await?;
-        let before = target::info(&mut self.control).await.map_err(AppError::Prepare)?;
+        // INFO may be denied to a least-privilege user: the run goes on without server figures.
+        let mut unavailable = self.topology.unavailable.clone();
+        let before = match target::info(&mut self.control).await {
+            Ok(snapshot) => Some(snapshot),
+            Err(err) => {
+                unavailable.push(format!("INFO before the run: {err}"));
+                None
+            }
+        };
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
         copy_scenario(&args.scenario, dir)?;
 
         let progress = Progress::new(args.quiet);
         let opts = DriveOptions {
-            url: self.url.clone(),
+            connector: self.connector.clone(),
             registry: registry.clone(),
             threads: args.threads as usize,
             connect: self.connect,
@@ -114,9 +159,19 @@ impl Session {
         .await;
         progress.finish();
 
-        let after = target::info(&mut self.control).await.ok();
+        let after = match (&before, target::info(&mut self.control).await) {
+            (Some(_), Ok(snapshot)) => Some(snapshot),
+            (Some(_), Err(err)) => {
+                unavailable.push(format!("INFO after the run: {err}"));
+                None
+            }
+            (None, _) => None,
+        };
         let target = TargetInfo {
-            url: scenario::redact_url(&self.url),
+            url: self.connector.target().display(),
+            topology: self.topology.clone(),
+            tls: self.control.tls_info(),
+            unavailable,
             embedded: self.embedded.is_some(),
             lua_dir: lua_dir.display().to_string(),
             script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
@@ -177,7 +232,7 @@ async fn check_run(
     plan: &Plan,
     dir: &Path,
     driven: &Driven,
-    control: &mut redis::aio::ConnectionManager,
+    control: &mut Control,
     queues: &[QueueKeys],
     no_check: bool,
 ) -> Result<Result<Option<CheckOutcome>, String>, AppError> {
@@ -251,7 +306,7 @@ fn summarize(
     args: &RunArgs,
     target: TargetInfo,
     driven: &Driven,
-    before: InfoSnapshot,
+    before: Option<InfoSnapshot>,
     after: Option<InfoSnapshot>,
 ) -> RunSummary {
     let metrics = &driven.metrics;
@@ -277,13 +332,14 @@ fn summarize(
         measured_secs: metrics.measured_secs(),
         warmup_secs: metrics.warmup_intervals,
         target,
-        server_version: Some(before.server_version.clone()),
-        server_cpu_s: after.as_ref().map(|a| a.used_cpu_s - before.used_cpu_s),
-        memory_bytes_per_job: after
+        server_version: before.as_ref().map(|b| b.server_version.clone()),
+        server_cpu_s: before.as_ref().zip(after.as_ref()).map(|(b, a)| a.used_cpu_s - b.used_cpu_s),
+        memory_bytes_per_job: before
             .as_ref()
+            .zip(after.as_ref())
             .filter(|_| enqueued > 0)
-            .map(|a| (a.used_memory as f64 - before.used_memory as f64) / enqueued as f64),
-        server_before: Some(before),
+            .map(|(b, a)| (a.used_memory as f64 - b.used_memory as f64) / enqueued as f64),
+        server_before: before,
         server_after: after,
         scripts,
         jobs: jobs_map(&all_jobs(metrics)),

@@ -10,7 +10,7 @@ use super::thread::{run_thread, Go, ThreadSpec};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
 use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
 use crate::scenario::{Plan, Stop};
-use redis::aio::ConnectionManager;
+use crate::target::{Connector, Control};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,8 +20,8 @@ use tokio::sync::{oneshot, watch};
 /// How to drive the load.
 #[derive(Clone)]
 pub struct DriveOptions {
-    /// Target URL (already checked to be loopback).
-    pub url: String,
+    /// Where every load connection goes (TCP or TLS, with the run's auth).
+    pub connector: Connector,
     /// The scripts.
     pub registry: Arc<ScriptRegistry>,
     /// Load threads, each with its own current-thread runtime (≥ 1).
@@ -72,25 +72,30 @@ pub struct Driven {
     pub issued: u64,
 }
 
-/// Reads the depth of every location set of `queues` in one pipeline.
-pub async fn depths(conn: &mut ConnectionManager, queues: &[QueueKeys]) -> Result<Depths, CallError> {
-    // MULTI/EXEC: one consistent reading; a job moving between two sets (reap, retry,
-    // promote) between the reads would otherwise be counted in neither.
+/// Reads the depth of every location set of `queues`: one MULTI/EXEC per queue (one
+/// consistent reading of its five sets: a job moving between two of them, by reap, retry or
+/// promote, would otherwise be counted in neither). Per queue, not across queues: one
+/// transaction may only name keys of one slot on a cluster.
+pub async fn depths(conn: &mut Control, queues: &[QueueKeys]) -> Result<Depths, CallError> {
     let mut pipe = redis::pipe();
-    pipe.atomic();
     for q in queues {
+        pipe.cmd("MULTI").ignore();
         for (_, key) in q.location_sets() {
-            pipe.zcard(key);
+            pipe.zcard(key).ignore();
         }
+        pipe.cmd("EXEC");
     }
-    let counts: Vec<u64> = pipe.query_async(conn).await.map_err(|e| CallError::from_redis(&e))?;
+    let counts: Vec<Vec<u64>> = pipe.query_async(conn).await.map_err(|e| CallError::from_redis(&e))?;
     let mut d = Depths::default();
-    for chunk in counts.chunks(5) {
-        d.pending += chunk[0];
-        d.delayed += chunk[1];
-        d.active += chunk[2];
-        d.completed += chunk[3];
-        d.failed += chunk[4];
+    for chunk in counts {
+        let [pending, delayed, active, completed, failed] = chunk[..] else {
+            return Err(CallError::Reply(format!("EXEC of 5 ZCARDs replied {chunk:?}")));
+        };
+        d.pending += pending;
+        d.delayed += delayed;
+        d.active += active;
+        d.completed += completed;
+        d.failed += failed;
     }
     Ok(d)
 }
@@ -103,7 +108,7 @@ pub async fn depths(conn: &mut ConnectionManager, queues: &[QueueKeys]) -> Resul
 pub async fn drive(
     plan: Arc<Plan>,
     opts: DriveOptions,
-    mut control: ConnectionManager,
+    mut control: Control,
     queues: Vec<QueueKeys>,
     shutdown: impl Future<Output = ()>,
     mut progress: impl FnMut(&LiveSnapshot, Option<Depths>),
@@ -119,7 +124,7 @@ pub async fn drive(
         let spec = ThreadSpec {
             index,
             threads: opts.threads.max(1),
-            url: opts.url.clone(),
+            connector: opts.connector.clone(),
             connect: opts.connect,
             registry: opts.registry.clone(),
             plan: plan.clone(),

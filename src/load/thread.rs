@@ -13,7 +13,7 @@ use crate::history::HistoryBuf;
 use crate::metrics::{MetricsSink, Recorder};
 use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, QueueKeys, ScriptRegistry, Transport, Wire};
 use crate::scenario::Plan;
-use redis::aio::ConnectionManager;
+use crate::target::{Connector, Control};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -27,8 +27,8 @@ pub struct ThreadSpec {
     pub index: usize,
     /// Load threads in all.
     pub threads: usize,
-    /// The target URL.
-    pub url: String,
+    /// Where the thread's connections go.
+    pub connector: Connector,
     /// Connection settings.
     pub connect: ConnectOptions,
     /// The scripts.
@@ -66,7 +66,7 @@ fn connections_for(tasks: usize, total_tasks: u32, connections: u32) -> usize {
 async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient<W>>, CallError> {
     let mut clients = Vec::with_capacity(n);
     for _ in 0..n {
-        clients.push(EchoClient::open(&spec.url, spec.connect, spec.registry.clone()).await?);
+        clients.push(EchoClient::open(&spec.connector, spec.connect, spec.registry.clone()).await?);
     }
     Ok(clients)
 }
@@ -85,7 +85,7 @@ pub fn run_thread(
     let local = tokio::task::LocalSet::new();
     let stream = match spec.connect.transport {
         Transport::Pipe => local.block_on(&runtime, thread_main::<PipeConn>(spec, ready, go, stop)),
-        Transport::RedisRs => local.block_on(&runtime, thread_main::<ConnectionManager>(spec, ready, go, stop)),
+        Transport::RedisRs => local.block_on(&runtime, thread_main::<Control>(spec, ready, go, stop)),
     };
     // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
     drop(local);

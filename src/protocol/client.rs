@@ -6,7 +6,7 @@ use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::script::Script;
 use super::wire::{Transport, Wire};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use crate::target::{Connector, Control, Target, TargetFlags};
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub struct ConnectOptions {
     pub connect_timeout: Duration,
     /// Time to wait for one reply; past it the call is an unknown outcome ([`CallError::Timeout`]).
     pub response_timeout: Duration,
-    /// The load threads' transport (the control plane always uses redis-rs).
+    /// The load threads' transport (the control plane always uses redis-rs, [`Control`]).
     pub transport: Transport,
 }
 
@@ -35,40 +35,13 @@ impl Default for ConnectOptions {
     }
 }
 
-/// Opens a pipelining connection to `url` with TCP_NODELAY on, that reconnects by itself.
-///
-/// Requests from clones of the returned connection share one socket and may be in flight
-/// together; replies come back in order. A lost connection fails the requests in flight (an
-/// unknown outcome) and is re-established with exponential backoff (10 ms doubling to 1 s) by
-/// redis-rs' `ConnectionManager`, so a run survives a server restart.
-/// Errors: a bad URL or a failed first connect, classified.
-pub async fn connect(url: &str, opts: ConnectOptions) -> Result<ConnectionManager, CallError> {
-    let client = redis::Client::open(url).map_err(|e| CallError::Connection(format!("{url}: {e}")))?;
-    let info =
-        client.get_connection_info().clone().set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
-    let client = redis::Client::open(info).map_err(|e| CallError::Connection(e.to_string()))?;
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(opts.connect_timeout))
-        .set_response_timeout(Some(opts.response_timeout))
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_secs(1))
-        .set_exponent_base(2.0)
-        .set_number_of_retries(3);
-    // A refused or failed first connect names the URL (its password masked): the bare OS
-    // error does not say which server was meant.
-    ConnectionManager::new_with_config(client, config).await.map_err(|e| match CallError::from_redis(&e) {
-        CallError::Connection(msg) => CallError::Connection(format!("{}: {msg}", crate::scenario::redact_url(url))),
-        other => other,
-    })
-}
-
-/// A connection and the scripts it calls, over either transport ([`Wire`]): redis-rs'
-/// `ConnectionManager` (the default type) or the load threads' [`PipeConn`](super::pipe::PipeConn).
+/// A connection and the scripts it calls, over either transport ([`Wire`]): the control
+/// connection [`Control`] (the default type) or the load threads' [`PipeConn`](super::pipe::PipeConn).
 ///
 /// Cheap to clone: clones share the socket and the registry, so each load task holds its own
 /// handle and keeps its own requests in flight. Each clone has its own scratch command, which
 /// every verb rebuilds in place ([`Request`]): no allocation per request once it has grown.
-pub struct EchoClient<W: Wire = ConnectionManager> {
+pub struct EchoClient<W: Wire = Control> {
     conn: W,
     registry: Arc<ScriptRegistry>,
     scratch: Request,
@@ -81,33 +54,38 @@ impl<W: Wire> Clone for EchoClient<W> {
 }
 
 impl EchoClient {
-    /// Connects to `url` with redis-rs and `SCRIPT LOAD`s every script of `registry`.
+    /// Connects to `url` (no flags; a password may come from `$EMQ_PASSWORD`) with the control
+    /// connection and `SCRIPT LOAD`s every script of `registry`.
     ///
-    /// Errors: the connect failure or the first failed load.
+    /// Errors: a bad URL or TLS setting, the connect failure or the first failed load.
     pub async fn connect(
         url: &str,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> Result<EchoClient, CallError> {
-        EchoClient::open(url, opts, registry).await
+        let bad = |e: crate::target::TargetError| CallError::Connection(e.to_string());
+        let target = Target::resolve(url, &TargetFlags::default(), |name| std::env::var(name).ok()).map_err(bad)?;
+        let connector = Connector::new(target).map_err(bad)?;
+        EchoClient::open(&connector, opts, registry).await
     }
 
     /// The underlying connection, for plain commands (INFO, SCAN, ...).
-    pub fn connection(&mut self) -> &mut ConnectionManager {
+    pub fn connection(&mut self) -> &mut Control {
         &mut self.conn
     }
 }
 
 impl<W: Wire> EchoClient<W> {
-    /// Connects to `url` over transport `W` and `SCRIPT LOAD`s every script of `registry`.
+    /// Connects through `connector` over transport `W` and `SCRIPT LOAD`s every script of
+    /// `registry`.
     ///
     /// Errors: the connect failure or the first failed load.
     pub async fn open(
-        url: &str,
+        connector: &Connector,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> Result<EchoClient<W>, CallError> {
-        let conn = W::open(url, opts, registry.clone()).await?;
+        let conn = W::open(connector, opts, registry.clone()).await?;
         Ok(EchoClient::from_connection(conn, registry))
     }
 

@@ -170,6 +170,10 @@ pub struct QueueKeys {
     pub completed: String,
     /// `emq:{q}:failed` (ZSET, score = finish time, server ms).
     pub failed: String,
+    /// `emq-lock:{q}` (STRING, the holder's run id, with a TTL): the harness's run lock. Same
+    /// hash tag, so the same slot, but outside `emq:{q}:`, so it is no record key of the queue
+    /// and the checker's I1 never sees it.
+    pub lock: String,
 }
 
 impl QueueKeys {
@@ -183,6 +187,7 @@ impl QueueKeys {
             active: format!("{base}active"),
             completed: format!("{base}completed"),
             failed: format!("{base}failed"),
+            lock: format!("emq-lock:{{{}}}", queue.as_str()),
             queue,
         }
     }

@@ -1,13 +1,15 @@
 //! The one thing a verb needs from a connection: send a packed command, get its reply back.
-//! Two transports implement it: redis-rs' [`ConnectionManager`] (the control plane, and the
-//! load with `--transport redis-rs`) and our own [`PipeConn`](super::pipe::PipeConn)
-//! (plain TCP, the load threads' default: no channel hop, timer or allocation per request).
+//! Two transports implement it: the control connection, redis-rs over our stream
+//! ([`Control`]: the control plane, and the load with `--transport redis-rs`), and our own
+//! [`PipeConn`](super::pipe::PipeConn) (the load threads' default: no channel hop, timer or
+//! allocation per request). Both connect through the run's one [`Connector`] (TCP or TLS).
 
 use super::client::ConnectOptions;
 use super::error::CallError;
 use super::registry::ScriptRegistry;
 use super::request::Request;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use crate::target::{Connector, Control};
+use redis::aio::ConnectionLike;
 use redis::Value;
 use std::future::Future;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ pub enum Transport {
     /// Our own connection loop (`PipeConn`): plain TCP, the least client CPU per request.
     #[default]
     Pipe,
-    /// redis-rs' `ConnectionManager`: the reference path, about twice the client CPU per request.
+    /// redis-rs' multiplexed connection: the reference path, about twice the client CPU per request.
     RedisRs,
 }
 
@@ -30,11 +32,11 @@ pub enum Transport {
 /// Error replies come back as `Err` ([`CallError::from_error_reply`]); a lost connection or a
 /// timeout as [`CallError::Connection`] / [`CallError::Timeout`] (unknown outcomes).
 pub trait Wire: Clone + 'static {
-    /// Opens a connection to `url` on which every script of `registry` is loaded.
+    /// Opens a connection through `connector` on which every script of `registry` is loaded.
     ///
-    /// Errors: a bad URL, a failed connect or a failed `SCRIPT LOAD`.
+    /// Errors: a failed connect, TLS handshake or AUTH, or a failed `SCRIPT LOAD`.
     fn open(
-        url: &str,
+        connector: &Connector,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> impl Future<Output = Result<Self, CallError>>;
@@ -43,9 +45,9 @@ pub trait Wire: Clone + 'static {
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 }
 
-impl Wire for ConnectionManager {
-    async fn open(url: &str, opts: ConnectOptions, registry: Arc<ScriptRegistry>) -> Result<Self, CallError> {
-        let mut conn = super::client::connect(url, opts).await?;
+impl Wire for Control {
+    async fn open(connector: &Connector, opts: ConnectOptions, registry: Arc<ScriptRegistry>) -> Result<Self, CallError> {
+        let mut conn = Control::connect(connector, opts).await?;
         registry.load_all(&mut conn).await?;
         Ok(conn)
     }

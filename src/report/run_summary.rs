@@ -16,8 +16,15 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The target of a run as the report shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetInfo {
-    /// URL with any password replaced by `***`.
+    /// The resolved target, `rediss://user:***@host:port/db` (never the password).
     pub url: String,
+    /// Standalone or cluster, its nodes, their roles and slot ranges.
+    pub topology: crate::target::Topology,
+    /// The negotiated TLS version and cipher suite (absent for plain TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::target::TlsInfo>,
+    /// Server figures that could not be read (a command denied by ACL, or missing), with why.
+    pub unavailable: Vec<String>,
     /// True when the harness started the server itself.
     pub embedded: bool,
     /// The Lua directory the scripts came from.

@@ -9,17 +9,42 @@ use serde::{Deserialize, Serialize};
 ///
 /// ```toml
 /// [target]
-/// url = "redis://:secret@127.0.0.1:6379/0"   # redis:// (loopback); user, password, db allowed
+/// url = "rediss://valkey.example.com:6380/0"  # redis:// or rediss:// (TLS); user, db allowed
+/// user = "bench"                # ACL user; the password comes from $EMQ_PASSWORD (or the url)
+/// cacert = "ca.pem"             # TLS: CA file (default: the system's roots); paths as given
+/// cert = "client.pem"           # TLS: client certificate, with key = "client.key"
+/// sni = "valkey.example.com"    # TLS: server name to send and verify
+/// tls_skip_verify = false       # TLS: accept any certificate (test deployments only)
 /// # or, for the embedded server only, extra valkey-server options (name -> value):
 /// server = { "io-threads" = "2", "appendonly" = "no" }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// `redis://[user[:password]@]host[:port][/db]` on a loopback address (no TLS: it is not
-    /// built in); absent = embedded server.
+    /// `redis://` or `rediss://[user[:password]@]host[:port][/db]`; absent = embedded server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// ACL user name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// TLS even for a `redis://` url.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
+    /// PEM CA file for TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// PEM client certificate for TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<std::path::PathBuf>,
+    /// PEM private key of `cert`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<std::path::PathBuf>,
+    /// TLS server name (SNI) to send and verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    /// Accept any server certificate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tls_skip_verify: bool,
     /// Extra `valkey-server` config options for the embedded server (each passed as
     /// `--name value`). Refused together with `url`, where it would be silently ignored.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -29,35 +54,24 @@ pub struct Target {
 impl Target {
     /// A copy with any password in `url` replaced by `***`, for writing into results.
     pub fn redacted(&self) -> Self {
-        Self { url: self.url.as_deref().map(redact_url), server: self.server.clone() }
+        Self { url: self.url.as_deref().map(redact_url), ..self.clone() }
+    }
+
+    /// The authentication and TLS keys as the target seam takes them.
+    pub fn flags(&self) -> crate::target::TargetFlags {
+        crate::target::TargetFlags {
+            user: self.user.clone(),
+            pass: None,
+            tls: crate::target::TlsSettings {
+                enabled: self.tls,
+                ca_file: self.cacert.clone(),
+                cert_file: self.cert.clone(),
+                key_file: self.key.clone(),
+                sni: self.sni.clone(),
+                skip_verify: self.tls_skip_verify,
+            },
+        }
     }
 }
 
-/// Replaces the password of `scheme://user:password@host...` with `***`.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact_url("redis://:pw@h:1/2"), "redis://:***@h:1/2");
-        assert_eq!(redact_url("rediss://u:pw@h"), "rediss://u:***@h");
-        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
-        assert_eq!(redact_url("redis://user@h"), "redis://user@h");
-    }
-}
+pub use crate::target::redact_url;

@@ -176,7 +176,8 @@ fn rule_violations_name_field_found_expected_and_line() {
     refused("[maintenance]\nreap = \"0s\"", &["maintenance.reap"]);
     refused("warmup = \"2s\"", &["duration = \"1s\", expected a duration longer than warmup"]);
     refused("[target]\nurl = \"http://h\"", &["target.url"]);
-    refused("[target]\nurl = \"rediss://127.0.0.1\"", &["target.url", "TLS is not built in"]);
+    refused("[target]\nurl = \"redis://:pw@h/x\"", &["target.url", "database number"]);
+    refused("[target]\ncacert = \"ca.pem\"", &["user and TLS keys only with a url"]);
     refused("[target]\nurl = \"redis://h\"\nserver = { io-threads = \"2\" }", &["target.server"]);
     refused_raw("name = \"a/b\"\nseed = 1\njobs = 1", &[":1: name"]);
 }

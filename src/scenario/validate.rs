@@ -77,27 +77,21 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
         }
     }
     let Some(url) = &t.url else {
+        if t.flags() != crate::target::TargetFlags::default() {
+            let expected = "user and TLS keys only with a url (the embedded server has neither)";
+            return Err(cx.err("target", "user or TLS keys without url", expected));
+        }
         return Ok(TargetPlan::Embedded { options: t.server.clone() });
     };
     if !t.server.is_empty() {
         let expected = "no server options with a url (they apply to the embedded server only)";
         return Err(cx.err("target.server", "options", expected));
     }
-    // No rediss://: TLS is not built in, since load only ever targets loopback addresses.
-    let rest = url.strip_prefix("redis://");
-    let (authority, db) = rest.map_or(("", None), |r| match r.split_once('/') {
-        Some((a, db)) => (a, Some(db)),
-        None => (r, None),
-    });
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let db_ok = db.is_none_or(|d| d.is_empty() || d.parse::<u32>().is_ok());
-    if host.is_empty() || !db_ok {
-        let found = super::target::redact_url(url);
-        return Err(cx.err(
-            "target.url",
-            format!("{found:?}"),
-            "redis://[user[:password]@]host[:port][/db] (no rediss://: TLS is not built in, load targets loopback only)",
-        ));
+    // Checked now, so a bad url fails before any server starts; resolved again (with the
+    // flags and $EMQ_PASSWORD) when the run opens.
+    if let Err(err) = crate::target::Target::resolve(url, &t.flags(), |_| None) {
+        let expected = "redis://[user[:password]@]host[:port][/db] or rediss://... (TLS)";
+        return Err(cx.err("target.url", err.to_string(), expected));
     }
     Ok(TargetPlan::Url(url.clone()))
 }

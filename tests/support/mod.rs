@@ -4,7 +4,7 @@
 
 use emq_bench::protocol::{CallError, EchoClient, QueueKeys, QueueName, Script, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
-use redis::aio::ConnectionManager;
+use emq_bench::target::Control;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,12 @@ use std::sync::Arc;
 /// The project's `lua/` directory.
 pub fn lua_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("lua")
+}
+
+/// A connector for `url` (no flags).
+pub fn connector(url: &str) -> emq_bench::target::Connector {
+    let target = emq_bench::target::Target::resolve(url, &Default::default(), |_| None).unwrap();
+    emq_bench::target::Connector::new(target).unwrap()
 }
 
 /// Starts a fresh server (dropped, and so stopped, at the end of the test).
@@ -45,17 +51,17 @@ pub async fn raw(client: &mut EchoClient, script: Script, keys: &[&str], args: &
 }
 
 /// The row at `key`, field → value.
-pub async fn row(conn: &mut ConnectionManager, key: &str) -> BTreeMap<String, Vec<u8>> {
+pub async fn row(conn: &mut Control, key: &str) -> BTreeMap<String, Vec<u8>> {
     conn.hgetall(key).await.unwrap()
 }
 
 /// The score of `member` in `zset`, if it is a member.
-pub async fn score(conn: &mut ConnectionManager, zset: &str, member: &str) -> Option<f64> {
+pub async fn score(conn: &mut Control, zset: &str, member: &str) -> Option<f64> {
     conn.zscore(zset, member).await.unwrap()
 }
 
 /// A `DUMP` of every key of queue `keys` (sorted by key), to prove a call changed nothing.
-pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> Vec<(String, Vec<u8>)> {
+pub async fn snapshot(conn: &mut Control, keys: &QueueKeys) -> Vec<(String, Vec<u8>)> {
     let mut names: Vec<String> = conn.keys(keys.scan_pattern()).await.unwrap();
     names.sort();
     let mut out = Vec::new();
@@ -67,7 +73,7 @@ pub async fn snapshot(conn: &mut ConnectionManager, keys: &QueueKeys) -> Vec<(St
 }
 
 /// The server's clock in ms (the scripts' time source).
-pub async fn server_ms(conn: &mut ConnectionManager) -> u64 {
+pub async fn server_ms(conn: &mut Control) -> u64 {
     let (s, us): (u64, u64) = redis::cmd("TIME").query_async(conn).await.unwrap();
     s * 1000 + us / 1000
 }
@@ -78,6 +84,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
     emq_bench::cli::RunArgs {
         scenario: scenario.to_path_buf(),
         url: None,
+        target: Default::default(),
         lua_dir: lua_dir(),
         out: Some(out.to_path_buf()),
         duration: None,

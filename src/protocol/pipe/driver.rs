@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use crate::target::Stream;
 use tokio::time::Sleep;
 
 /// First read buffer size; it grows (doubling) for replies larger than what is free.
@@ -31,7 +31,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves the connection until it fails, then reconnects with backoff, forever; the task ends
 /// when the load thread's `LocalSet` is dropped.
-pub(super) async fn run(shared: Rc<Shared>, target: Target, mut stream: TcpStream) {
+pub(super) async fn run(shared: Rc<Shared>, target: Target, mut stream: Stream) {
     loop {
         let err = serve(&shared, &target, &mut stream).await;
         shared.state.borrow_mut().fail_all(err);
@@ -43,7 +43,7 @@ pub(super) async fn run(shared: Rc<Shared>, target: Target, mut stream: TcpStrea
 /// Opens a new connection, retrying with backoff. Requests made meanwhile stay queued (they
 /// are written once the handshake is done) until the oldest has waited the response timeout;
 /// then they fail, and the retries go on.
-async fn reconnect(shared: &Shared, target: &Target) -> TcpStream {
+async fn reconnect(shared: &Shared, target: &Target) -> Stream {
     let timeout = target.opts.response_timeout;
     let mut backoff = FIRST_BACKOFF;
     loop {
@@ -65,33 +65,25 @@ async fn reconnect(shared: &Shared, target: &Target) -> TcpStream {
     }
 }
 
-/// Opens a connection: TCP with TCP_NODELAY (requests are written in batches already, and
-/// Nagle would hold back a lone request), then AUTH, SELECT and SCRIPT LOAD of every script,
-/// pipelined, each reply checked.
+/// Opens a connection through the target's connector (TCP with TCP_NODELAY, then TLS when
+/// asked), then AUTH, SELECT and SCRIPT LOAD of every script, pipelined, each reply checked.
 ///
 /// Errors: connect/handshake failure or timeout as [`CallError::Connection`], or the
 /// handshake's error reply.
-pub(super) async fn open(target: &Target) -> Result<TcpStream, CallError> {
-    let lost = |what: &str, e: &dyn std::fmt::Display| {
-        CallError::Connection(format!("{}:{}: {what}: {e}", target.host, target.port))
-    };
-    let connect = TcpStream::connect((target.host.as_str(), target.port));
-    let mut stream = match tokio::time::timeout(target.opts.connect_timeout, connect).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return Err(lost("connect", &e)),
-        Err(_) => return Err(lost("connect", &"timed out")),
-    };
-    stream.set_nodelay(true).map_err(|e| lost("TCP_NODELAY", &e))?;
+pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
+    let t = target.connector.target();
+    let lost = |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
+    let mut stream = target.connector.connect(target.opts.connect_timeout).await?;
     let mut steps: Vec<(Request, Option<Script>)> = Vec::new();
-    if let Some(password) = &target.password {
-        let auth = match &target.username {
-            Some(user) => Request::from_args(&["AUTH", user, password]),
-            None => Request::from_args(&["AUTH", password]),
+    if let Some(password) = &t.password {
+        let auth = match &t.user {
+            Some(user) => Request::from_args(&["AUTH", user, password.expose()]),
+            None => Request::from_args(&["AUTH", password.expose()]),
         };
         steps.push((auth, None));
     }
-    if target.db != 0 {
-        steps.push((Request::from_args(&["SELECT", &target.db.to_string()]), None));
+    if t.db != 0 {
+        steps.push((Request::from_args(&["SELECT", &t.db.to_string()]), None));
     }
     for script in Script::ALL {
         steps.push((target.registry.load_request(script), Some(script)));
@@ -160,7 +152,7 @@ impl Inbox {
 }
 
 /// Runs the connection until it fails; returns why.
-async fn serve(shared: &Shared, target: &Target, stream: &mut TcpStream) -> CallError {
+async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallError {
     let timeout = target.opts.response_timeout;
     // One timer for the connection, not one per request: when it fires with requests waiting,
     // it is moved to the real deadline (the later of the last read and the queue's start,
@@ -199,7 +191,7 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut TcpStream) -> Call
 }
 
 /// Writes the queued requests; stops when the socket is full (the waker is registered).
-fn flush(st: &mut State, stream: &mut TcpStream, cx: &mut Context<'_>) -> Result<(), CallError> {
+fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<(), CallError> {
     while st.written < st.out.len() {
         match Pin::new(&mut *stream).poll_write(cx, &st.out[st.written..]) {
             Poll::Ready(Ok(0)) => return Err(CallError::Connection("the server stopped reading".into())),
@@ -210,7 +202,11 @@ fn flush(st: &mut State, stream: &mut TcpStream, cx: &mut Context<'_>) -> Result
     }
     st.out.clear();
     st.written = 0;
-    Ok(())
+    // TLS may still hold encrypted bytes of what was accepted; plain TCP returns at once.
+    match Pin::new(&mut *stream).poll_flush(cx) {
+        Poll::Ready(Err(e)) => Err(CallError::Connection(format!("write: {e}"))),
+        _ => Ok(()),
+    }
 }
 
 /// Reads what the socket has, decodes whole replies and hands each to its request. The clock
@@ -220,7 +216,7 @@ fn flush(st: &mut State, stream: &mut TcpStream, cx: &mut Context<'_>) -> Result
 /// woken lanes queue their next requests, and the next poll writes those before it hands out
 /// more. Handing out a whole pipeline's replies at once would send the next requests as one
 /// burst after the server went idle; in slices, the server works while the client does.
-fn read(st: &mut State, stream: &mut TcpStream, inbox: &mut Inbox, cx: &mut Context<'_>) -> Result<(), CallError> {
+fn read(st: &mut State, stream: &mut Stream, inbox: &mut Inbox, cx: &mut Context<'_>) -> Result<(), CallError> {
     let mut budget = REPLIES_PER_POLL;
     for _ in 0..READS_PER_POLL {
         if !hand_out(st, inbox, &mut budget)? {

@@ -22,8 +22,8 @@
 //! while the connection is down wait for it (as with redis-rs' ConnectionManager), up to the
 //! response timeout; a lane that retries at once therefore cannot spin and starve the driver.
 //!
-//! Plain TCP only (`redis://`, with user/password and db): load only ever targets loopback
-//! addresses, so neither TLS nor Unix sockets are built in.
+//! The connection is the run's [`Connector`]'s stream: plain TCP or TLS (rustls), with
+//! AUTH (user/password) and SELECT in the handshake. Unix sockets are not built in.
 
 mod driver;
 pub mod reply;
@@ -33,6 +33,7 @@ use super::error::CallError;
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::wire::Wire;
+use crate::target::Connector;
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -65,11 +66,7 @@ pub struct PipeConn {
 
 /// Where to connect and what to do after connecting.
 pub(crate) struct Target {
-    host: String,
-    port: u16,
-    username: Option<String>,
-    password: Option<String>,
-    db: i64,
+    connector: Connector,
     opts: ConnectOptions,
     registry: Arc<ScriptRegistry>,
 }
@@ -107,18 +104,19 @@ struct State {
 }
 
 impl PipeConn {
-    /// Connects to `url` (plain TCP), authenticates, selects the db, `SCRIPT LOAD`s every
-    /// script of `registry`, and spawns the connection's driver on the current `LocalSet`.
+    /// Connects through `connector` (TCP or TLS), authenticates, selects the db, `SCRIPT
+    /// LOAD`s every script of `registry`, and spawns the connection's driver on the current
+    /// `LocalSet`.
     ///
     /// Panics outside a `tokio::task::LocalSet` (the driver is a local task).
-    /// Errors: a URL that is not plain TCP, or a failed connect/handshake,
-    /// as [`CallError::Connection`] (or the handshake's error reply).
+    /// Errors: a failed connect/TLS handshake/AUTH, as [`CallError::Connection`] (or the
+    /// handshake's error reply).
     pub async fn connect(
-        url: &str,
+        connector: &Connector,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> Result<PipeConn, CallError> {
-        let target = Target::from_url(url, opts, registry)?;
+        let target = Target { connector: connector.clone(), opts, registry };
         let stream = driver::open(&target).await?;
         let now = Instant::now();
         let shared = Rc::new(Shared {
@@ -174,11 +172,11 @@ impl PipeConn {
 
 impl Wire for PipeConn {
     fn open(
-        url: &str,
+        connector: &Connector,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> impl Future<Output = Result<Self, CallError>> {
-        PipeConn::connect(url, opts, registry)
+        PipeConn::connect(connector, opts, registry)
     }
 
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
@@ -277,27 +275,5 @@ impl State {
         }
         self.fail_all(CallError::Connection(format!("not reconnected within {timeout:?}")));
         None
-    }
-}
-
-impl Target {
-    fn from_url(url: &str, opts: ConnectOptions, registry: Arc<ScriptRegistry>) -> Result<Target, CallError> {
-        use redis::IntoConnectionInfo;
-        let info = url.into_connection_info().map_err(|e| CallError::Connection(format!("{url}: {e}")))?;
-        let redis::ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
-            return Err(CallError::Connection(format!(
-                "{url}: the pipe transport speaks plain TCP (redis://host:port) only"
-            )));
-        };
-        let settings = info.redis_settings();
-        Ok(Target {
-            host,
-            port,
-            username: settings.username().map(str::to_string),
-            password: settings.password().map(str::to_string),
-            db: settings.db(),
-            opts,
-            registry,
-        })
     }
 }

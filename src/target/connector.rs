@@ -1,0 +1,131 @@
+//! One connector for every connection of a run, load and control alike: TCP with
+//! TCP_NODELAY, then TLS when the target asks for it. Its [`Stream`] is what both transports
+//! read and write (rpc-perf's `Connector`/`Stream` shape: one enum, no boxing per call).
+
+use super::spec::Target;
+use super::tls::TlsInfo;
+use super::TargetError;
+use crate::protocol::CallError;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::TlsConnector;
+
+/// Opens connections to one [`Target`]. Cheap to clone (shared config); `Send + Sync`, so
+/// every load thread holds a clone.
+#[derive(Clone)]
+pub struct Connector {
+    target: Arc<Target>,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connector").field("target", &self.target.display()).finish()
+    }
+}
+
+impl Connector {
+    /// A connector for `target`; builds its TLS config once.
+    ///
+    /// Errors: [`TargetError::Tls`] from the TLS settings (unreadable CA, key without cert, ...).
+    pub fn new(target: Target) -> Result<Connector, TargetError> {
+        let tls = match &target.tls {
+            Some(settings) => Some((TlsConnector::from(settings.client_config()?), settings.server_name(&target.host)?)),
+            None => None,
+        };
+        Ok(Connector { target: Arc::new(target), tls })
+    }
+
+    /// The target every connection goes to.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The same settings for another endpoint (a cluster node).
+    ///
+    /// Errors: as [`Connector::new`].
+    pub fn at(&self, host: &str, port: u16) -> Result<Connector, TargetError> {
+        Connector::new(self.target.at(host, port))
+    }
+
+    /// Connects within `timeout` (TCP, then the TLS handshake).
+    ///
+    /// Errors: [`CallError::Connection`] naming the endpoint and the step that failed (a
+    /// certificate the CA does not sign reads "TLS handshake: invalid peer certificate: ...").
+    pub async fn connect(&self, timeout: Duration) -> Result<Stream, CallError> {
+        let t = &self.target;
+        let lost = |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
+        let tcp = match tokio::time::timeout(timeout, TcpStream::connect((t.host.as_str(), t.port))).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(lost("connect", &e)),
+            Err(_) => return Err(lost("connect", &"timed out")),
+        };
+        // Requests are written in batches already; Nagle would hold back a lone one.
+        tcp.set_nodelay(true).map_err(|e| lost("TCP_NODELAY", &e))?;
+        let Some((connector, name)) = &self.tls else { return Ok(Stream::Tcp(tcp)) };
+        match tokio::time::timeout(timeout, connector.connect(name.clone(), tcp)).await {
+            Ok(Ok(tls)) => Ok(Stream::Tls(Box::new(tls))),
+            Ok(Err(e)) => Err(lost("TLS handshake", &e)),
+            Err(_) => Err(lost("TLS handshake", &"timed out")),
+        }
+    }
+}
+
+/// A connection to the target: plain TCP or TLS over TCP.
+pub enum Stream {
+    /// Plain TCP.
+    Tcp(TcpStream),
+    /// TLS (rustls) over TCP.
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The negotiated TLS version and cipher suite; `None` for plain TCP.
+    pub fn tls_info(&self) -> Option<TlsInfo> {
+        let Stream::Tls(tls) = self else { return None };
+        let session = tls.get_ref().1;
+        Some(TlsInfo {
+            version: session.protocol_version().map(|v| format!("{v:?}")).unwrap_or_default(),
+            cipher_suite: session.negotiated_cipher_suite().map(|s| format!("{:?}", s.suite())).unwrap_or_default(),
+        })
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The control connection: INFO, SCAN/UNLINK, queue depths, the checker's scan, the run lock
+//! and cleanup. A redis-rs `MultiplexedConnection` over the run's [`Connector`] (so TLS and
+//! AUTH are the load's own), re-opened with backoff after it is lost, as redis-rs'
+//! `ConnectionManager` does (which cannot take a stream of ours). It is also the load's
+//! reference transport, `--transport redis-rs`.
+
+use super::connector::Connector;
+use super::tls::TlsInfo;
+use crate::protocol::{CallError, ConnectOptions};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisFuture, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Reconnect backoff: 10 ms doubling to 1 s.
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A control connection; clones share it. `Send + Sync`: the coordinator, the lock renewer
+/// and the checker hold clones.
+#[derive(Clone)]
+pub struct Control {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connector: Connector,
+    opts: ConnectOptions,
+    state: Mutex<State>,
+}
+
+struct State {
+    conn: Option<MultiplexedConnection>,
+    /// No new connect attempt before this instant (backoff after a failure).
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    tls: Option<TlsInfo>,
+}
+
+impl Control {
+    /// Connects to the connector's target (the first connect must succeed).
+    ///
+    /// Errors: the connect, TLS or AUTH/SELECT failure, classified; a refused connect names
+    /// the target (its password masked).
+    pub async fn connect(connector: &Connector, opts: ConnectOptions) -> Result<Control, CallError> {
+        let (conn, tls) = open(connector, opts).await.map_err(|e| match e {
+            CallError::Connection(msg) => CallError::Connection(format!("{}: {msg}", connector.target().display())),
+            other => other,
+        })?;
+        let state = State { conn: Some(conn), retry_at: None, backoff: MIN_BACKOFF, tls };
+        Ok(Control { inner: Arc::new(Inner { connector: connector.clone(), opts, state: Mutex::new(state) }) })
+    }
+
+    /// The connector the connection was opened with.
+    pub fn connector(&self) -> &Connector {
+        &self.inner.connector
+    }
+
+    /// What the first TLS handshake negotiated (`None` for plain TCP).
+    pub fn tls_info(&self) -> Option<TlsInfo> {
+        self.inner.state.lock().expect("control state").tls.clone()
+    }
+
+    /// The live connection, re-opened (after the backoff) when it was lost.
+    async fn current(&self) -> Result<MultiplexedConnection, RedisError> {
+        let wait = {
+            let st = self.inner.state.lock().expect("control state");
+            if let Some(conn) = &st.conn {
+                return Ok(conn.clone());
+            }
+            st.retry_at.map(|at| at.saturating_duration_since(Instant::now()))
+        };
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+        let opened = open(&self.inner.connector, self.inner.opts).await;
+        let mut st = self.inner.state.lock().expect("control state");
+        match opened {
+            Ok((conn, _)) => {
+                st.backoff = MIN_BACKOFF;
+                st.retry_at = None;
+                Ok(st.conn.insert(conn).clone())
+            }
+            Err(err) => {
+                st.retry_at = Some(Instant::now() + st.backoff);
+                st.backoff = (st.backoff * 2).min(MAX_BACKOFF);
+                Err(RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, err.to_string())))
+            }
+        }
+    }
+
+    /// Forgets a connection that failed, so the next call opens a new one.
+    fn lost(&self, err: &RedisError) {
+        if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() || err.is_timeout() {
+            self.inner.state.lock().expect("control state").conn = None;
+        }
+    }
+}
+
+/// Opens one connection: the connector's stream, then AUTH and SELECT by redis-rs.
+async fn open(connector: &Connector, opts: ConnectOptions) -> Result<(MultiplexedConnection, Option<TlsInfo>), CallError> {
+    let stream = connector.connect(opts.connect_timeout).await?;
+    let tls = stream.tls_info();
+    let t = connector.target();
+    let mut info = RedisConnectionInfo::default().set_db(t.db);
+    if let Some(user) = &t.user {
+        info = info.set_username(user);
+    }
+    if let Some(password) = &t.password {
+        info = info.set_password(password.expose());
+    }
+    let config = AsyncConnectionConfig::new().set_response_timeout(Some(opts.response_timeout));
+    let setup = MultiplexedConnection::new_with_config(&info, stream, config);
+    let (conn, driver) = match tokio::time::timeout(opts.response_timeout, setup).await {
+        Ok(opened) => opened.map_err(|e| CallError::from_redis(&e))?,
+        Err(_) => return Err(CallError::Connection(format!("{}:{}: AUTH/SELECT timed out", t.host, t.port))),
+    };
+    tokio::spawn(driver);
+    Ok((conn, tls))
+}
+
+impl ConnectionLike for Control {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut conn = self.current().await?;
+            let reply = conn.req_packed_command(cmd).await;
+            if let Err(err) = &reply {
+                self.lost(err);
+            }
+            reply
+        })
+    }
+
+    fn req_packed_commands<'a>(&'a mut self, cmd: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let mut conn = self.current().await?;
+            let reply = conn.req_packed_commands(cmd, offset, count).await;
+            if let Err(err) = &reply {
+                self.lost(err);
+            }
+            reply
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.connector.target().db
+    }
+}
