@@ -96,6 +96,12 @@ impl Session {
         let connect =
             ConnectOptions { response_timeout: args.timeout, transport: args.transport, ..ConnectOptions::default() };
         let mut control = Control::connect(&connector, connect).await.map_err(AppError::Prepare)?;
+        // Every script loads (and so compiles, and is permitted) before anything else: a user
+        // without SCRIPT LOAD, or a script the server refuses, is a clear error now, not an
+        // interrupted run.
+        for registry in &registries {
+            registry.load_all(&mut control).await.map_err(AppError::Prepare)?;
+        }
         let topology = target::topology::discover(&control).await?;
         let run_id = format!(
             "emq-bench pid {} since {}",

