@@ -7,7 +7,7 @@ use super::state::{Location, StateField};
 use super::structural::{check_structural, checked_jobs};
 use crate::history::History;
 use crate::protocol::{CallError, QueueKeys};
-use redis::aio::ConnectionLike;
+use crate::target::Route;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -57,13 +57,13 @@ impl CheckOutcome {
 
 /// Scans `queues` and checks every invariant the server state proves, plus, with `history`,
 /// those that need it. Errors: the scan's [`CallError`].
-pub async fn check<C: ConnectionLike>(
-    conn: &mut C,
+pub async fn check<R: Route>(
+    router: &R,
     queues: &[QueueKeys],
     history: Option<&History>,
 ) -> Result<CheckOutcome, CallError> {
     let began = std::time::Instant::now();
-    let state = scan(conn, queues).await?;
+    let state = scan(router, queues).await?;
     let mut violations = check_structural(&state);
     if let Some(history) = history {
         violations.extend(check_history(history, &state));

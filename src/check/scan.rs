@@ -9,6 +9,7 @@
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use crate::load::payload::{header_crc, verify};
 use crate::protocol::{CallError, JobId, QueueKeys};
+use crate::target::Route;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::collections::HashMap;
@@ -59,16 +60,20 @@ pub fn set_key(keys: &QueueKeys, loc: Location) -> &str {
     }
 }
 
-/// Scans every queue of `queues`, in order, into one [`ServerState`].
+/// Scans every queue of `queues`, in order, each on the node `router` names, into one
+/// [`ServerState`].
 ///
 /// Errors: the first failed SCAN or pipeline (transport or server error), classified. A key
 /// of the wrong type (a row that is not a HASH, a location set that is not a ZSET) is not an
 /// error: it is recorded in [`QueueState::stray_keys`].
-pub async fn scan<C: ConnectionLike>(conn: &mut C, queues: &[QueueKeys]) -> Result<ServerState, CallError> {
+pub async fn scan<R: Route>(router: &R, queues: &[QueueKeys]) -> Result<ServerState, CallError> {
     let mut state = ServerState::default();
-    let time: Result<(u64, u64), _> = redis::cmd("TIME").query_async(conn).await;
-    state.now_ms = time.ok().map(|(s, us)| s * 1000 + us / 1000);
     for keys in queues {
+        let conn = &mut router.conn_for(keys);
+        if state.now_ms.is_none() {
+            let time: Result<(u64, u64), _> = redis::cmd("TIME").query_async(conn).await;
+            state.now_ms = time.ok().map(|(s, us)| s * 1000 + us / 1000);
+        }
         state.queues.push(scan_queue(conn, keys).await?);
     }
     Ok(state)

@@ -9,7 +9,7 @@ use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
 use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
-use crate::target::{Connector, Control, Target, TargetError};
+use crate::target::{Connector, Plane, Target, TargetError};
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.
@@ -80,10 +80,11 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         }
     }
     let opts = ConnectOptions { response_timeout: RESPONSE_TIMEOUT, ..ConnectOptions::default() };
-    let mut conn = Control::connect(&connector, opts).await.map_err(TargetError::Call)?;
+    // On a cluster each queue is read on the node that owns its slot.
+    let plane = Plane::open(&connector, opts).await?;
 
     let started = Instant::now();
-    let state = check::scan(&mut conn, &queues).await.map_err(TargetError::Call)?;
+    let state = check::scan(&plane, &queues).await.map_err(TargetError::Call)?;
     let scanned = started.elapsed();
     if history.is_none() {
         // Nothing to check is no proof of anything: most likely a typo in the queue name.

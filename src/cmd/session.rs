@@ -19,7 +19,7 @@ use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
 use crate::scenario::{self, Plan, TargetPlan};
 use crate::server::{EmbeddedServer, ServerOptions};
-use crate::target::{self, Connector, Control, InfoSnapshot, RunLock, Target, Topology};
+use crate::target::{self, Connector, InfoSnapshot, Plane, Route, RunLock, Target, Topology};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct Session {
     /// The target's shape (standalone or cluster, its nodes).
     pub topology: Topology,
     embedded: Option<EmbeddedServer>,
-    control: Control,
+    plane: Plane,
     connect: ConnectOptions,
     lock: Option<RunLock>,
     args: RunArgs,
@@ -64,8 +64,7 @@ impl Session {
     /// before any server starts. Errors: scenario, scripts, server and target errors, a queue
     /// locked by another run (exit 2).
     pub async fn open(args: &RunArgs, lua_dirs: &[&Path]) -> Result<(Session, Vec<Arc<ScriptRegistry>>), AppError> {
-        let plan = Arc::new(scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?);
-        let queues = queue_keys(&plan)?;
+        let mut plan = scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?;
         let registries =
             lua_dirs.iter().map(|dir| ScriptRegistry::from_dir(dir).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
         // The target: a URL (flag, then scenario) or an embedded server started now.
@@ -95,26 +94,38 @@ impl Session {
         };
         let connect =
             ConnectOptions { response_timeout: args.timeout, transport: args.transport, ..ConnectOptions::default() };
-        let mut control = Control::connect(&connector, connect).await.map_err(AppError::Prepare)?;
-        // Every script loads (and so compiles, and is permitted) before anything else: a user
-        // without SCRIPT LOAD, or a script the server refuses, is a clear error now, not an
-        // interrupted run.
-        for registry in &registries {
-            registry.load_all(&mut control).await.map_err(AppError::Prepare)?;
+        let plane = Plane::open(&connector, connect).await?;
+        // Every script loads (and so compiles, and is permitted) on every node before anything
+        // else: a user without SCRIPT LOAD, or a script the server refuses, is a clear error
+        // now, not an interrupted run.
+        for mut node in plane.nodes() {
+            for registry in &registries {
+                registry.load_all(&mut node).await.map_err(AppError::Prepare)?;
+            }
         }
-        let topology = target::topology::discover(&control).await?;
+        let mut topology = plane.topology();
+        if topology.nodes.len() > 1 {
+            if let scenario::Queues::Count(n) = plan.scenario.queues {
+                plan.queues = target::plane::spread_names(n as usize, &topology);
+            }
+        }
+        let plan = Arc::new(plan);
+        let queues = queue_keys(&plan)?;
+        for keys in &queues {
+            topology.nodes[plane.node_of(keys)].queues.push(keys.queue.to_string());
+        }
         let run_id = format!(
             "emq-bench pid {} since {}",
             std::process::id(),
             humantime::format_rfc3339_seconds(SystemTime::now())
         );
-        let lock = RunLock::acquire(&control, &queues, &run_id).await?;
-        if let Err(err) = target::ensure_clean(&mut control, &queues, args.force).await {
+        let lock = RunLock::acquire(&plane, &queues, &run_id).await?;
+        if let Err(err) = target::ensure_clean(&plane, &queues, args.force).await {
             lock.release().await;
             return Err(err.into());
         }
         let session =
-            Session { plan, queues, connector, topology, embedded, control, connect, lock: Some(lock), args: args.clone() };
+            Session { plan, queues, connector, topology, embedded, plane, connect, lock: Some(lock), args: args.clone() };
         Ok((session, registries))
     }
 
@@ -139,51 +150,47 @@ impl Session {
         shutdown: impl Future<Output = ()>,
     ) -> Result<(RunResult, RunMetrics), AppError> {
         let (plan, queues, args) = (self.plan.clone(), self.queues.clone(), self.args.clone());
-        target::ensure_clean(&mut self.control, &queues, false).await?;
+        target::ensure_clean(&self.plane, &queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
-        let mut unavailable = self.topology.unavailable.clone();
-        let before = match target::info(&mut self.control).await {
-            Ok(snapshot) => Some(snapshot),
-            Err(err) => {
-                unavailable.push(format!("INFO before the run: {err}"));
-                None
-            }
-        };
+        let mut topology = self.topology.clone();
+        let mut unavailable = topology.unavailable.clone();
+        let before = node_info(&self.plane, &mut topology, "before", &mut unavailable).await;
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
         copy_scenario(&args.scenario, dir)?;
 
         let progress = Progress::new(args.quiet);
         let opts = DriveOptions {
-            connector: self.connector.clone(),
+            nodes: self.plane.nodes().iter().map(|n| n.connector().clone()).collect(),
+            placement: queues.iter().map(|q| self.plane.node_of(q)).collect(),
             registry: registry.clone(),
             threads: args.threads as usize,
             connect: self.connect,
         };
-        let driven = drive(plan.clone(), opts, self.control.clone(), queues.clone(), shutdown, |live, depths| {
+        let driven = drive(plan.clone(), opts, self.plane.clone(), queues.clone(), shutdown, |live, depths| {
             progress.update(live, depths)
         })
         .await;
         progress.finish();
 
-        let after = match (&before, target::info(&mut self.control).await) {
-            (Some(_), Ok(snapshot)) => Some(snapshot),
-            (Some(_), Err(err)) => {
-                unavailable.push(format!("INFO after the run: {err}"));
-                None
-            }
-            (None, _) => None,
+        // A slot may have moved during the run: read the map again before the check and cleanup.
+        if let Err(err) = self.plane.refresh().await {
+            unavailable.push(format!("the slot map after the run: {err}"));
+        }
+        let after = match before {
+            Some(_) => node_info(&self.plane, &mut topology, "after", &mut unavailable).await,
+            None => None,
         };
         let target = TargetInfo {
             url: self.connector.target().display(),
-            topology: self.topology.clone(),
-            tls: self.control.tls_info(),
+            topology,
+            tls: self.plane.seed().tls_info(),
             unavailable,
             embedded: self.embedded.is_some(),
             lua_dir: lua_dir.display().to_string(),
             script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
         };
         let mut summary = summarize(&plan, &args, target, &driven, before, after);
-        let checked = check_run(&plan, dir, &driven, &mut self.control, &queues, args.no_check).await;
+        let checked = check_run(&plan, dir, &driven, &self.plane, &queues, args.no_check).await;
         let check_error = match &checked {
             Ok(Err(reason)) => Some(reason.clone()),
             _ => None,
@@ -204,7 +211,7 @@ impl Session {
         // them behind to block the next run.
         if !keep && driven.depths.is_some() {
             for keys in &queues {
-                target::delete_queue(&mut self.control, keys).await.map_err(AppError::Prepare)?;
+                target::delete_queue(&mut self.plane.conn_for(keys), keys).await.map_err(AppError::Prepare)?;
             }
         }
         let checked = checked?;
@@ -214,7 +221,8 @@ impl Session {
         if let Some(reason) = check_error {
             failures.push(format!("the invariant check could not run: {reason}"));
         }
-        let mut table = format_table(&summary.scripts, &jobs);
+        let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
+        table.push_str(&format_table(&summary.scripts, &jobs));
         if let Some(outcome) = &checked {
             let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
             table.push_str(&outcome.report.summary_line(&names));
@@ -238,7 +246,7 @@ async fn check_run(
     plan: &Plan,
     dir: &Path,
     driven: &Driven,
-    control: &mut Control,
+    plane: &Plane,
     queues: &[QueueKeys],
     no_check: bool,
 ) -> Result<Result<Option<CheckOutcome>, String>, AppError> {
@@ -260,12 +268,37 @@ async fn check_run(
         return Ok(Err("the server could not be read at the end of the run".to_string()));
     }
     let history = History::merge(header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
-    let outcome = match check::check(control, queues, Some(&history)).await {
+    let outcome = match check::check(plane, queues, Some(&history)).await {
         Ok(outcome) => outcome,
         Err(err) => return Ok(Err(err.to_string())),
     };
     write_invariants(&dir.join(INVARIANTS_FILE), &outcome.report)?;
     Ok(Ok(Some(outcome)))
+}
+
+/// INFO of every node into `topology` (`when`: "before" or "after"), and their sum; `None` when
+/// a node's INFO is denied or fails (said in `unavailable`).
+async fn node_info(
+    plane: &Plane,
+    topology: &mut Topology,
+    when: &str,
+    unavailable: &mut Vec<String>,
+) -> Option<InfoSnapshot> {
+    let mut snapshots = Vec::new();
+    for (node, mut conn) in topology.nodes.iter_mut().zip(plane.nodes()) {
+        match target::info(&mut conn).await {
+            Ok(snapshot) => {
+                node.version = snapshot.server_version.clone();
+                match when {
+                    "before" => node.info_before = Some(snapshot.clone()),
+                    _ => node.info_after = Some(snapshot.clone()),
+                }
+                snapshots.push(snapshot);
+            }
+            Err(err) => unavailable.push(format!("INFO of {} {when} the run: {err}", node.address)),
+        }
+    }
+    (snapshots.len() == topology.nodes.len()).then(|| InfoSnapshot::sum(&snapshots))
 }
 
 fn queue_keys(plan: &Plan) -> Result<Vec<QueueKeys>, AppError> {

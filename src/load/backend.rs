@@ -3,7 +3,8 @@
 //! by the same load, histograms and checker by implementing [`QueueOps`] once more.
 
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
-use crate::protocol::{QueueKeys, Script, Wire};
+use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
+use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
 
@@ -74,18 +75,94 @@ pub trait QueueOps: Clone + 'static {
     fn promote(&mut self, queue: usize, limit: u32) -> impl Future<Output = Result<u64, CallError>>;
 }
 
-/// The EchoMQ v1 implementation: a pipelined client (either transport) plus the keys of every
-/// queue of the run.
+/// The queue → node table of one load thread, shared by its lanes (`Rc`, one thread): a
+/// queue's calls go to the node that owns its slot; a MOVED updates the table, an ASK sends one
+/// call elsewhere, a TRYAGAIN (keys split mid-migration) waits and resends. Each followed
+/// redirect is counted here, never as an error or as throughput.
+pub struct Routes {
+    node_of_queue: Vec<Cell<usize>>,
+    nodes: Vec<(String, u16)>,
+    redirects: Cell<u64>,
+}
+
+impl Routes {
+    /// The table for queues placed on `node_of_queue` (indices into `nodes`, host and port).
+    pub fn new(node_of_queue: &[usize], nodes: Vec<(String, u16)>) -> Routes {
+        Routes { node_of_queue: node_of_queue.iter().map(|&n| Cell::new(n)).collect(), nodes, redirects: Cell::new(0) }
+    }
+
+    /// Redirects followed since the last call (the thread's flusher moves them into its counters).
+    pub fn take_redirects(&self) -> u64 {
+        self.redirects.take()
+    }
+
+    fn node(&self, queue: usize) -> usize {
+        self.node_of_queue[queue].get()
+    }
+
+    /// Where to send next after `redirect` from node `from`; `None` for a node unknown to the
+    /// run (no connection to it).
+    fn follow(&self, queue: usize, from: usize, redirect: &Redirect) -> Option<usize> {
+        self.redirects.set(self.redirects.get() + 1);
+        if redirect.kind == RedirectKind::TryAgain {
+            return Some(self.node(queue));
+        }
+        // An empty host means the node we talked to.
+        let host = if redirect.host.is_empty() { self.nodes[from].0.as_str() } else { redirect.host.as_str() };
+        let to = self.nodes.iter().position(|(h, p)| h == host && *p == redirect.port)?;
+        if redirect.kind == RedirectKind::Moved {
+            self.node_of_queue[queue].set(to);
+        }
+        Some(to)
+    }
+}
+
+/// Redirects one call may follow before its last one is reported as an error.
+const MAX_REDIRECTS: u32 = 250;
+/// The wait before resending after TRYAGAIN (the migration of the slot's keys is under way).
+const TRYAGAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Runs `$call` with `$client` (the queue's node's client) and `$keys`, following redirects.
+macro_rules! routed {
+    ($ops:ident, $queue:expr, |$client:ident, $keys:ident| $call:expr) => {{
+        let queue = $queue;
+        let mut node = $ops.routes.node(queue);
+        let mut tries = 0u32;
+        loop {
+            let $keys = &$ops.queues[queue];
+            let $client = &mut $ops.clients[node];
+            match $call.await {
+                Err(CallError::Redirect(redirect)) if tries < MAX_REDIRECTS => {
+                    tries += 1;
+                    let Some(next) = $ops.routes.follow(queue, node, &redirect) else {
+                        break Err(CallError::Redirect(redirect));
+                    };
+                    node = next;
+                    match redirect.kind {
+                        RedirectKind::Ask => $ops.clients[node].ask_next(),
+                        RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
+                        RedirectKind::Moved => {}
+                    }
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+
+/// The EchoMQ v1.1 implementation: one pipelined client per node (either transport), the
+/// thread's routes, and the keys of every queue of the run.
 #[derive(Clone)]
 pub struct EchoOps<W: Wire> {
-    client: EchoClient<W>,
+    clients: Vec<EchoClient<W>>,
+    routes: Rc<Routes>,
     queues: Rc<[QueueKeys]>,
 }
 
 impl<W: Wire> EchoOps<W> {
-    /// Wraps `client` for the run's `queues`.
-    pub fn new(client: EchoClient<W>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
-        EchoOps { client, queues }
+    /// Wraps `clients` (one per node, in the routes' node order) for the run's `queues`.
+    pub fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
+        EchoOps { clients, routes, queues }
     }
 }
 
@@ -106,7 +183,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         payload: &[u8],
         priority: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        self.client.enqueue(&self.queues[queue], &id, payload, priority).await
+        routed!(self, queue, |c, keys| c.enqueue(keys, &id, payload, priority))
     }
     async fn enqueue_delayed(
         &mut self,
@@ -115,13 +192,13 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         payload: &[u8],
         delay_ms: u64,
     ) -> Result<EnqueueReply, CallError> {
-        self.client.enqueue_delayed(&self.queues[queue], &id, payload, delay_ms).await
+        routed!(self, queue, |c, keys| c.enqueue_delayed(keys, &id, payload, delay_ms))
     }
     async fn claim(&mut self, queue: usize, lease_ms: u64, count: u32) -> Result<Vec<Claimed>, CallError> {
-        self.client.claim(&self.queues[queue], lease_ms, count).await
+        routed!(self, queue, |c, keys| c.claim(keys, lease_ms, count))
     }
     async fn complete(&mut self, queue: usize, id: JobId, token: u64) -> Result<CompleteReply, CallError> {
-        self.client.complete(&self.queues[queue], &id, token).await
+        routed!(self, queue, |c, keys| c.complete(keys, &id, token))
     }
     async fn fail(
         &mut self,
@@ -130,18 +207,18 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         token: u64,
         args: FailArgs<'static>,
     ) -> Result<FailReply, CallError> {
-        self.client.fail(&self.queues[queue], &id, token, args).await
+        routed!(self, queue, |c, keys| c.fail(keys, &id, token, args))
     }
     async fn extend(&mut self, queue: usize, id: JobId, token: u64, lease_ms: u64) -> Result<(), CallError> {
-        self.client.extend(&self.queues[queue], &id, token, lease_ms).await
+        routed!(self, queue, |c, keys| c.extend(keys, &id, token, lease_ms))
     }
     async fn progress(&mut self, queue: usize, id: JobId, token: u64, note: &[u8]) -> Result<(), CallError> {
-        self.client.progress(&self.queues[queue], &id, token, note).await
+        routed!(self, queue, |c, keys| c.progress(keys, &id, token, note))
     }
     async fn reap(&mut self, queue: usize, limit: u32, max_attempts: u32) -> Result<u64, CallError> {
-        self.client.reap(&self.queues[queue], limit, max_attempts).await
+        routed!(self, queue, |c, keys| c.reap(keys, limit, max_attempts))
     }
     async fn promote(&mut self, queue: usize, limit: u32) -> Result<u64, CallError> {
-        self.client.promote(&self.queues[queue], limit).await
+        routed!(self, queue, |c, keys| c.promote(keys, limit))
     }
 }

@@ -10,7 +10,7 @@ use super::thread::{run_thread, Go, ThreadSpec};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
 use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
 use crate::scenario::{Plan, Stop};
-use crate::target::{Connector, Control};
+use crate::target::{Connector, Plane};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,8 +20,10 @@ use tokio::sync::{oneshot, watch};
 /// How to drive the load.
 #[derive(Clone)]
 pub struct DriveOptions {
-    /// Where every load connection goes (TCP or TLS, with the run's auth).
-    pub connector: Connector,
+    /// One connector per node (TCP or TLS, with the run's auth), in the topology's order.
+    pub nodes: Arc<[Connector]>,
+    /// The node of each queue (index into `nodes`).
+    pub placement: Arc<[usize]>,
     /// The scripts.
     pub registry: Arc<ScriptRegistry>,
     /// Load threads, each with its own current-thread runtime (≥ 1).
@@ -72,24 +74,32 @@ pub struct Driven {
     pub issued: u64,
 }
 
-/// Reads the depth of every location set of `queues`: one MULTI/EXEC per queue (one
-/// consistent reading of its five sets: a job moving between two of them, by reap, retry or
-/// promote, would otherwise be counted in neither). Per queue, not across queues: one
-/// transaction may only name keys of one slot on a cluster.
-pub async fn depths(conn: &mut Control, queues: &[QueueKeys]) -> Result<Depths, CallError> {
-    let mut pipe = redis::pipe();
-    for q in queues {
-        pipe.cmd("MULTI").ignore();
-        for (_, key) in q.location_sets() {
-            pipe.zcard(key).ignore();
-        }
-        pipe.cmd("EXEC");
-    }
-    let counts: Vec<Vec<u64>> = pipe.query_async(conn).await.map_err(|e| CallError::from_redis(&e))?;
+/// The five ZCARDs of one queue in one script (atomic; redirects reported, see [`depths`]).
+const DEPTHS: &str = "return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), \
+    redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5])}";
+
+/// Reads the depth of every location set of `queues`: one atomic read per queue, on the node
+/// that owns it (one consistent reading of its five sets: a job moving between two of them, by
+/// reap, retry or promote, would otherwise be counted in neither). Never across queues: one
+/// call may only name keys of one slot on a cluster. The read is a five-ZCARD script with its
+/// keys declared, not MULTI/EXEC: a transaction hides a MOVED/ASK/TRYAGAIN behind EXECABORT,
+/// a script reports it, and the plane follows it.
+pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallError> {
     let mut d = Depths::default();
-    for chunk in counts {
-        let [pending, delayed, active, completed, failed] = chunk[..] else {
-            return Err(CallError::Reply(format!("EXEC of 5 ZCARDs replied {chunk:?}")));
+    for q in queues {
+        let counts = plane
+            .on_queue(q, |mut conn| async move {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(DEPTHS).arg(5);
+                for (_, key) in q.location_sets() {
+                    cmd.arg(key);
+                }
+                let counts: Vec<u64> = cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+                Ok(counts)
+            })
+            .await?;
+        let [pending, delayed, active, completed, failed] = counts[..] else {
+            return Err(CallError::Reply(format!("the depth read replied {counts:?}, expected 5 counts")));
         };
         d.pending += pending;
         d.delayed += delayed;
@@ -102,13 +112,13 @@ pub async fn depths(conn: &mut Control, queues: &[QueueKeys]) -> Result<Depths, 
 
 /// Drives `plan` against the target until it finishes or `shutdown` resolves.
 ///
-/// `control` is a connection of the coordinator's own (depth polling). `progress` is called
+/// `plane` is the coordinator's own control plane (depth polling). `progress` is called
 /// about once a second with the live snapshot and the latest depths. Errors: none once load
 /// has started; a load thread's connect failure ends the run as interrupted, with the reason.
 pub async fn drive(
     plan: Arc<Plan>,
     opts: DriveOptions,
-    mut control: Control,
+    plane: Plane,
     queues: Vec<QueueKeys>,
     shutdown: impl Future<Output = ()>,
     mut progress: impl FnMut(&LiveSnapshot, Option<Depths>),
@@ -124,7 +134,8 @@ pub async fn drive(
         let spec = ThreadSpec {
             index,
             threads: opts.threads.max(1),
-            connector: opts.connector.clone(),
+            nodes: opts.nodes.clone(),
+            placement: opts.placement.clone(),
             connect: opts.connect,
             registry: opts.registry.clone(),
             plan: plan.clone(),
@@ -190,7 +201,7 @@ pub async fn drive(
         let phase = shared.phase();
         let poll_depths = phase == Phase::Drain || now >= next_progress;
         if poll_depths {
-            match depths(&mut control, &queues).await {
+            match depths(&plane, &queues).await {
                 Ok(d) => last_depths = Some(d),
                 Err(_) => {
                     last_depths = None;
@@ -245,7 +256,7 @@ pub async fn drive(
         }
     }
     let metrics = reporter.await.expect("reporter task").finish(end);
-    let depths = depths(&mut control, &queues).await.ok();
+    let depths = depths(&plane, &queues).await.ok();
     if let Some(at) = unreachable_at {
         interrupted.get_or_insert_with(|| {
             format!("the server was unreachable during the run (first at {:.1}s)", at.as_secs_f64())

@@ -2,7 +2,7 @@
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
 //! runtime costs about half the CPU per request of the multi-thread one (measured here).
 
-use super::backend::EchoOps;
+use super::backend::{EchoOps, Routes};
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
 use super::maintenance::{chore_loop, Chore};
@@ -10,7 +10,7 @@ use super::pacing::Schedule;
 use super::payload::PayloadPool;
 use super::producer::{self, Producer};
 use crate::history::HistoryBuf;
-use crate::metrics::{MetricsSink, Recorder};
+use crate::metrics::{JobCounter, MetricsSink, Recorder};
 use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, QueueKeys, ScriptRegistry, Transport, Wire};
 use crate::scenario::Plan;
 use crate::target::{Connector, Control};
@@ -27,8 +27,10 @@ pub struct ThreadSpec {
     pub index: usize,
     /// Load threads in all.
     pub threads: usize,
-    /// Where the thread's connections go.
-    pub connector: Connector,
+    /// One connector per node (one for a standalone server), in the topology's order.
+    pub nodes: Arc<[Connector]>,
+    /// The node of each queue at the start (index into `nodes`).
+    pub placement: Arc<[usize]>,
     /// Connection settings.
     pub connect: ConnectOptions,
     /// The scripts.
@@ -63,12 +65,17 @@ fn connections_for(tasks: usize, total_tasks: u32, connections: u32) -> usize {
     ((connections as usize * tasks).div_ceil(total_tasks.max(1) as usize)).clamp(1, tasks)
 }
 
-async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<EchoClient<W>>, CallError> {
-    let mut clients = Vec::with_capacity(n);
+/// `n` connection sets, each one connection per node.
+async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<Vec<EchoClient<W>>>, CallError> {
+    let mut sets = Vec::with_capacity(n);
     for _ in 0..n {
-        clients.push(EchoClient::open(&spec.connector, spec.connect, spec.registry.clone()).await?);
+        let mut set = Vec::with_capacity(spec.nodes.len());
+        for node in spec.nodes.iter() {
+            set.push(EchoClient::open(node, spec.connect, spec.registry.clone()).await?);
+        }
+        sets.push(set);
     }
-    Ok(clients)
+    Ok(sets)
 }
 
 /// Runs the thread: connects, reports on `ready`, waits for [`Go`], then runs its lanes until
@@ -101,7 +108,7 @@ async fn thread_main<W: Wire>(
     let connected = connect_all::<W>(&spec).await;
     // Built before the start too: filling the pool takes milliseconds.
     let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
-    let (queues, pconns, cconns, mconn) = match connected {
+    let (queues, routes, pconns, cconns, mconn) = match connected {
         Ok(all) => {
             let _ = ready.send(Ok(()));
             all
@@ -131,7 +138,7 @@ async fn thread_main<W: Wire>(
     let begin = Instant::now();
     let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
     for (k, &p) in producers.iter().enumerate() {
-        let ops = EchoOps::new(pconns[k % pconns.len()].clone(), queues.clone());
+        let ops = EchoOps::new(pconns[k % pconns.len()].clone(), routes.clone(), queues.clone());
         let schedule = match plan.producers.open_loop {
             Some(open) => {
                 Schedule::open(open.rate_per_sec / f64::from(plan.producers.count), open.arrival, begin, seed(1, p, 0))
@@ -144,27 +151,29 @@ async fn thread_main<W: Wire>(
         }
     }
     for (k, &c) in consumers.iter().enumerate() {
-        let ops = EchoOps::new(cconns[k % cconns.len()].clone(), queues.clone());
+        let ops = EchoOps::new(cconns[k % cconns.len()].clone(), routes.clone(), queues.clone());
         for lane in 0..plan.consumers.pipeline {
             let spread = c * plan.consumers.pipeline as usize + lane as usize;
             tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed(4, c, lane)));
         }
     }
     if let Some(client) = mconn.into_iter().next() {
-        let ops = EchoOps::new(client, queues.clone());
+        let ops = EchoOps::new(client, routes.clone(), queues.clone());
         let m = plan.maintenance;
         for queue in 0..queues.len() {
             tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, Chore::Reap, m.reap));
             tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, Chore::Promote, m.promote));
         }
     }
-    // Idle threads still hand over their data every second.
+    // Idle threads still hand over their data every second; cluster redirects followed by the
+    // lanes are counted here, not per call.
     let flusher = {
-        let ctx = ctx.clone();
+        let (ctx, routes) = (ctx.clone(), routes.clone());
         async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
             loop {
                 tick.tick().await;
+                ctx.bump(JobCounter::Redirects, routes.take_redirects());
                 ctx.recorder.borrow_mut().maybe_flush(Instant::now());
             }
         }
@@ -180,13 +189,16 @@ async fn thread_main<W: Wire>(
     while ctx.in_flight.get() > 0 && Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
+    ctx.bump(JobCounter::Redirects, routes.take_redirects());
     ctx.recorder.borrow_mut().flush_final();
     let stream = ctx.history.borrow_mut().take();
     stream
 }
 
-/// This thread's connections: (queue keys, producer, consumer, maintenance connections).
-type Connected<W> = (Rc<[QueueKeys]>, Vec<EchoClient<W>>, Vec<EchoClient<W>>, Vec<EchoClient<W>>);
+/// One connection per node.
+type Set<W> = Vec<EchoClient<W>>;
+/// This thread's connections: (queue keys, routes, producer, consumer, maintenance connection sets).
+type Connected<W> = (Rc<[QueueKeys]>, Rc<Routes>, Vec<Set<W>>, Vec<Set<W>>, Vec<Set<W>>);
 
 async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallError> {
     let plan = spec.plan.clone();
@@ -196,5 +208,7 @@ async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallErr
     let pconns = open(spec, connections_for(producers.len(), plan.producers.count, plan.producers.connections)).await?;
     let cconns = open(spec, connections_for(consumers.len(), plan.consumers.count, plan.consumers.connections)).await?;
     let mconn = if spec.index == 0 { open(spec, 1).await? } else { Vec::new() };
-    Ok((queues, pconns, cconns, mconn))
+    let nodes = spec.nodes.iter().map(|c| (c.target().host.clone(), c.target().port)).collect();
+    let routes = Rc::new(Routes::new(&spec.placement, nodes));
+    Ok((queues, routes, pconns, cconns, mconn))
 }

@@ -40,11 +40,14 @@ pub enum JobCounter {
     /// PROTOCOL.md v1.1 "Poison jobs end"). `reap`'s reply counts them among the reaped, so
     /// this is read from the server at the end (the check's scan), not bumped by the driver.
     FailedByStall,
+    /// Cluster redirects (MOVED, ASK, TRYAGAIN) the load followed: each a call re-sent to the
+    /// node that owns the slot now, never counted as an error or as throughput.
+    Redirects,
 }
 
 impl JobCounter {
     /// Every counter, in `index()` order.
-    pub const ALL: [JobCounter; 15] = [
+    pub const ALL: [JobCounter; 16] = [
         JobCounter::Enqueued,
         JobCounter::Duplicates,
         JobCounter::Claimed,
@@ -60,10 +63,11 @@ impl JobCounter {
         JobCounter::PayloadCorrupt,
         JobCounter::DuplicateAccepted,
         JobCounter::FailedByStall,
+        JobCounter::Redirects,
     ];
 
     /// Number of counters (the length of `[u64; JobCounter::COUNT]`).
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 16;
 
     /// Dense index in `0..JobCounter::COUNT`.
     pub fn index(self) -> usize {
@@ -88,6 +92,7 @@ impl JobCounter {
             JobCounter::PayloadCorrupt => "payload_corrupt",
             JobCounter::DuplicateAccepted => "duplicate_accepted",
             JobCounter::FailedByStall => "failed_by_stall",
+            JobCounter::Redirects => "redirects",
         }
     }
 }

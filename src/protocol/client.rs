@@ -45,11 +45,13 @@ pub struct EchoClient<W: Wire = Control> {
     conn: W,
     registry: Arc<ScriptRegistry>,
     scratch: Request,
+    /// Send the next call after `ASKING` (a cluster ASK redirect), once.
+    asking: bool,
 }
 
 impl<W: Wire> Clone for EchoClient<W> {
     fn clone(&self) -> Self {
-        EchoClient { conn: self.conn.clone(), registry: self.registry.clone(), scratch: Request::new() }
+        EchoClient { conn: self.conn.clone(), registry: self.registry.clone(), scratch: Request::new(), asking: false }
     }
 }
 
@@ -91,7 +93,7 @@ impl<W: Wire> EchoClient<W> {
 
     /// Wraps an open connection without loading anything (calls still survive NOSCRIPT).
     pub fn from_connection(conn: W, registry: Arc<ScriptRegistry>) -> EchoClient<W> {
-        EchoClient { conn, registry, scratch: Request::new() }
+        EchoClient { conn, registry, scratch: Request::new(), asking: false }
     }
 
     /// The registry the client calls.
@@ -106,8 +108,16 @@ impl<W: Wire> EchoClient<W> {
         &mut self.scratch
     }
 
+    /// Sends the next call after `ASKING`, as a cluster ASK redirect requires (once).
+    pub fn ask_next(&mut self) {
+        self.asking = true;
+    }
+
     /// Sends the scratch command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
     pub(crate) async fn call(&mut self, script: Script) -> Result<Value, CallError> {
+        if std::mem::take(&mut self.asking) {
+            return self.registry.run_asking(&mut self.conn, script, &self.scratch).await;
+        }
         self.registry.run(&mut self.conn, script, &self.scratch).await
     }
 }

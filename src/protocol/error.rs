@@ -34,6 +34,49 @@ pub enum CallError {
     /// The connection failed before a reply arrived: the outcome is unknown.
     #[error("connection failed: {0}")]
     Connection(String),
+    /// A Valkey Cluster redirect: the call did not run here. The load follows it (and counts
+    /// it as a redirect, never as an error); counted as `server` if it ever reaches a count.
+    #[error("cluster redirect: {0}")]
+    Redirect(Redirect),
+}
+
+/// Why and where a cluster node sent a call elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind:?} slot {slot} to {host}:{port}")]
+pub struct Redirect {
+    /// MOVED, ASK or TRYAGAIN.
+    pub kind: RedirectKind,
+    /// The slot (0 for TRYAGAIN, which names none).
+    pub slot: u16,
+    /// The node to ask; empty when the server left it out (then: the same host).
+    pub host: String,
+    /// Its port (0 for TRYAGAIN).
+    pub port: u16,
+}
+
+/// The three redirects of the cluster specification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedirectKind {
+    /// The slot lives on another node for good: update the map, send there.
+    Moved,
+    /// The slot is migrating and this key is already on the target: send there once, after
+    /// `ASKING`.
+    Ask,
+    /// The slot is migrating and the call's keys are split between the nodes: retry shortly.
+    TryAgain,
+}
+
+impl Redirect {
+    /// Parses the detail of `-MOVED 3999 127.0.0.1:6381` / `-ASK ...` (`kind` from the code).
+    fn parse(kind: RedirectKind, detail: &str) -> Option<Redirect> {
+        if kind == RedirectKind::TryAgain {
+            return Some(Redirect { kind, slot: 0, host: String::new(), port: 0 });
+        }
+        let (slot, addr) = detail.trim().split_once(' ')?;
+        let (host, port) = addr.rsplit_once(':')?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Some(Redirect { kind, slot: slot.parse().ok()?, host: host.to_string(), port: port.parse().ok()? })
+    }
 }
 
 impl CallError {
@@ -45,6 +88,7 @@ impl CallError {
             CallError::Reply(_) => ErrorCode::Reply,
             CallError::Timeout => ErrorCode::Timeout,
             CallError::Connection(_) => ErrorCode::Connection,
+            CallError::Redirect(_) => ErrorCode::Server,
         }
     }
 
@@ -75,6 +119,16 @@ impl CallError {
             "EMQSTATE" => ErrorCode::State,
             "EMQFENCE" => ErrorCode::Fence,
             "NOSCRIPT" => return CallError::NoScript(detail.to_string()),
+            "MOVED" | "ASK" | "TRYAGAIN" => {
+                let kind = match code {
+                    "MOVED" => RedirectKind::Moved,
+                    "ASK" => RedirectKind::Ask,
+                    _ => RedirectKind::TryAgain,
+                };
+                return Redirect::parse(kind, detail)
+                    .map(CallError::Redirect)
+                    .unwrap_or_else(|| CallError::Server(format!("{code} {detail}")));
+            }
             _ => return CallError::Server(format!("{code} {detail}")),
         };
         CallError::Emq { code: emq, message: detail.to_string() }

@@ -13,7 +13,7 @@ pub mod verbs;
 pub mod wire;
 
 pub use client::{ConnectOptions, EchoClient};
-pub use error::{CallError, RegistryError};
+pub use error::{CallError, Redirect, RedirectKind, RegistryError};
 pub use ids::JobIdGen;
 pub use keyspace::{JobId, KeyspaceError, QueueKeys, QueueName};
 pub use pipe::PipeConn;

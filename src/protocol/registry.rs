@@ -130,4 +130,17 @@ impl ScriptRegistry {
             other => other,
         }
     }
+
+    /// [`run`](Self::run) after `ASKING` on the same connection (a cluster ASK redirect).
+    ///
+    /// Errors: as [`run`](Self::run).
+    pub async fn run_asking<W: Wire>(&self, conn: &mut W, script: Script, request: &Request) -> Result<Value, CallError> {
+        match conn.send_asking(request).await {
+            Err(CallError::NoScript(_)) => {
+                self.load(conn, script).await?;
+                conn.send_asking(request).await
+            }
+            other => other,
+        }
+    }
 }

@@ -43,6 +43,10 @@ pub trait Wire: Clone + 'static {
 
     /// Sends `request` and waits for its reply.
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
+
+    /// Sends `ASKING` and then `request` on this connection with nothing in between (a cluster
+    /// ASK redirect: the flag holds for the next command only); returns `request`'s reply.
+    fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 }
 
 impl Wire for Control {
@@ -58,6 +62,18 @@ impl Wire for Control {
             Ok(Value::ServerError(err)) => Err(CallError::from_redis(&err.into())),
             Ok(value) => Ok(value),
             Err(err) => Err(CallError::from_redis(&err)),
+        }
+    }
+
+    async fn send_asking(&mut self, request: &Request) -> Result<Value, CallError> {
+        // One pipeline: redis-rs writes both commands back to back on its one socket.
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors().cmd("ASKING").add_command(request.to_cmd());
+        let replies: Vec<Value> = pipe.query_async(self).await.map_err(|e| CallError::from_redis(&e))?;
+        match replies.into_iter().nth(1) {
+            Some(Value::ServerError(err)) => Err(CallError::from_redis(&err.into())),
+            Some(value) => Ok(value),
+            None => Err(CallError::Reply("ASKING pipeline returned fewer than 2 replies".into())),
         }
     }
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// What INFO said at one moment, reduced to what a run report needs.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct InfoSnapshot {
     /// `redis_version`/`valkey_version`, e.g. "9.1.2".
     pub server_version: String,
@@ -16,6 +16,27 @@ pub struct InfoSnapshot {
     pub used_cpu_s: f64,
     /// `cmdstat_*` lines: command -> (calls, usec in total).
     pub commandstats: BTreeMap<String, CommandStat>,
+}
+
+impl InfoSnapshot {
+    /// The sum of several nodes' snapshots (memory, CPU and commandstats added; the first
+    /// node's version), for a cluster's totals.
+    pub fn sum(nodes: &[InfoSnapshot]) -> InfoSnapshot {
+        let mut total = InfoSnapshot {
+            server_version: nodes.first().map(|n| n.server_version.clone()).unwrap_or_default(),
+            ..InfoSnapshot::default()
+        };
+        for node in nodes {
+            total.used_memory += node.used_memory;
+            total.used_cpu_s += node.used_cpu_s;
+            for (name, stat) in &node.commandstats {
+                let entry = total.commandstats.entry(name.clone()).or_default();
+                entry.calls += stat.calls;
+                entry.usec += stat.usec;
+            }
+        }
+        total
+    }
 }
 
 /// One `cmdstat_<name>` line of INFO commandstats.

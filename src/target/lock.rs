@@ -2,7 +2,7 @@
 //! while the run lives and deleted at its end, so a second run started on the same queues is
 //! refused instead of both corrupting each other. A run that dies leaves it to expire.
 
-use super::control::Control;
+use super::plane::{Plane, Route};
 use super::TargetError;
 use crate::protocol::{CallError, QueueKeys};
 use std::time::Duration;
@@ -20,8 +20,8 @@ const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 /// The held locks of one run. Dropping it stops the renewal (the leases then expire);
 /// [`RunLock::release`] deletes them at once.
 pub struct RunLock {
-    control: Control,
-    keys: Vec<String>,
+    plane: Plane,
+    keys: Vec<QueueKeys>,
     run_id: String,
     renewer: tokio::task::JoinHandle<()>,
 }
@@ -31,10 +31,10 @@ impl RunLock {
     ///
     /// Errors: [`TargetError::Locked`] naming the first queue another run holds, its holder and
     /// how long its lease still runs; [`TargetError::Call`] when a command fails.
-    pub async fn acquire(control: &Control, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, TargetError> {
-        let mut conn = control.clone();
-        let mut held: Vec<String> = Vec::new();
+    pub async fn acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, TargetError> {
+        let mut held: Vec<QueueKeys> = Vec::new();
         for keys in queues {
+            let mut conn = plane.conn_for(keys);
             let taken: Option<String> = redis::cmd("SET")
                 .arg(&keys.lock)
                 .arg(run_id)
@@ -49,7 +49,7 @@ impl RunLock {
                     redis::cmd("GET").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
                 let ttl_ms: i64 =
                     redis::cmd("PTTL").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
-                release(&mut conn, &held, run_id).await;
+                release(plane, &held, run_id).await;
                 return Err(TargetError::Locked {
                     queue: keys.queue.to_string(),
                     key: keys.lock.clone(),
@@ -57,10 +57,10 @@ impl RunLock {
                     ttl_ms: ttl_ms.max(0) as u64,
                 });
             }
-            held.push(keys.lock.clone());
+            held.push(keys.clone());
         }
-        let renewer = tokio::spawn(renew_loop(control.clone(), held.clone(), run_id.to_string()));
-        Ok(RunLock { control: control.clone(), keys: held, run_id: run_id.to_string(), renewer })
+        let renewer = tokio::spawn(renew_loop(plane.clone(), held.clone(), run_id.to_string()));
+        Ok(RunLock { plane: plane.clone(), keys: held, run_id: run_id.to_string(), renewer })
     }
 
     /// The run id the locks hold.
@@ -71,8 +71,7 @@ impl RunLock {
     /// Stops the renewal and deletes the locks that are still this run's.
     pub async fn release(self) {
         self.renewer.abort();
-        let mut conn = self.control.clone();
-        release(&mut conn, &self.keys, &self.run_id).await;
+        release(&self.plane, &self.keys, &self.run_id).await;
     }
 }
 
@@ -82,28 +81,42 @@ impl Drop for RunLock {
     }
 }
 
-async fn renew_loop(mut conn: Control, keys: Vec<String>, run_id: String) {
+async fn renew_loop(plane: Plane, keys: Vec<QueueKeys>, run_id: String) {
     let mut ticker = tokio::time::interval(LOCK_TTL / 3);
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        for key in &keys {
+        for keys in &keys {
             // A failed renewal (server briefly away) is retried at the next tick; the lease
-            // outlives two missed ones.
-            let _: Result<i64, _> = redis::cmd("EVAL")
-                .arg(RENEW)
-                .arg(1)
-                .arg(key)
-                .arg(&run_id)
-                .arg(LOCK_TTL.as_millis() as u64)
-                .query_async(&mut conn)
+            // outlives two missed ones. A moved slot is followed (the plane re-reads the map).
+            let _ = plane
+                .on_queue(keys, |mut conn| {
+                    let run_id = run_id.clone();
+                    async move {
+                        let renewed: Result<i64, _> = redis::cmd("EVAL")
+                            .arg(RENEW)
+                            .arg(1)
+                            .arg(&keys.lock)
+                            .arg(&run_id)
+                            .arg(LOCK_TTL.as_millis() as u64)
+                            .query_async(&mut conn)
+                            .await;
+                        renewed.map_err(|e| CallError::from_redis(&e))
+                    }
+                })
                 .await;
         }
     }
 }
 
-async fn release(conn: &mut Control, keys: &[String], run_id: &str) {
-    for key in keys {
-        let _: Result<i64, _> = redis::cmd("EVAL").arg(RELEASE).arg(1).arg(key).arg(run_id).query_async(conn).await;
+async fn release(plane: &Plane, keys: &[QueueKeys], run_id: &str) {
+    for keys in keys {
+        let _ = plane
+            .on_queue(keys, |mut conn| async move {
+                let released: Result<i64, _> =
+                    redis::cmd("EVAL").arg(RELEASE).arg(1).arg(&keys.lock).arg(run_id).query_async(&mut conn).await;
+                released.map_err(|e| CallError::from_redis(&e))
+            })
+            .await;
     }
 }

@@ -7,6 +7,8 @@
 //! - [`connector`]: TCP (+ TLS) connections as one [`Stream`] type.
 //! - [`control`]: the control connection (redis-rs over our stream, reconnecting).
 //! - [`topology`]: standalone or cluster, nodes and slots.
+//! - [`plane`]: the control plane: a connection per node, each queue's commands to its node.
+//! - [`slot`]: cluster key slots (CRC16 of the hash tag).
 //! - [`lock`]: the per-queue run lock.
 //! - [`keys`]: the run's own keys (refuse existing ones, delete at the end, never flush).
 //! - [`info`]: INFO snapshots.
@@ -19,6 +21,8 @@ pub mod control;
 pub mod info;
 pub mod keys;
 pub mod lock;
+pub mod plane;
+pub mod slot;
 pub mod spec;
 pub mod tls;
 pub mod topology;
@@ -28,6 +32,7 @@ pub use control::Control;
 pub use info::{info, parse_info, CommandStat, InfoSnapshot};
 pub use keys::{delete_queue, ensure_clean, queue_keys};
 pub use lock::RunLock;
+pub use plane::{Plane, Route};
 pub use spec::{redact_url, Secret, Target, TargetFlags, PASSWORD_ENV};
 pub use tls::{TlsInfo, TlsSettings};
 pub use topology::Topology;

@@ -1,10 +1,8 @@
 //! What the target is: a standalone server, or a Valkey Cluster (detected from
 //! `cluster_enabled:1`, no flag needed), with its nodes and their slot ranges.
 //!
-//! A cluster whose slots all sit on one primary is driven like a standalone server (every key
-//! of a queue shares one hash tag, and no command spans two queues). A cluster of several
-//! primaries needs per-node routing with MOVED/ASK, which is not built yet: it is refused up
-//! front with that reason rather than failing mid-run.
+//! Every key of a queue shares one hash tag, so a queue lives on the one primary that owns its
+//! slot; no command spans two queues. [`Plane`](super::plane::Plane) routes by this map.
 
 use super::control::Control;
 use super::TargetError;
@@ -25,6 +23,22 @@ pub enum Kind {
 pub struct Node {
     /// `host:port` (the target's own for a standalone server).
     pub address: String,
+    /// Host to connect to (IPv6 without brackets).
+    #[serde(skip)]
+    pub host: String,
+    /// Port to connect to.
+    #[serde(skip)]
+    pub port: u16,
+    /// `valkey_version`/`redis_version` from its INFO (empty when denied).
+    pub version: String,
+    /// The run's queues whose slot it owns.
+    pub queues: Vec<String>,
+    /// INFO figures before the run (absent when denied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info_before: Option<super::info::InfoSnapshot>,
+    /// INFO figures after the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info_after: Option<super::info::InfoSnapshot>,
     /// `primary` or `replica` (INFO replication's `role`: master/slave), `unknown` when denied.
     pub role: String,
     /// Slot ranges it serves, inclusive (empty for a standalone server).
@@ -43,9 +57,17 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// `standalone 127.0.0.1:6379 (primary)` or `cluster of 1 primary: ...`, for the table.
+    /// `standalone 127.0.0.1:6379 (primary)` or `cluster of 3 node(s): 127.0.0.1:7000
+    /// (primary; queues bench-0), ...`, for the table's header line.
     pub fn describe(&self) -> String {
-        let nodes: Vec<String> = self.nodes.iter().map(|n| format!("{} ({})", n.address, n.role)).collect();
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| match (self.kind, n.queues.is_empty()) {
+                (Kind::Cluster, false) => format!("{} ({}; queues {})", n.address, n.role, n.queues.join(", ")),
+                _ => format!("{} ({})", n.address, n.role),
+            })
+            .collect();
         match self.kind {
             Kind::Standalone => format!("standalone {}", nodes.join(", ")),
             Kind::Cluster => format!("cluster of {} node(s): {}", self.nodes.len(), nodes.join(", ")),
@@ -53,10 +75,10 @@ impl Topology {
     }
 }
 
-/// Reads the target's topology through `control`.
+/// Reads the target's topology through `control`: INFO replication/cluster, and on a cluster
+/// CLUSTER SLOTS (every primary with its slot ranges; replicas take no load).
 ///
-/// Errors: [`TargetError::Unsupported`] for a cluster of more than one primary (the reason
-/// names what is missing); a failed read that is not an ACL denial.
+/// Errors: a failed CLUSTER SLOTS on a cluster, or one without any slot served.
 pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
     let mut conn = control.clone();
     let t = control.connector().target();
@@ -79,9 +101,9 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
             ("unknown".to_string(), false)
         }
     };
-    let address = if t.host.contains(':') { format!("[{}]:{}", t.host, t.port) } else { format!("{}:{}", t.host, t.port) };
     if !cluster {
-        return Ok(Topology { kind: Kind::Standalone, nodes: vec![Node { address, role, slots: Vec::new() }], unavailable });
+        let node = node(&t.host, t.port, &role, Vec::new());
+        return Ok(Topology { kind: Kind::Standalone, nodes: vec![node], unavailable });
     }
     // CLUSTER SLOTS: [[start, end, [host, port, id], replicas...], ...] (also on older servers).
     let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
@@ -105,21 +127,45 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
             Some(redis::Value::Int(p)) => *p,
             _ => 0,
         };
-        let addr = format!("{host}:{port}");
         let range = (*start as u16, *end as u16);
-        match nodes.iter_mut().find(|n| n.address == addr) {
+        let port = u16::try_from(port).unwrap_or(0);
+        match nodes.iter_mut().find(|n| n.host == host && n.port == port) {
             Some(node) => node.slots.push(range),
-            None => nodes.push(Node { address: addr, role: "primary".into(), slots: vec![range] }),
+            None => nodes.push(node(&host, port, "primary", vec![range])),
         }
     }
-    if nodes.len() > 1 {
-        return Err(TargetError::Unsupported(format!(
-            "{} is a Valkey Cluster of {} primaries ({}): routing each queue to the node that owns its \
-             slot, with MOVED/ASK, is not built yet; a cluster whose slots all sit on one primary works",
-            t.display(),
-            nodes.len(),
-            nodes.iter().map(|n| n.address.as_str()).collect::<Vec<_>>().join(", ")
-        )));
+    if nodes.is_empty() {
+        return Err(TargetError::Unsupported(format!("{}: the cluster serves no slot (CLUSTER SLOTS is empty)", t.display())));
     }
+    for n in &mut nodes {
+        n.slots.sort_unstable();
+    }
+    // A stable order, so a queue's node index means the same in every load thread.
+    nodes.sort_by(|a, b| (a.host.as_str(), a.port).cmp(&(b.host.as_str(), b.port)));
     Ok(Topology { kind: Kind::Cluster, nodes, unavailable })
+}
+
+fn node(host: &str, port: u16, role: &str, slots: Vec<(u16, u16)>) -> Node {
+    let address = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    Node {
+        address,
+        host: host.to_string(),
+        port,
+        role: role.to_string(),
+        slots,
+        version: String::new(),
+        queues: Vec::new(),
+        info_before: None,
+        info_after: None,
+    }
+}
+
+impl Topology {
+    /// The index (into `nodes`) of the node that owns `slot`; node 0 for a standalone server.
+    pub fn owner(&self, slot: u16) -> Option<usize> {
+        if self.kind == Kind::Standalone {
+            return Some(0);
+        }
+        self.nodes.iter().position(|n| n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+    }
 }

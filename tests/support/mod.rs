@@ -2,6 +2,8 @@
 //! at its state. Never a mock of the server.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use emq_bench::protocol::{CallError, EchoClient, QueueKeys, QueueName, Script, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
 use emq_bench::target::Control;

@@ -182,6 +182,16 @@ impl Wire for PipeConn {
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
         PipeConn::send(self, request)
     }
+
+    fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
+        // Both are queued now, adjacent in the output buffer (send queues synchronously).
+        let asking = PipeConn::send(self, &Request::from_args(&["ASKING"]));
+        let call = PipeConn::send(self, request);
+        async move {
+            let _ = asking.await;
+            call.await
+        }
+    }
 }
 
 /// The reply of one [`PipeConn::send`]. Dropping it before the reply abandons the request

@@ -1,0 +1,161 @@
+//! The control plane: one [`Control`] connection per node and the slot map, so every
+//! control command for a queue (INFO aside) goes to the node that owns the queue's slot. On a
+//! standalone server it is one connection. No module talks to "the server" as if there were
+//! only one: they ask the plane ([`Route::conn_for`]).
+
+use super::connector::Connector;
+use super::control::Control;
+use super::slot::slot;
+use super::topology::{discover, Topology};
+use super::TargetError;
+use crate::protocol::{CallError, ConnectOptions, QueueKeys};
+use std::sync::{Arc, Mutex};
+
+/// Where the control commands of a queue go.
+pub trait Route {
+    /// The connection to the node that holds `keys`' slot.
+    fn conn_for(&self, keys: &QueueKeys) -> Control;
+}
+
+/// A standalone connection routes everything to itself (tests, single servers).
+impl Route for Control {
+    fn conn_for(&self, _keys: &QueueKeys) -> Control {
+        self.clone()
+    }
+}
+
+/// The control plane of a target; clones share it.
+#[derive(Clone)]
+pub struct Plane {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    seed: Control,
+    opts: ConnectOptions,
+    map: Mutex<Map>,
+}
+
+struct Map {
+    topology: Topology,
+    /// One connection per node of `topology.nodes`, same order.
+    conns: Vec<Control>,
+}
+
+impl Plane {
+    /// Connects to the target, reads its topology and connects to every primary.
+    ///
+    /// Errors: the first connect (classified, naming the target), the topology read, or a
+    /// node's connect.
+    pub async fn open(connector: &Connector, opts: ConnectOptions) -> Result<Plane, TargetError> {
+        let seed = Control::connect(connector, opts).await?;
+        let map = connect_map(&seed, opts).await?;
+        Ok(Plane { inner: Arc::new(Inner { seed, opts, map: Mutex::new(map) }) })
+    }
+
+    /// The connection to the node the user named (the URL's).
+    pub fn seed(&self) -> &Control {
+        &self.inner.seed
+    }
+
+    /// The topology as last read.
+    pub fn topology(&self) -> Topology {
+        self.inner.map.lock().expect("plane map").topology.clone()
+    }
+
+    /// Every node's connection, in `topology().nodes` order.
+    pub fn nodes(&self) -> Vec<Control> {
+        self.inner.map.lock().expect("plane map").conns.clone()
+    }
+
+    /// The index of the node that owns `keys`' slot (0 when no node claims it: the request
+    /// then meets a MOVED that tells where it is).
+    pub fn node_of(&self, keys: &QueueKeys) -> usize {
+        self.inner.map.lock().expect("plane map").topology.owner(slot(keys.lock.as_bytes())).unwrap_or(0)
+    }
+
+    /// Reads the slot map again (after a MOVED: a slot migrated) and connects to new nodes.
+    ///
+    /// Errors: the topology read or a new node's connect.
+    pub async fn refresh(&self) -> Result<(), TargetError> {
+        let map = connect_map(&self.inner.seed, self.inner.opts).await?;
+        *self.inner.map.lock().expect("plane map") = map;
+        Ok(())
+    }
+
+    /// Runs `call` on the connection of `keys`' node, following the slot: after MOVED the map
+    /// is read again; while the slot migrates (ASK, TRYAGAIN) the call is retried every 10 ms,
+    /// for up to 2 s (a control command never needs ASKING: it waits for the migration to end).
+    ///
+    /// Errors: `call`'s error, the last redirect, or the refresh's as [`CallError::Connection`].
+    pub async fn on_queue<T, F, Fut>(&self, keys: &QueueKeys, mut call: F) -> Result<T, CallError>
+    where
+        F: FnMut(Control) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CallError>>,
+    {
+        let mut tries = 0;
+        loop {
+            match call(self.conn_for(keys)).await {
+                Err(CallError::Redirect(redirect)) if tries < 200 => {
+                    tries += 1;
+                    if redirect.kind == crate::protocol::RedirectKind::Moved {
+                        self.refresh().await.map_err(|e| CallError::Connection(e.to_string()))?;
+                    } else {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Route for Plane {
+    fn conn_for(&self, keys: &QueueKeys) -> Control {
+        let map = self.inner.map.lock().expect("plane map");
+        let node = map.topology.owner(slot(keys.lock.as_bytes())).unwrap_or(0);
+        map.conns[node].clone()
+    }
+}
+
+async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, TargetError> {
+    let topology = discover(seed).await?;
+    let t = seed.connector().target();
+    let mut conns = Vec::with_capacity(topology.nodes.len());
+    for node in &topology.nodes {
+        if (node.host.as_str(), node.port) == (t.host.as_str(), t.port) || topology.nodes.len() == 1 {
+            conns.push(seed.clone());
+        } else {
+            conns.push(Control::connect(&seed.connector().at(&node.host, node.port)?, opts).await?);
+        }
+    }
+    Ok(Map { topology, conns })
+}
+
+/// Names for `count` queues `bench-K` spread evenly over the primaries of `topology`: queue i
+/// goes to primary i mod P, as the lowest unused K whose slot that primary owns. (The default
+/// names `bench-0 .. bench-(N-1)` land wherever their CRC16 puts them: 3 queues on 3 primaries
+/// would often share one.)
+pub fn spread_names(count: usize, topology: &Topology) -> Vec<String> {
+    let primaries = topology.nodes.len().max(1);
+    let mut names = Vec::with_capacity(count);
+    let mut k = 0u64;
+    for i in 0..count {
+        let want = i % primaries;
+        loop {
+            let name = format!("bench-{k}");
+            k += 1;
+            let tag = format!("{{{name}}}");
+            if topology.owner(slot(tag.as_bytes())) == Some(want) {
+                names.push(name);
+                break;
+            }
+        }
+        // The search restarts low for the next primary, skipping names already taken.
+        k = 0;
+        while names.iter().any(|n| *n == format!("bench-{k}")) {
+            k += 1;
+        }
+    }
+    names
+}
