@@ -32,9 +32,9 @@ async fn small_run(server: &emq_bench::server::EmbeddedServer, dir: &Path) -> Hi
 }
 
 async fn check_now(server: &emq_bench::server::EmbeddedServer, history: &History) -> Vec<Violation> {
-    let mut conn = support::client(server).await.connection().clone();
+    let conn = support::client(server).await.connection().clone();
     let queues = [QueueKeys::new(QueueName::new("bench").unwrap())];
-    check::check(&mut conn, &queues, Some(history)).await.unwrap().report.violations
+    check::check(&conn, &queues, Some(history)).await.unwrap().report.violations
 }
 
 fn assert_names(violations: &[Violation], invariant: Invariant, job: &str) {

@@ -64,7 +64,7 @@ async fn fixture() -> Fixture {
 
 impl Fixture {
     async fn violations(&mut self) -> Vec<Violation> {
-        let state = scan(&mut self.conn, std::slice::from_ref(&self.q)).await.unwrap();
+        let state = scan(&self.conn, std::slice::from_ref(&self.q)).await.unwrap();
         check_structural(&state)
     }
 
@@ -93,8 +93,8 @@ fn assert_one(found: &[Violation], invariant: Invariant, job: &str, text: &str) 
 
 #[tokio::test]
 async fn a_queue_driven_by_the_scripts_is_clean() {
-    let mut f = fixture().await;
-    let state = scan(&mut f.conn, std::slice::from_ref(&f.q)).await.unwrap();
+    let f = fixture().await;
+    let state = scan(&f.conn, std::slice::from_ref(&f.q)).await.unwrap();
     assert_eq!(check_structural(&state), vec![]);
     assert_eq!(checked_jobs(&state), 6);
     let queue = &state.queues[0];
@@ -297,7 +297,7 @@ async fn a_queue_larger_than_one_batch_is_read_whole() {
         pipe.zadd(set, id.as_str(), n).ignore();
     }
     let () = pipe.query_async(&mut conn).await.unwrap();
-    let state = scan(&mut conn, std::slice::from_ref(&q)).await.unwrap();
+    let state = scan(&conn, std::slice::from_ref(&q)).await.unwrap();
     assert_eq!(check_structural(&state), vec![]);
     assert_eq!((checked_jobs(&state), state.queues[0].rows.len()), (JOBS as usize, JOBS as usize));
 }

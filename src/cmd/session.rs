@@ -223,6 +223,10 @@ impl Session {
         }
         let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
         table.push_str(&format_table(&summary.scripts, &jobs));
+        let redirects = jobs[JobCounter::Redirects.index()];
+        if redirects > 0 || summary.target.topology.kind == target::topology::Kind::Cluster {
+            table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
+        }
         if let Some(outcome) = &checked {
             let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
             table.push_str(&outcome.report.summary_line(&names));
