@@ -19,7 +19,7 @@ pub enum AppError {
     /// The embedded server could not start.
     #[error(transparent)]
     Server(#[from] ServerError),
-    /// A refused target (not loopback, keys exist, unreachable).
+    /// A refused target (bad URL or TLS settings, keys exist, locked by another run, unreachable).
     #[error(transparent)]
     Target(#[from] TargetError),
     /// A bad command-line value.

@@ -111,3 +111,29 @@ async fn a_run_whose_drain_cannot_finish_names_every_stuck_job() {
         assert!(v["job"].as_str().unwrap().starts_with("JOB"), "{v}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_evicted_with_every_trace_is_named_by_its_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = support::server();
+    let scenario = tmp.path().join("small.toml");
+    std::fs::write(&scenario, "name = \"evict\"\nseed = 12\njobs = 50\n[consumers]\ncount = 1\n").unwrap();
+    let out = tmp.path().join("out");
+    let result =
+        run(RunArgs { keep: true, ..args(&scenario, &out, server.url()) }, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    // Remove one completed job's row and its completed member: nothing on the server names it.
+    let mut conn = support::client(&server).await.connection().clone();
+    let ids: Vec<String> = redis::cmd("ZRANGE").arg("emq:{bench}:completed").arg(0).arg(0).query_async(&mut conn).await.unwrap();
+    let id = ids[0].clone();
+    let _: () = redis::cmd("DEL").arg(format!("emq:{{bench}}:job:{id}")).query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("ZREM").arg("emq:{bench}:completed").arg(&id).query_async(&mut conn).await.unwrap();
+    let (header, streams) = emq_bench::history::file::load(&out.join("history.bin")).unwrap();
+    let history = emq_bench::history::History::merge(header, &streams).unwrap();
+    let queues = [emq_bench::protocol::QueueKeys::new(emq_bench::protocol::QueueName::new("bench").unwrap())];
+    let violations = emq_bench::check::check(&conn, &queues, Some(&history)).await.unwrap().report.violations;
+    let lost: Vec<_> = violations.iter().filter(|v| v.invariant == Invariant::I7).collect();
+    assert_eq!(lost.len(), 1, "{violations:#?}");
+    let label = lost[0].job.as_deref().unwrap();
+    assert!(label.starts_with(&id), "the lost job is named {label}, not by its id {id}");
+}

@@ -6,7 +6,7 @@ use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
 use crate::history::{Event, History, Kind, Outcome};
 use crate::load::payload::PayloadCheck;
-use crate::protocol::ids::{job_number, job_tag};
+use crate::protocol::ids::{job_id, job_number, job_tag};
 use crate::protocol::{ErrorCode, JobId};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -110,10 +110,16 @@ fn check_job(
     let drained = history.header.drained;
     let mut out = Vec::new();
     let queue_name = |e: &Event| history.header.queues.get(usize::from(e.queue)).cloned().unwrap_or_default();
+    // A job nothing on the server names any more is named by the id its enqueue minted.
+    let minted = events
+        .iter()
+        .find(|e| matches!(e.kind, Kind::Enqueue) && e.id_ms > 0)
+        .map(|e| job_id(history.header.run_tag, e.job, e.id_ms));
     let job_label = found
         .map(|f| f.id)
         .or(member.copied())
         .map(|id| id.to_string())
+        .or_else(|| minted.map(|id| format!("{id} (no row and no set member left)")))
         .unwrap_or_else(|| format!("job number {} (no row and no set member left)", events[0].job));
     let queue = found.map(|f| f.queue.queue.clone()).unwrap_or_else(|| queue_name(&events[0]));
     let mut push = |invariant, expected: String, found: String| {

@@ -2,8 +2,9 @@
 //! about 6–12 bytes (issue 4's budget is 64 bytes per job, retries included).
 //!
 //! Encoding of one event: a byte `kind << 5 | outcome`; the job number as a zigzag varint delta
-//! from the previous event's; the token (a varint) or, for enqueues, the CRC-32 (4 bytes LE)
-//! and the queue (a varint); the send time as a zigzag varint delta (µs) from the previous
+//! from the previous event's; the token (a varint) or, for enqueues, the CRC-32 (4 bytes LE),
+//! the queue (a varint) and the id's time part (a zigzag varint delta, ms, from the previous
+//! enqueue's); the send time as a zigzag varint delta (µs) from the previous
 //! event's; the duration (µs, a varint).
 
 use super::event::{Event, Kind, Outcome};
@@ -21,11 +22,12 @@ pub struct HistoryBuf {
     bytes: Vec<u8>,
     last_job: u32,
     last_sent: u64,
+    last_id_ms: u64,
     events: u64,
 }
 
 /// Appends `v` as a LEB128 varint at `buf[at..]`; returns the new end. `buf` has room for any
-/// event (at most 1 + 10 + 4 + 10 + 10 + 10 bytes), so no bounds check fails.
+/// event (at most 1 + 5 + 4 + 3 + 10 + 10 + 10 bytes), so no bounds check fails.
 #[inline]
 fn put_varint(buf: &mut [u8; EVENT_MAX], mut at: usize, mut v: u64) -> usize {
     while v >= 0x80 {
@@ -38,7 +40,7 @@ fn put_varint(buf: &mut [u8; EVENT_MAX], mut at: usize, mut v: u64) -> usize {
 }
 
 /// The longest encoded event, bytes.
-const EVENT_MAX: usize = 48;
+const EVENT_MAX: usize = 64;
 
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
@@ -51,7 +53,15 @@ fn unzigzag(v: u64) -> i64 {
 impl HistoryBuf {
     /// An empty buffer whose times count from `start` (the run start).
     pub fn new(start: Instant) -> HistoryBuf {
-        HistoryBuf { start, full: Vec::new(), bytes: Vec::with_capacity(CHUNK), last_job: 0, last_sent: 0, events: 0 }
+        HistoryBuf {
+            start,
+            full: Vec::new(),
+            bytes: Vec::with_capacity(CHUNK),
+            last_job: 0,
+            last_sent: 0,
+            last_id_ms: 0,
+            events: 0,
+        }
     }
 
     /// Appends one event: the request was sent at `sent` and its reply read `dur_us` µs later
@@ -59,6 +69,24 @@ impl HistoryBuf {
     #[inline]
     #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
     pub fn push(&mut self, job: u32, kind: Kind, outcome: Outcome, token: u32, queue: u16, sent: Instant, dur_us: u64) {
+        self.push_enqueue(job, kind, outcome, token, queue, 0, sent, dur_us);
+    }
+
+    /// [`push`](Self::push) with the enqueued id's time part `id_ms` (ms since the Unix epoch;
+    /// kept for enqueue kinds only).
+    #[inline]
+    #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
+    pub fn push_enqueue(
+        &mut self,
+        job: u32,
+        kind: Kind,
+        outcome: Outcome,
+        token: u32,
+        queue: u16,
+        id_ms: u64,
+        sent: Instant,
+        dur_us: u64,
+    ) {
         let sent_us = elapsed_us(self.start, sent);
         // Encode on the stack, then append once: one capacity check per event, not per byte.
         let mut buf = [0u8; EVENT_MAX];
@@ -67,6 +95,8 @@ impl HistoryBuf {
         if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
             buf[at..at + 4].copy_from_slice(&token.to_le_bytes());
             at = put_varint(&mut buf, at + 4, u64::from(queue));
+            at = put_varint(&mut buf, at, zigzag(id_ms as i64 - self.last_id_ms as i64));
+            self.last_id_ms = id_ms;
         } else {
             at = put_varint(&mut buf, at, u64::from(token));
         }
@@ -151,23 +181,26 @@ impl Reader<'_> {
 pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
     let mut r = Reader { bytes, at: 0 };
     let mut events = Vec::with_capacity(bytes.len() / 8);
-    let (mut job, mut sent) = (0i64, 0i64);
+    let (mut job, mut sent, mut id_ms) = (0i64, 0i64, 0i64);
     while r.at < bytes.len() {
         let start = r.at;
         let head = r.byte()?;
         let kind = Kind::from_bits(head >> 5).ok_or(DecodeError { offset: start, what: "unknown kind" })?;
         let outcome = Outcome::from_bits(head & 31).ok_or(DecodeError { offset: start, what: "unknown outcome" })?;
         job += unzigzag(r.varint()?);
-        let (token, queue) = if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
+        let (token, queue, ms) = if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
             let crc = [r.byte()?, r.byte()?, r.byte()?, r.byte()?];
-            (u32::from_le_bytes(crc), r.varint()? as u16)
+            let queue = r.varint()? as u16;
+            id_ms += unzigzag(r.varint()?);
+            (u32::from_le_bytes(crc), queue, id_ms as u64)
         } else {
-            (r.varint()? as u32, 0)
+            (r.varint()? as u32, 0, 0)
         };
         sent += unzigzag(r.varint()?);
         let dur = r.varint()?;
         let job = u32::try_from(job).map_err(|_| DecodeError { offset: start, what: "job number out of range" })?;
-        events.push(Event { job, kind, outcome, token, queue, sent_us: sent as u64, done_us: sent as u64 + dur });
+        let (sent_us, done_us) = (sent as u64, sent as u64 + dur);
+        events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us });
     }
     Ok(events)
 }
@@ -186,7 +219,8 @@ mod tests {
         let mut expected = Vec::new();
         for job in 0..1000u32 {
             let t = u64::from(job) * 100;
-            buf.push(job, Kind::Enqueue, Outcome::Ok, 0xdead_beef ^ job, 1, at(t), 80);
+            let id_ms = 1_764_000_000_000 + u64::from(job) / 3;
+            buf.push_enqueue(job, Kind::Enqueue, Outcome::Ok, 0xdead_beef ^ job, 1, id_ms, at(t), 80);
             buf.push(job, Kind::Claim, Outcome::Ok, 1, 0, at(t + 90), 5);
             buf.push(job, Kind::Complete, Outcome::Refused(ErrorCode::Fence), 1, 0, at(t + 96), 3);
             expected.push(Event {
@@ -195,6 +229,7 @@ mod tests {
                 outcome: Outcome::Ok,
                 token: 0xdead_beef ^ job,
                 queue: 1,
+                id_ms,
                 sent_us: t,
                 done_us: t + 80,
             });
@@ -204,6 +239,7 @@ mod tests {
                 outcome: Outcome::Ok,
                 token: 1,
                 queue: 0,
+                id_ms: 0,
                 sent_us: t + 90,
                 done_us: t + 95,
             });
@@ -213,6 +249,7 @@ mod tests {
                 outcome: Outcome::Refused(ErrorCode::Fence),
                 token: 1,
                 queue: 0,
+                id_ms: 0,
                 sent_us: t + 96,
                 done_us: t + 99,
             });
@@ -224,6 +261,7 @@ mod tests {
             outcome: Outcome::Unknown,
             token: 0,
             queue: 0,
+            id_ms: 0,
             sent_us: 5,
             done_us: 7,
         });

@@ -120,6 +120,9 @@ pub struct Event {
     pub token: u32,
     /// The queue index (enqueues; 0 otherwise).
     pub queue: u16,
+    /// The enqueued id's time part, ms since the Unix epoch (enqueues; 0 otherwise): with the
+    /// run tag and the job number it rebuilds the id of a job nothing on the server names.
+    pub id_ms: u64,
     /// When the request was sent, µs since the run start.
     pub sent_us: u64,
     /// When its reply was read (or the call gave up), µs since the run start.

@@ -1,8 +1,8 @@
 //! `history.bin`: the run's history saved in the results folder, so `emq-bench check` can be
-//! re-run later. Versioned: magic `EMQHIST1`, a JSON header, then the per-thread streams as
+//! re-run later. Versioned: magic `EMQHIST2` (2: enqueues keep the id's time part), a JSON header, then the per-thread streams as
 //! recorded (the compact varint encoding of `buffer.rs`).
 //!
-//! Layout: `EMQHIST1` · u32 LE header length · header JSON · u32 LE stream count ·
+//! Layout: `EMQHIST2` · u32 LE header length · header JSON · u32 LE stream count ·
 //! for each stream: u64 LE length · bytes.
 
 use super::HistoryHeader;
@@ -10,7 +10,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The file's magic and format version.
-pub const MAGIC: &[u8; 8] = b"EMQHIST1";
+pub const MAGIC: &[u8; 8] = b"EMQHIST2";
 
 /// Why a history file could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum HistoryFileError {
         source: std::io::Error,
     },
     /// Not a history file of this version.
-    #[error("{}: not an emq-bench history (expected magic EMQHIST1)", path.display())]
+    #[error("{}: not an emq-bench history (expected magic EMQHIST2)", path.display())]
     Magic {
         /// The file.
         path: PathBuf,

@@ -5,7 +5,7 @@
 use super::payload::PayloadPool;
 use crate::history::{HistoryBuf, Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
-use crate::protocol::{CallError, Script};
+use crate::protocol::{CallError, JobId, Script};
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -136,6 +136,28 @@ impl ThreadCtx {
             Err(err) => Outcome::of_error(err.code()),
         };
         self.history.borrow_mut().push(job, kind, outcome, token, queue, span.sent, span.service_us);
+    }
+
+    /// [`remember`](Self::remember) for an enqueue of `id` (its time part is kept, so the
+    /// checker can name the job even when nothing of it is left on the server).
+    #[allow(clippy::too_many_arguments)] // the fields of one event, as `remember`'s
+    pub fn remember_enqueue<T>(
+        &self,
+        job: u32,
+        kind: Kind,
+        crc: u32,
+        queue: u16,
+        id: &JobId,
+        span: Span,
+        result: &Result<T, CallError>,
+        ok: impl FnOnce(&T) -> Outcome,
+    ) {
+        let outcome = match result {
+            Ok(reply) => ok(reply),
+            Err(err) => Outcome::of_error(err.code()),
+        };
+        let id_ms = crate::protocol::ids::job_ms(id);
+        self.history.borrow_mut().push_enqueue(job, kind, outcome, crc, queue, id_ms, span.sent, span.service_us);
     }
 }
 

@@ -111,7 +111,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                 };
                 now = span.done;
                 let crc = payload_crc(&payload);
-                ctx.remember(number, Kind::Enqueue, crc, queue as u16, span, &result, enqueue_outcome);
+                ctx.remember_enqueue(number, Kind::Enqueue, crc, queue as u16, &id, span, &result, enqueue_outcome);
                 match result {
                     Ok(EnqueueReply::Enqueued) => {
                         ctx.bump(JobCounter::Enqueued, 1);
@@ -130,11 +130,12 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                     timed_span(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, Some(9)))
                         .await;
                 let number = job_number(&id);
-                ctx.remember(
+                ctx.remember_enqueue(
                     number,
                     Kind::EnqueueDup,
                     payload_crc(&payload),
                     queue as u16,
+                    &id,
                     span,
                     &result,
                     enqueue_outcome,

@@ -36,6 +36,19 @@ pub fn job_tag(id: &JobId) -> u64 {
     ((id.ulid().0 >> 32) as u64) & ((1 << 48) - 1)
 }
 
+/// The id of job `number` of the run with tag `run_tag`, stamped `unix_ms`: what
+/// [`JobIdGen::mint_at`] made, rebuilt from its parts (the checker names a job whose row and
+/// set members are all gone by it, from the stamp the history kept).
+pub fn job_id(run_tag: u64, number: u32, unix_ms: u64) -> JobId {
+    let random = (u128::from(run_tag) << 32) | u128::from(number);
+    JobId::from_ulid(ulid::Ulid::from_parts(unix_ms, random))
+}
+
+/// The time part of `id`, ms since the Unix epoch.
+pub fn job_ms(id: &JobId) -> u64 {
+    id.ulid().timestamp_ms()
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_ms_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -56,8 +69,7 @@ impl JobIdGen {
     /// if that is later. For callers that know the time without reading the clock again.
     pub fn mint_at(&mut self, number: u32, unix_ms: u64) -> JobId {
         self.last_ms = self.last_ms.max(unix_ms);
-        let random = (u128::from(self.tag) << 32) | u128::from(number);
-        JobId::from_ulid(ulid::Ulid::from_parts(self.last_ms, random))
+        job_id(self.tag, number, self.last_ms)
     }
 
     /// The next id, numbering this generator's jobs 0, 1, 2, ... (a stand-alone generator).

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// Which transport the load threads use (`--transport`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
-    /// Our own connection loop (`PipeConn`): plain TCP, the least client CPU per request.
+    /// Our own connection loop (`PipeConn`), TCP or TLS: the least client CPU per request.
     #[default]
     Pipe,
     /// redis-rs' multiplexed connection: the reference path, about twice the client CPU per request.

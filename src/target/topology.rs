@@ -98,7 +98,10 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
         }
         Err(err) => {
             unavailable.push(format!("INFO: {err}"));
-            ("unknown".to_string(), false)
+            // Without INFO, CLUSTER SLOTS tells: a standalone server refuses it ("cluster
+            // support disabled"), a cluster node answers with its map.
+            let probe: Result<Vec<redis::Value>, _> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await;
+            ("unknown".to_string(), probe.is_ok_and(|slots| !slots.is_empty()))
         }
     };
     if !cluster {
