@@ -5,7 +5,7 @@
 use super::payload::PayloadPool;
 use crate::history::{HistoryBuf, Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
-use crate::protocol::{CallError, JobId, Script};
+use crate::protocol::{CallError, Script};
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -138,8 +138,9 @@ impl ThreadCtx {
         self.history.borrow_mut().push(job, kind, outcome, token, queue, span.sent, span.service_us);
     }
 
-    /// [`remember`](Self::remember) for an enqueue of `id` (its time part is kept, so the
-    /// checker can name the job even when nothing of it is left on the server).
+    /// [`remember`](Self::remember) for an enqueue whose id has the time part `id_ms` (ms since
+    /// the Unix epoch; kept so the checker can name the job even when nothing of it is left on
+    /// the server; 0 for a repeated id).
     #[allow(clippy::too_many_arguments)] // the fields of one event, as `remember`'s
     pub fn remember_enqueue<T>(
         &self,
@@ -147,7 +148,7 @@ impl ThreadCtx {
         kind: Kind,
         crc: u32,
         queue: u16,
-        id: &JobId,
+        id_ms: u64,
         span: Span,
         result: &Result<T, CallError>,
         ok: impl FnOnce(&T) -> Outcome,
@@ -156,7 +157,6 @@ impl ThreadCtx {
             Ok(reply) => ok(reply),
             Err(err) => Outcome::of_error(err.code()),
         };
-        let id_ms = crate::protocol::ids::job_ms(id);
         self.history.borrow_mut().push_enqueue(job, kind, outcome, crc, queue, id_ms, span.sent, span.service_us);
     }
 }

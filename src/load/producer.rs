@@ -38,7 +38,7 @@ impl Producer {
 
 /// What one enqueue will be.
 enum Job {
-    New { queue: usize, number: u32, id: JobId, delay: Option<Duration>, priority: Option<u64> },
+    New { queue: usize, number: u32, id: JobId, id_ms: u64, delay: Option<Duration>, priority: Option<u64> },
     Duplicate { queue: usize, id: JobId },
 }
 
@@ -79,6 +79,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                         queue: rng.random_range(0..queues),
                         number: number as u32,
                         id: p.ids.mint_at(number as u32, stamp),
+                        id_ms: p.ids.last_ms(),
                         delay,
                         priority,
                     }
@@ -97,7 +98,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
         }
         let size = plan.payload.sample(&mut rng) as usize;
         match job {
-            Job::New { queue, number, id, delay, priority } => {
+            Job::New { queue, number, id, id_ms, delay, priority } => {
                 ctx.pool.build(&id, size, &mut payload);
                 let (result, span) = match delay {
                     Some(d) => {
@@ -111,7 +112,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                 };
                 now = span.done;
                 let crc = payload_crc(&payload);
-                ctx.remember_enqueue(number, Kind::Enqueue, crc, queue as u16, &id, span, &result, enqueue_outcome);
+                ctx.remember_enqueue(number, Kind::Enqueue, crc, queue as u16, id_ms, span, &result, enqueue_outcome);
                 match result {
                     Ok(EnqueueReply::Enqueued) => {
                         ctx.bump(JobCounter::Enqueued, 1);
@@ -135,7 +136,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                     Kind::EnqueueDup,
                     payload_crc(&payload),
                     queue as u16,
-                    &id,
+                    0, // the original enqueue kept the id's time part
                     span,
                     &result,
                     enqueue_outcome,

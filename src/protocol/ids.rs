@@ -44,11 +44,6 @@ pub fn job_id(run_tag: u64, number: u32, unix_ms: u64) -> JobId {
     JobId::from_ulid(ulid::Ulid::from_parts(unix_ms, random))
 }
 
-/// The time part of `id`, ms since the Unix epoch.
-pub fn job_ms(id: &JobId) -> u64 {
-    id.ulid().timestamp_ms()
-}
-
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_ms_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -70,6 +65,11 @@ impl JobIdGen {
     pub fn mint_at(&mut self, number: u32, unix_ms: u64) -> JobId {
         self.last_ms = self.last_ms.max(unix_ms);
         job_id(self.tag, number, self.last_ms)
+    }
+
+    /// The time part of the last id minted, ms since the Unix epoch (without decoding it).
+    pub fn last_ms(&self) -> u64 {
+        self.last_ms
     }
 
     /// The next id, numbering this generator's jobs 0, 1, 2, ... (a stand-alone generator).
