@@ -138,24 +138,56 @@ async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, Target
 /// would often share one.)
 pub fn spread_names(count: usize, topology: &Topology) -> Vec<String> {
     let primaries = topology.nodes.len().max(1);
-    let mut names = Vec::with_capacity(count);
-    let mut k = 0u64;
+    let mut names: Vec<String> = Vec::with_capacity(count);
     for i in 0..count {
         let want = i % primaries;
-        loop {
-            let name = format!("bench-{k}");
-            k += 1;
-            let tag = format!("{{{name}}}");
-            if topology.owner(slot(tag.as_bytes())) == Some(want) {
-                names.push(name);
-                break;
-            }
-        }
-        // The search restarts low for the next primary, skipping names already taken.
-        k = 0;
-        while names.iter().any(|n| *n == format!("bench-{k}")) {
-            k += 1;
-        }
+        // Every primary owns about 1/P of the slots: the search ends within a few P names.
+        let name = (0u64..)
+            .map(|k| format!("bench-{k}"))
+            .find(|name| {
+                let tag = format!("{{{name}}}");
+                topology.owner(slot(tag.as_bytes())) == Some(want) && !names.contains(name)
+            })
+            .expect("an unbounded search ends");
+        names.push(name);
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::topology::{Kind, Node};
+
+    fn node(port: u16, slots: (u16, u16)) -> Node {
+        Node {
+            address: format!("127.0.0.1:{port}"),
+            host: "127.0.0.1".into(),
+            port,
+            role: "primary".into(),
+            slots: vec![slots],
+            version: String::new(),
+            queues: Vec::new(),
+            info_before: None,
+            info_after: None,
+        }
+    }
+
+    #[test]
+    fn queue_names_spread_evenly_over_the_primaries_and_never_repeat() {
+        let topology = Topology {
+            kind: Kind::Cluster,
+            nodes: vec![node(1, (0, 5460)), node(2, (5461, 10922)), node(3, (10923, 16383))],
+            unavailable: Vec::new(),
+        };
+        let names = spread_names(30, &topology);
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 30, "{names:?}");
+        for (i, name) in names.iter().enumerate() {
+            let tag = format!("{{{name}}}");
+            assert_eq!(topology.owner(slot(tag.as_bytes())), Some(i % 3), "{name}");
+        }
+    }
 }
