@@ -14,7 +14,8 @@ use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
 use crate::protocol::ids::run_tag;
 use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
-use crate::report::format_table;
+use crate::report::{format_table, gates};
+use crate::scenario::thresholds::ThresholdMetric;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
 use crate::scenario::{self, Plan, TargetPlan};
@@ -425,6 +426,16 @@ fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven) -> Vec<String> {
     for threshold in summary.thresholds.iter().filter(|t| !t.passed) {
         out.push(threshold.describe());
     }
+    // Without any [thresholds], a run whose calls failed never passes (report::gates).
+    let intent = gates::Intent { producers: plan.producers.count > 0, consumers: plan.consumers.count > 0 };
+    let rate_gated = |script: &str| {
+        plan.thresholds.iter().any(|t| match &t.metric {
+            ThresholdMetric::ErrorRate { script: None } => true,
+            ThresholdMetric::ErrorRate { script: Some(s) } => s == script,
+            _ => false,
+        })
+    };
+    out.extend(gates::failures(&summary.scripts, &summary.jobs, intent, rate_gated));
     let dup = jobs[JobCounter::DuplicateAccepted.index()];
     if dup > 0 {
         out.push(format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"));

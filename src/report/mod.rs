@@ -23,6 +23,7 @@ pub mod run_summary;
 mod scripts_csv;
 mod summary;
 mod table;
+pub mod gates;
 pub mod thresholds;
 
 pub use hlog::write_hlog;

@@ -31,17 +31,19 @@ pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]
         .iter()
         .map(|s| {
             let l = &s.latency_us;
+            // No successful call has no latency: a dash, never a 0.000 that reads as fast.
+            let ms = |us: u64| if s.ok == 0 { "–".to_string() } else { ms3(us) };
             [
                 s.script.clone(),
                 s.calls.to_string(),
                 format!("{:.1}", s.ops_per_sec),
                 s.error_total().to_string(),
-                ms3(l.p50),
-                ms3(l.p90),
-                ms3(l.p99),
-                ms3(l.p999),
-                ms3(l.p9999),
-                ms3(l.max),
+                ms(l.p50),
+                ms(l.p90),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.p9999),
+                ms(l.max),
             ]
         })
         .collect();

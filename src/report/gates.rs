@@ -1,0 +1,129 @@
+//! The gates every run is held to without any `[thresholds]` (issue 10: a run whose calls all
+//! fail must never say "pass"): a script with calls but no successful one; nothing enqueued by
+//! a scenario with producers; nothing finished by a scenario with consumers; errors beyond 1%
+//! of a script's calls. EMQFENCE and EMQSTATE refusals of the fenced verbs do not count toward
+//! the 1%: they are the protocol refusing stale holders, which stalls, zombies and expired
+//! leases provoke on purpose (the checker's I6 judges them). A scenario's own `errors.rate`
+//! threshold replaces the 1% rule for the scripts it covers.
+
+use super::ScriptSummary;
+use crate::protocol::ErrorCode;
+use std::collections::BTreeMap;
+
+/// The share of a script's calls that may fail (other than the provoked refusals).
+pub const MAX_ERROR_SHARE: f64 = 0.01;
+
+/// The fenced verbs, whose EMQFENCE/EMQSTATE refusals a scenario provokes.
+const FENCED: [&str; 4] = ["complete", "fail", "extend", "progress"];
+
+/// What the run was meant to do, for the gates.
+#[derive(Debug, Clone, Copy)]
+pub struct Intent {
+    /// The scenario has producers.
+    pub producers: bool,
+    /// The scenario has consumers.
+    pub consumers: bool,
+}
+
+/// One line per broken gate (empty when the run passes them). `jobs` are summary.json's job
+/// counters; `rate_gated(script)` is true when a threshold sets that script's error rate.
+pub fn failures(
+    scripts: &[ScriptSummary],
+    jobs: &BTreeMap<&'static str, u64>,
+    intent: Intent,
+    rate_gated: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in scripts.iter().filter(|s| s.calls > 0) {
+        if s.ok == 0 {
+            out.push(format!("{}: {} calls and none succeeded ({})", s.script, s.calls, by_code(s)));
+            continue;
+        }
+        if rate_gated(&s.script) {
+            continue;
+        }
+        let provoked: u64 = if FENCED.contains(&s.script.as_str()) {
+            [ErrorCode::Fence, ErrorCode::State].iter().filter_map(|c| s.errors.get(c.name())).sum()
+        } else {
+            0
+        };
+        let other = s.error_total() - provoked;
+        if other as f64 > MAX_ERROR_SHARE * s.calls as f64 {
+            out.push(format!(
+                "{}: {other} of {} calls failed ({}), more than {}% (set {}.errors.rate in [thresholds] to allow it)",
+                s.script,
+                s.calls,
+                by_code(s),
+                MAX_ERROR_SHARE * 100.0,
+                s.script
+            ));
+        }
+    }
+    let count = |name: &str| jobs.get(name).copied().unwrap_or(0);
+    if intent.producers && count("enqueued") == 0 {
+        out.push("nothing was enqueued".to_string());
+    }
+    let finished = count("completed") + count("failed") + count("failed_by_stall");
+    if intent.consumers && count("enqueued") > 0 && finished == 0 {
+        out.push("nothing was completed or failed, although the scenario has consumers".to_string());
+    }
+    out
+}
+
+fn by_code(s: &ScriptSummary) -> String {
+    let codes: Vec<String> = s.errors.iter().map(|(code, n)| format!("{code} {n}")).collect();
+    if codes.is_empty() {
+        "no error reply".to_string()
+    } else {
+        codes.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(name: &str, calls: u64, ok: u64, errors: &[(&str, u64)]) -> ScriptSummary {
+        ScriptSummary {
+            script: name.into(),
+            calls,
+            ok,
+            errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            ops_per_sec: 0.0,
+            latency_us: Default::default(),
+            service_us: Default::default(),
+            late: 0,
+        }
+    }
+
+    fn jobs(enqueued: u64, completed: u64) -> BTreeMap<&'static str, u64> {
+        [("enqueued", enqueued), ("completed", completed)].into_iter().collect()
+    }
+
+    const BOTH: Intent = Intent { producers: true, consumers: true };
+
+    #[test]
+    fn a_run_whose_calls_all_fail_is_a_failure() {
+        let found = failures(&[script("enqueue", 50, 0, &[("server", 50)])], &jobs(0, 0), BOTH, |_| false);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("enqueue: 50 calls and none succeeded (server 50)"), "{found:?}");
+        assert_eq!(found[1], "nothing was enqueued");
+        let found = failures(&[script("enqueue", 50, 50, &[])], &jobs(50, 0), BOTH, |_| false);
+        assert_eq!(found, vec!["nothing was completed or failed, although the scenario has consumers"]);
+        let enqueue_only = Intent { producers: true, consumers: false };
+        assert!(failures(&[script("enqueue", 50, 50, &[])], &jobs(50, 0), enqueue_only, |_| false).is_empty());
+    }
+
+    #[test]
+    fn provoked_refusals_are_allowed_and_other_errors_only_up_to_one_percent() {
+        let fenced = script("complete", 1000, 900, &[("EMQFENCE", 60), ("EMQSTATE", 30), ("timeout", 10)]);
+        assert!(failures(&[fenced], &jobs(900, 900), BOTH, |_| false).is_empty(), "10 of 1000 is 1%: allowed");
+        let over = script("complete", 1000, 889, &[("EMQFENCE", 100), ("timeout", 11)]);
+        let found = failures(&[over.clone()], &jobs(900, 889), BOTH, |_| false);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].starts_with("complete: 11 of 1000 calls failed (EMQFENCE 100, timeout 11)"), "{found:?}");
+        assert!(failures(&[over], &jobs(900, 889), BOTH, |s| s == "complete").is_empty(), "a threshold replaces the rule");
+        let claim = script("claim", 1000, 980, &[("EMQSTATE", 20)]);
+        assert_eq!(failures(&[claim], &jobs(900, 900), BOTH, |_| false).len(), 1, "claim is no fenced verb");
+    }
+}
