@@ -196,3 +196,48 @@ async fn two_runs_on_the_same_queues_at_once_one_runs_the_other_exits_2() {
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.unwrap();
     assert!(left.is_empty(), "keys left behind: {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lock_is_taken_over_fails_and_keeps_the_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = support::server();
+    let mut a = args(&scenario("smoke.toml"), tmp.path(), server.url(), TargetArgs::default());
+    // Past the first renewal (every 10 s), which finds the lease another's.
+    a.duration = Some(Duration::from_secs(11));
+    let mut conn = support::client(&server).await.connection().clone();
+    let thief = {
+        let mut conn = conn.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let _: () = redis::cmd("SET").arg("emq-lock:{bench-0}").arg("another run").query_async(&mut conn).await.unwrap();
+        }
+    };
+    let (result, ()) = tokio::join!(run(a, std::future::pending()), thief);
+    let result = result.unwrap();
+    assert_eq!(result.outcome, Outcome::Failed);
+    let said = result.failures.join("\n");
+    assert!(said.contains("run lock lost") && said.contains("bench-0"), "{said}");
+    let left: Vec<String> = redis::cmd("KEYS").arg("emq:{bench-0}:*").query_async(&mut conn).await.unwrap();
+    assert!(!left.is_empty(), "the keys of a run that lost its lock are kept");
+    let lock: String = redis::cmd("GET").arg("emq-lock:{bench-0}").query_async(&mut conn).await.unwrap();
+    assert_eq!(lock, "another run", "the other run's lock is not released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_in_the_scenario_url_is_masked_in_the_results_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = support::server();
+    acl_user(&server, "bench", &BENCH_ACL.replace(">s3cret", ">pa/ss@x")).await;
+    let file = tmp.path().join("s.toml");
+    let url = format!("redis://bench:pa%2Fss%40x@127.0.0.1:{}/", server.port());
+    std::fs::write(&file, format!("name = \"s\"\nseed = 1\njobs = 20\n[target]\nurl = \"{url}\"\n[consumers]\ncount = 1\n")).unwrap();
+    let out = tmp.path().join("out");
+    let result = run(RunArgs { url: None, ..support::run_args(&file, &out) }, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let copy = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert!(copy.contains("redis://bench:***@127.0.0.1"), "{copy}");
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let text = String::from_utf8_lossy(&std::fs::read(entry.unwrap().path()).unwrap()).into_owned();
+        assert!(!text.contains("pa%2Fss") && !text.contains("pa/ss"), "the password is in a result file");
+    }
+}

@@ -154,10 +154,12 @@ impl Session {
         target::ensure_clean(&self.plane, &queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
         let mut topology = self.topology.clone();
-        let mut unavailable = topology.unavailable.clone();
+        // Discovery's INFO denial is said again per node by node_info: keep one account.
+        let mut unavailable: Vec<String> =
+            topology.unavailable.iter().filter(|u| !u.starts_with("INFO:")).cloned().collect();
         let before = node_info(&self.plane, &mut topology, "before", &mut unavailable).await;
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
-        copy_scenario(&args.scenario, dir)?;
+        copy_scenario(&args.scenario, plan.scenario.target.url.as_deref(), dir)?;
 
         let progress = Progress::new(args.quiet);
         let opts = DriveOptions {
@@ -208,9 +210,12 @@ impl Session {
         let enqueued = summary.jobs.get("enqueued").copied().unwrap_or(0);
         summary.history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
         let written = write_results(dir, &summary, &driven.metrics);
+        // A lease lost mid-run means another run may be on these queues now: its keys are not
+        // ours to delete, and this run's verdict cannot stand.
+        let lost = self.lock.as_ref().map(RunLock::lost).unwrap_or_default();
         // The run's keys go whatever happened to the files: a failed write must not leave
         // them behind to block the next run.
-        if !keep && driven.depths.is_some() {
+        if !keep && driven.depths.is_some() && lost.is_empty() {
             for keys in &queues {
                 target::delete_queue(&mut self.plane.conn_for(keys), keys).await.map_err(AppError::Prepare)?;
             }
@@ -219,6 +224,7 @@ impl Session {
         written?;
 
         let mut failures = failures(&plan, &summary, &driven);
+        failures.extend(lost.into_iter().map(|line| format!("run lock lost: {line} (its keys were kept)")));
         if let Some(reason) = check_error {
             failures.push(format!("the invariant check could not run: {reason}"));
         }
@@ -339,9 +345,16 @@ pub fn results_dir(args: &RunArgs, plan: &Plan) -> Result<PathBuf, AppError> {
     Ok(dir)
 }
 
-fn copy_scenario(scenario: &Path, dir: &Path) -> Result<(), AppError> {
+/// Copies the scenario file into the results folder, with the password of its `[target] url`
+/// (if it has one) masked: a result file never holds a password.
+fn copy_scenario(scenario: &Path, url: Option<&str>, dir: &Path) -> Result<(), AppError> {
+    let io = |path: &Path, source| AppError::Io { path: path.display().to_string(), source };
+    let mut text = std::fs::read_to_string(scenario).map_err(|e| io(scenario, e))?;
+    if let Some(url) = url {
+        text = text.replace(url, &scenario::redact_url(url));
+    }
     let to = dir.join("scenario.toml");
-    std::fs::copy(scenario, &to).map_err(|source| AppError::Io { path: to.display().to_string(), source })?;
+    std::fs::write(&to, text).map_err(|e| io(&to, e))?;
     Ok(())
 }
 

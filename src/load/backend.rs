@@ -117,8 +117,9 @@ impl Routes {
     }
 }
 
-/// Redirects one call may follow before its last one is reported as an error.
-const MAX_REDIRECTS: u32 = 250;
+/// Redirects one call may follow before its last one is reported as an error: with the 2 ms
+/// TRYAGAIN pause, a migration may keep a queue's keys split for about 5 s.
+const MAX_REDIRECTS: u32 = 2500;
 /// The wait before resending after TRYAGAIN (the migration of the slot's keys is under way).
 const TRYAGAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
 

@@ -119,7 +119,7 @@ mod tests {
         let fenced = script("complete", 1000, 900, &[("EMQFENCE", 60), ("EMQSTATE", 30), ("timeout", 10)]);
         assert!(failures(&[fenced], &jobs(900, 900), BOTH, |_| false).is_empty(), "10 of 1000 is 1%: allowed");
         let over = script("complete", 1000, 889, &[("EMQFENCE", 100), ("timeout", 11)]);
-        let found = failures(&[over.clone()], &jobs(900, 889), BOTH, |_| false);
+        let found = failures(std::slice::from_ref(&over), &jobs(900, 889), BOTH, |_| false);
         assert_eq!(found.len(), 1);
         assert!(found[0].starts_with("complete: 11 of 1000 calls failed (EMQFENCE 100, timeout 11)"), "{found:?}");
         assert!(failures(&[over], &jobs(900, 889), BOTH, |s| s == "complete").is_empty(), "a threshold replaces the rule");

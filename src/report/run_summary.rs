@@ -20,8 +20,7 @@ pub struct TargetInfo {
     pub url: String,
     /// Standalone or cluster, its nodes, their roles and slot ranges.
     pub topology: crate::target::Topology,
-    /// The negotiated TLS version and cipher suite (absent for plain TCP).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The negotiated TLS version and cipher suite (`null` for plain TCP).
     pub tls: Option<crate::target::TlsInfo>,
     /// Server figures that could not be read (a command denied by ACL, or missing), with why.
     pub unavailable: Vec<String>,

@@ -43,8 +43,20 @@ impl Control {
     /// Errors: the connect, TLS or AUTH/SELECT failure, classified; a refused connect names
     /// the target (its password masked).
     pub async fn connect(connector: &Connector, opts: ConnectOptions) -> Result<Control, CallError> {
+        // A failed first connect names the target (password masked): the bare reply does not
+        // say which server or user was meant.
+        let target = connector.target();
         let (conn, tls) = open(connector, opts).await.map_err(|e| match e {
-            CallError::Connection(msg) => CallError::Connection(format!("{}: {msg}", connector.target().display())),
+            CallError::Connection(msg) => {
+                // A plain connection to a TLS port is cut at the first command.
+                let hint = if target.tls.is_none() && (msg.contains("reset") || msg.contains("closed")) {
+                    " (if the port speaks TLS, use rediss:// or --tls)"
+                } else {
+                    ""
+                };
+                CallError::Connection(format!("{}: {msg}{hint}", target.display()))
+            }
+            CallError::Server(msg) => CallError::Server(format!("{}: {msg}", target.display())),
             other => other,
         })?;
         let state = State { conn: Some(conn), retry_at: None, backoff: MIN_BACKOFF, tls };

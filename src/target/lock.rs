@@ -5,6 +5,7 @@
 use super::plane::{Plane, Route};
 use super::TargetError;
 use crate::protocol::{CallError, QueueKeys};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The lease's length; renewed every third of it.
@@ -17,50 +18,46 @@ const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
     return redis.call('DEL', KEYS[1]) else return 0 end";
 
-/// The held locks of one run. Dropping it stops the renewal (the leases then expire);
-/// [`RunLock::release`] deletes them at once.
+/// The held locks of one run. The renewal runs on a thread of its own with its own
+/// connections, so a long check (rayon, blocking the command's runtime) cannot let a lease
+/// expire. Dropping it stops the renewal (the leases then expire); [`RunLock::release`]
+/// deletes them at once.
 pub struct RunLock {
     plane: Plane,
     keys: Vec<QueueKeys>,
     run_id: String,
-    renewer: tokio::task::JoinHandle<()>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+    lost: Arc<Mutex<Vec<String>>>,
 }
 
 impl RunLock {
     /// Takes the lock of every queue of `queues` for `run_id`, or none of them.
     ///
     /// Errors: [`TargetError::Locked`] naming the first queue another run holds, its holder and
-    /// how long its lease still runs; [`TargetError::Call`] when a command fails.
+    /// how long its lease still runs; [`TargetError::Call`] when a command fails (the locks
+    /// taken so far are released first in both cases).
     pub async fn acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, TargetError> {
         let mut held: Vec<QueueKeys> = Vec::new();
         for keys in queues {
-            let mut conn = plane.conn_for(keys);
-            let taken: Option<String> = redis::cmd("SET")
-                .arg(&keys.lock)
-                .arg(run_id)
-                .arg("NX")
-                .arg("PX")
-                .arg(LOCK_TTL.as_millis() as u64)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| CallError::from_redis(&e))?;
-            if taken.is_none() {
-                let holder: Option<String> =
-                    redis::cmd("GET").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
-                let ttl_ms: i64 =
-                    redis::cmd("PTTL").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
-                release(plane, &held, run_id).await;
-                return Err(TargetError::Locked {
-                    queue: keys.queue.to_string(),
-                    key: keys.lock.clone(),
-                    holder: holder.unwrap_or_else(|| "(released just now)".into()),
-                    ttl_ms: ttl_ms.max(0) as u64,
-                });
+            match take(plane, keys, run_id).await {
+                Ok(()) => held.push(keys.clone()),
+                Err(err) => {
+                    release(plane, &held, run_id).await;
+                    return Err(err);
+                }
             }
-            held.push(keys.clone());
         }
-        let renewer = tokio::spawn(renew_loop(plane.clone(), held.clone(), run_id.to_string()));
-        Ok(RunLock { plane: plane.clone(), keys: held, run_id: run_id.to_string(), renewer })
+        let lost = Arc::new(Mutex::new(Vec::new()));
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let renewer = {
+            let (plane, keys, run_id, lost) = (plane.clone(), held.clone(), run_id.to_string(), lost.clone());
+            std::thread::Builder::new()
+                .name("emq-lock".into())
+                .spawn(move || renew_thread(plane, keys, run_id, lost, stopped))
+                .map_err(|e| TargetError::Call(CallError::Connection(format!("cannot start the lock renewer: {e}"))))?
+        };
+        Ok(RunLock { plane: plane.clone(), keys: held, run_id: run_id.to_string(), stop: Some(stop), renewer: Some(renewer), lost })
     }
 
     /// The run id the locks hold.
@@ -68,45 +65,119 @@ impl RunLock {
         &self.run_id
     }
 
+    /// Leases that were found lost while the run held them (another run took the queue, or
+    /// the renewal failed past the lease's length), one line each; empty when all held.
+    pub fn lost(&self) -> Vec<String> {
+        self.lost.lock().expect("lock state").clone()
+    }
+
     /// Stops the renewal and deletes the locks that are still this run's.
-    pub async fn release(self) {
-        self.renewer.abort();
+    pub async fn release(mut self) {
+        self.stop.take();
+        if let Some(renewer) = self.renewer.take() {
+            let _ = tokio::task::spawn_blocking(move || renewer.join()).await;
+        }
         release(&self.plane, &self.keys, &self.run_id).await;
     }
 }
 
 impl Drop for RunLock {
     fn drop(&mut self) {
-        self.renewer.abort();
+        // Dropping the sender ends the renewal thread at its next wake-up.
+        self.stop.take();
     }
 }
 
-async fn renew_loop(plane: Plane, keys: Vec<QueueKeys>, run_id: String) {
-    let mut ticker = tokio::time::interval(LOCK_TTL / 3);
-    ticker.tick().await;
-    loop {
-        ticker.tick().await;
-        for keys in &keys {
-            // A failed renewal (server briefly away) is retried at the next tick; the lease
-            // outlives two missed ones. A moved slot is followed (the plane re-reads the map).
-            let _ = plane
-                .on_queue(keys, |mut conn| {
-                    let run_id = run_id.clone();
-                    async move {
-                        let renewed: Result<i64, _> = redis::cmd("EVAL")
-                            .arg(RENEW)
-                            .arg(1)
-                            .arg(&keys.lock)
-                            .arg(&run_id)
-                            .arg(LOCK_TTL.as_millis() as u64)
-                            .query_async(&mut conn)
-                            .await;
-                        renewed.map_err(|e| CallError::from_redis(&e))
-                    }
-                })
-                .await;
-        }
+/// `SET NX PX` of one queue's lock, following its slot.
+async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), TargetError> {
+    let taken: Option<String> = plane
+        .on_queue(keys, |mut conn| async move {
+            redis::cmd("SET")
+                .arg(&keys.lock)
+                .arg(run_id)
+                .arg("NX")
+                .arg("PX")
+                .arg(LOCK_TTL.as_millis() as u64)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| CallError::from_redis(&e))
+        })
+        .await?;
+    if taken.is_some() {
+        return Ok(());
     }
+    let mut conn = plane.conn_for(keys);
+    let holder: Option<String> =
+        redis::cmd("GET").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+    let ttl_ms: i64 =
+        redis::cmd("PTTL").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+    Err(TargetError::Locked {
+        queue: keys.queue.to_string(),
+        key: keys.lock.clone(),
+        holder: holder.unwrap_or_else(|| "(released just now)".into()),
+        ttl_ms: ttl_ms.max(0) as u64,
+    })
+}
+
+fn renew_thread(
+    plane: Plane,
+    keys: Vec<QueueKeys>,
+    run_id: String,
+    lost: Arc<Mutex<Vec<String>>>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let say = |line: String| lost.lock().expect("lock state").push(line);
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return say(format!("the run lock could not be renewed: {e}")),
+    };
+    runtime.block_on(async {
+        let plane = match plane.open_again().await {
+            Ok(plane) => plane,
+            Err(e) => return say(format!("the run lock could not be renewed: {e}")),
+        };
+        let mut last_renewed = std::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return,
+                _ = tokio::time::sleep(LOCK_TTL / 3) => {}
+            }
+            let mut all = true;
+            for keys in &keys {
+                match renew(&plane, keys, &run_id).await {
+                    Ok(1) => {}
+                    Ok(_) => {
+                        say(format!("queue {}: the run lock {} was no longer this run's (another run may have used the queue)", keys.queue, keys.lock));
+                        return;
+                    }
+                    Err(_) => all = false,
+                }
+            }
+            if all {
+                last_renewed = std::time::Instant::now();
+            } else if last_renewed.elapsed() >= LOCK_TTL {
+                say(format!("the run lock could not be renewed for {} s: it may have expired", LOCK_TTL.as_secs()));
+                return;
+            }
+        }
+    });
+}
+
+/// Extends one queue's lease; 1 when it was still ours, 0 when not.
+async fn renew(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<i64, CallError> {
+    plane
+        .on_queue(keys, |mut conn| async move {
+            redis::cmd("EVAL")
+                .arg(RENEW)
+                .arg(1)
+                .arg(&keys.lock)
+                .arg(run_id)
+                .arg(LOCK_TTL.as_millis() as u64)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| CallError::from_redis(&e))
+        })
+        .await
 }
 
 async fn release(plane: &Plane, keys: &[QueueKeys], run_id: &str) {

@@ -53,6 +53,14 @@ impl Plane {
         Ok(Plane { inner: Arc::new(Inner { seed, opts, map: Mutex::new(map) }) })
     }
 
+    /// A plane of its own to the same target (new connections, whose drivers run on the
+    /// caller's runtime): for work that must go on while this plane's runtime is busy.
+    ///
+    /// Errors: as [`Plane::open`].
+    pub async fn open_again(&self) -> Result<Plane, TargetError> {
+        Plane::open(self.inner.seed.connector(), self.inner.opts).await
+    }
+
     /// The connection to the node the user named (the URL's).
     pub fn seed(&self) -> &Control {
         &self.inner.seed

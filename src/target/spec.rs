@@ -140,11 +140,11 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
+    // The userinfo ends at the last `@` (a password may hold `/`, `?`, `#` or `@`; a host, port
+    // or db number holds none of them).
+    match rest.rsplit_once('@') {
         Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
             None => url.to_owned(),
         },
         None => url.to_owned(),
@@ -206,5 +206,7 @@ mod tests {
         assert_eq!(redact_url("rediss://u:pw@h"), "rediss://u:***@h");
         assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
         assert_eq!(redact_url("redis://user@h"), "redis://user@h");
+        assert_eq!(redact_url("redis://u:pa/ss@h:1/0"), "redis://u:***@h:1/0", "a / in the password");
+        assert_eq!(redact_url("redis://u:p@ss@h"), "redis://u:***@h", "an @ in the password");
     }
 }

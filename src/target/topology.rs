@@ -52,7 +52,9 @@ pub struct Topology {
     pub kind: Kind,
     /// Its nodes (one for a standalone server).
     pub nodes: Vec<Node>,
-    /// Server figures that could not be read (e.g. INFO denied by ACL), with the error.
+    /// What discovery could not read (e.g. INFO denied by ACL), with the error; summary.json
+    /// reports it once, in `target.unavailable`.
+    #[serde(skip)]
     pub unavailable: Vec<String>,
 }
 
