@@ -25,18 +25,34 @@ fn verdict(result: cmd::compare::CompareResult) -> Outcome {
     }
 }
 
+/// Resolves at the first Ctrl-C, SIGTERM or SIGHUP, saying which on stderr.
+fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Registered now, before the run starts, so an early signal is not lost.
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    async move {
+        let name = tokio::select! {
+            _ = tokio::signal::ctrl_c() => "Ctrl-C",
+            Some(_) = async { term.as_mut()?.recv().await } => "SIGTERM",
+            Some(_) = async { hup.as_mut()?.recv().await } => "SIGHUP",
+        };
+        eprintln!("emq-bench: {name}: stopping the run; the results folder is still written");
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The coordinator's runtime; load threads build their own current-thread runtimes.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     let result = runtime.block_on(async {
+        // Ctrl-C, SIGTERM (timeout, systemd, Docker, Kubernetes) and SIGHUP all end a run the
+        // same way: load stops, the folder is written, the keys are cleaned up. Only the
+        // commands that run something catch them; `check` and `compare` keep the defaults.
         match cli.command {
             Command::Run(args) => {
                 let json = args.json;
-                let result = cmd::run::run(args, ctrl_c).await?;
+                let result = cmd::run::run(args, stop_signal()).await?;
                 if json {
                     out(&(serde_json::to_string_pretty(&result.summary).expect("summary serializes") + "\n"));
                 } else {
@@ -47,10 +63,10 @@ fn main() -> ExitCode {
                 }
                 Ok(result.outcome)
             }
-            Command::Server(args) => cmd::server::server(args, ctrl_c).await,
+            Command::Server(args) => cmd::server::server(args, stop_signal()).await,
             Command::Compare(args) => Ok(verdict(cmd::compare::compare(args)?)),
             Command::Ab(args) => {
-                let result = cmd::ab::ab(args, ctrl_c).await?;
+                let result = cmd::ab::ab(args, stop_signal()).await?;
                 let outcome = verdict(result.compare);
                 for failure in &result.failures {
                     eprintln!("emq-bench: FAIL {failure}");

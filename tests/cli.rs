@@ -127,3 +127,37 @@ fn an_unreachable_target_is_named_with_its_password_masked() {
     let err = stderr(&out);
     assert!(err.contains("redis://:***@127.0.0.1:1/") && !err.contains("secret"), "{err}");
 }
+
+/// SIGTERM (what `timeout`, systemd, Docker and Kubernetes send) and SIGHUP end a run like
+/// Ctrl-C: exit 1, a complete summary.json marked interrupted, and the run's keys deleted.
+#[test]
+fn sigterm_and_sighup_stop_a_run_like_ctrl_c() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for signal in [libc::SIGTERM, libc::SIGHUP] {
+        let tmp = tempfile::tempdir().unwrap();
+        let server = emq_bench::server::EmbeddedServer::start(&Default::default()).unwrap();
+        let out = tmp.path().join("out");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+            .args(["run", "scenarios/smoke.toml", "--quiet", "--duration", "60s", "--url", &server.url(), "--out"])
+            .arg(&out)
+            .current_dir(root)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Signalled once the run is under way (the summary's start is in it either way).
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        let finished = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&finished.stderr);
+        assert_eq!(finished.status.code(), Some(1), "signal {signal}: {err}");
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["interrupted"], true, "signal {signal}");
+        assert!(summary["measured_secs"].as_f64().unwrap() < 30.0);
+        let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+        let left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        assert!(left.is_empty(), "signal {signal}: keys left: {left:?}");
+    }
+}

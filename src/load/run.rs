@@ -192,7 +192,7 @@ pub async fn drive(
     while interrupted.is_none() {
         tokio::select! {
             _ = &mut shutdown => {
-                interrupted = Some("interrupted by Ctrl-C".to_string());
+                interrupted = Some("interrupted by a stop signal (Ctrl-C, SIGTERM or SIGHUP)".to_string());
                 break;
             }
             _ = tick.tick() => {}
