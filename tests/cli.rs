@@ -137,7 +137,7 @@ fn sigterm_and_sighup_stop_a_run_like_ctrl_c() {
         let tmp = tempfile::tempdir().unwrap();
         let server = emq_bench::server::EmbeddedServer::start(&Default::default()).unwrap();
         let out = tmp.path().join("out");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        let child = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
             .args(["run", "scenarios/smoke.toml", "--quiet", "--duration", "60s", "--url", &server.url(), "--out"])
             .arg(&out)
             .current_dir(root)
