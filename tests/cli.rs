@@ -161,3 +161,24 @@ fn sigterm_and_sighup_stop_a_run_like_ctrl_c() {
         assert!(left.is_empty(), "signal {signal}: keys left: {left:?}");
     }
 }
+
+/// A script that does not compile, or an empty one, is a usage error naming the file, found
+/// before the clock starts (issue 10 item 10).
+#[test]
+fn a_script_that_does_not_compile_or_is_empty_exits_2_naming_the_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let lua = tmp.path().join("lua");
+    std::fs::create_dir(&lua).unwrap();
+    for entry in std::fs::read_dir(root.join("lua")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, lua.join(path.file_name().unwrap())).unwrap();
+    }
+    let claim = lua.join("claim.lua");
+    for (body, text) in [("this is not lua(", "Error compiling script"), ("  \n", "is empty")] {
+        std::fs::write(&claim, body).unwrap();
+        let out = emq_bench(&["run", "scenarios/smoke.toml", "--quiet", "--lua-dir", lua.to_str().unwrap()], root);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains(claim.to_str().unwrap()) && stderr(&out).contains(text), "{}", stderr(&out));
+    }
+}

@@ -146,6 +146,12 @@ pub enum RegistryError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A script file holds nothing but white space.
+    #[error("script {path} is empty (the Lua directory must hold one script per file of PROTOCOL.md)")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
 }
 
 #[cfg(test)]

@@ -31,12 +31,17 @@ pub struct ScriptRegistry {
 impl ScriptRegistry {
     /// Reads `<dir>/<name>.lua` for every [`Script`] and computes its SHA1.
     ///
-    /// Errors: [`RegistryError::Read`] naming the first file that is missing or unreadable.
+    /// Errors: [`RegistryError::Read`] naming the first file that is missing or unreadable,
+    /// [`RegistryError::Empty`] for one that holds nothing but white space.
     pub fn from_dir(dir: &Path) -> Result<ScriptRegistry, RegistryError> {
         let mut scripts = Vec::with_capacity(Script::COUNT);
         for script in Script::ALL {
             let path = dir.join(format!("{}.lua", script.name()));
-            let source = std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path, source })?;
+            let source =
+                std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path: path.clone(), source })?;
+            if source.trim().is_empty() {
+                return Err(RegistryError::Empty { path });
+            }
             let sha = redis::Script::new(&source).get_hash().to_string();
             let head = Request::from_args(&["EVALSHA", &sha]);
             scripts.push(Loaded { source, sha, head });
@@ -66,7 +71,14 @@ impl ScriptRegistry {
     /// with another SHA than ours is a [`CallError::Reply`].
     pub async fn load_all<W: Wire>(&self, conn: &mut W) -> Result<(), CallError> {
         for script in Script::ALL {
-            self.load(conn, script).await?;
+            // A compile error names the file: the server's "user_script:55" does not.
+            self.load(conn, script).await.map_err(|err| match err {
+                CallError::Server(msg) => {
+                    let path = self.dir.join(format!("{}.lua", script.name()));
+                    CallError::Server(format!("{}: {msg}", path.display()))
+                }
+                other => other,
+            })?;
         }
         Ok(())
     }
