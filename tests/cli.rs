@@ -182,3 +182,20 @@ fn a_script_that_does_not_compile_or_is_empty_exits_2_naming_the_file() {
         assert!(stderr(&out).contains(claim.to_str().unwrap()) && stderr(&out).contains(text), "{}", stderr(&out));
     }
 }
+
+/// `--out` into a folder that holds an earlier run's results is refused before any server is
+/// started, so a new run never sits beside a stale invariants.json (issue 10 item 7).
+#[test]
+fn out_into_an_earlier_runs_folder_is_refused() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("invariants.json"), "{}").unwrap();
+    let out = emq_bench(&["run", "scenarios/smoke.toml", "--quiet", "--out", tmp.path().to_str().unwrap()], root);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already holds an earlier run's results (invariants.json)"), "{}", stderr(&out));
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = emq_bench(&["run", "scenarios/smoke.toml", "--quiet", "--out", file.join("sub").to_str().unwrap()], root);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot be created"), "{}", stderr(&out));
+}

@@ -4,7 +4,7 @@
 
 use super::compare::{compare, CompareArgs, CompareFlags, CompareResult};
 use super::run::{shutdown_signal, stopped};
-use super::session::{results_dir, Session};
+use super::session::{check_out, results_dir, Session};
 use crate::cli::{RunArgs, ServerArgs};
 use crate::error::AppError;
 use crate::protocol::Transport;
@@ -102,6 +102,7 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
         transport: args.transport,
         server: args.server.clone(),
     };
+    check_out(run_args.out.as_deref())?;
     let (mut session, registries) = Session::open(&run_args, &[&base_dir, &new_dir]).await?;
     // The lock is released however the series ends.
     let outcome = async {

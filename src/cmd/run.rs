@@ -3,7 +3,7 @@
 //! per-script histograms merged over all of them (percentiles are never averaged).
 
 pub use super::session::RunResult;
-use super::session::{results_dir, Session};
+use super::session::{check_out, results_dir, Session};
 use super::Outcome;
 use crate::cli::RunArgs;
 use crate::error::AppError;
@@ -47,6 +47,7 @@ pub async fn stopped(mut signal: watch::Receiver<bool>) {
 /// Errors: scenario, scripts, server, target and results-folder errors (see [`AppError`]);
 /// once load has started, failures are reported in the result, not as errors.
 pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<RunResult, AppError> {
+    check_out(args.out.as_deref())?;
     let (mut session, registries) = Session::open(&args, &[&args.lua_dir]).await?;
     // The lock is released however the repetitions end.
     let outcome = async {

@@ -328,6 +328,40 @@ fn server_options(plan: &Plan, args: &RunArgs) -> ServerOptions {
     ServerOptions { binary: args.server.server_bin.clone(), config, port: None }
 }
 
+/// What a run, `--repeat` or `ab` writes into its folder: a folder that holds any of them
+/// holds an earlier run's results, which a new run must not mix its own into.
+const RESULT_ENTRIES: [&str; 13] = [
+    "summary.json",
+    "scripts.csv",
+    "intervals.csv",
+    "latency.hlog",
+    "history.bin",
+    "invariants.json",
+    "merged.json",
+    "compare.json",
+    "compare.md",
+    "rep-001",
+    "A",
+    "B",
+    "warmup",
+];
+
+/// Checks `--out` before any server is touched: it is created when missing (exit 2 when it
+/// cannot be), and refused (exit 2) when it already holds an earlier run's results.
+///
+/// Errors: [`AppError::Usage`] naming the folder and what is in it.
+pub fn check_out(out: Option<&Path>) -> Result<(), AppError> {
+    let Some(dir) = out else { return Ok(()) };
+    std::fs::create_dir_all(dir).map_err(|e| AppError::Usage(format!("--out {}: cannot be created: {e}", dir.display())))?;
+    if let Some(found) = RESULT_ENTRIES.iter().find(|name| dir.join(name).exists()) {
+        return Err(AppError::Usage(format!(
+            "--out {}: it already holds an earlier run's results ({found}); choose an empty or new folder",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// `--out`, or `results/<UTC time>-<name>` (e.g. `results/20261130T054200Z-smoke`).
 pub fn results_dir(args: &RunArgs, plan: &Plan) -> Result<PathBuf, AppError> {
     let dir = match &args.out {
