@@ -193,7 +193,7 @@ async fn fenced<T>(
         _ => Kind::Progress,
     };
     let (result, span) = timed_span(ctx, script, None, request).await;
-    ctx.remember(job_number(&job.id), kind, job.token as u32, 0, span, &result, ok);
+    ctx.remember(job_number(&job.id), kind, job.token as u32, span, &result, ok);
     result
 }
 

@@ -118,29 +118,25 @@ impl ThreadCtx {
         self.shared.phase()
     }
 
-    /// Appends one event to the thread's history. `result` decides the outcome: `ok` maps a
-    /// success reply to [`Outcome::Ok`] or [`Outcome::Alt`]; an error is refused or unknown.
-    #[allow(clippy::too_many_arguments)]
+    /// Appends one event of a claimed job's call to the thread's history. `result` decides the
+    /// outcome: `ok` maps a success reply to [`Outcome::Ok`] or [`Outcome::Alt`]; an error is
+    /// refused or unknown.
     pub fn remember<T>(
         &self,
         job: u32,
         kind: Kind,
         token: u32,
-        queue: u16,
         span: Span,
         result: &Result<T, CallError>,
         ok: impl FnOnce(&T) -> Outcome,
     ) {
-        let outcome = match result {
-            Ok(reply) => ok(reply),
-            Err(err) => Outcome::of_error(err.code()),
-        };
-        self.history.borrow_mut().push(job, kind, outcome, token, queue, span.sent, span.service_us);
+        let outcome = outcome_of(result, ok);
+        self.history.borrow_mut().push(job, kind, outcome, token, 0, span.sent, span.service_us);
     }
 
-    /// [`remember`](Self::remember) for an enqueue whose id has the time part `id_ms` (ms since
-    /// the Unix epoch; kept so the checker can name the job even when nothing of it is left on
-    /// the server; 0 for a repeated id).
+    /// Appends one enqueue event (`crc` of the payload sent, into queue index `queue`) whose id
+    /// has the time part `id_ms` (ms since the Unix epoch; kept so the checker can name the job
+    /// even when nothing of it is left on the server; 0 for a repeated id).
     #[allow(clippy::too_many_arguments)] // the fields of one event, as `remember`'s
     pub fn remember_enqueue<T>(
         &self,
@@ -153,11 +149,16 @@ impl ThreadCtx {
         result: &Result<T, CallError>,
         ok: impl FnOnce(&T) -> Outcome,
     ) {
-        let outcome = match result {
-            Ok(reply) => ok(reply),
-            Err(err) => Outcome::of_error(err.code()),
-        };
+        let outcome = outcome_of(result, ok);
         self.history.borrow_mut().push_enqueue(job, kind, outcome, crc, queue, id_ms, span.sent, span.service_us);
+    }
+}
+
+/// The history outcome of a call's `result` (`ok` maps a success reply).
+fn outcome_of<T>(result: &Result<T, CallError>, ok: impl FnOnce(&T) -> Outcome) -> Outcome {
+    match result {
+        Ok(reply) => ok(reply),
+        Err(err) => Outcome::of_error(err.code()),
     }
 }
 
