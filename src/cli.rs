@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// every request in flight on it, since replies come back in order.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub timeout: std::time::Duration,
+    /// How long the target may stay unreachable before the run gives up: it then ends as
+    /// interrupted and still writes its results folder (a dead server never holds a 2 h soak).
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub give_up: std::time::Duration,
     /// The load connections: `pipe` (our own connection loop, the least client CPU per
     /// request) or `redis-rs` (redis-rs' multiplexed connection: the reference, ~2x the CPU).
     #[arg(long, value_enum, default_value_t = Transport::Pipe)]

@@ -168,3 +168,31 @@ async fn existing_keys_are_refused_unless_forced() {
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.unwrap();
     assert_eq!(left, vec!["unrelated".to_string()], "the run deletes its own keys and only those");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_ends_the_run_after_the_give_up_window_not_its_length() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = support::server();
+    let scenario = write_scenario(
+        tmp.path(),
+        "name = \"dead\"\nseed = 4\nduration = \"60s\"\n[producers]\ncount = 1\n[consumers]\ncount = 1\n",
+    );
+    let mut a = args(&scenario, &tmp.path().join("out"));
+    a.url = Some(server.url());
+    a.timeout = Duration::from_millis(500);
+    a.give_up = Duration::from_secs(2);
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        server.stop();
+    });
+    let began = std::time::Instant::now();
+    let result = run(a, never()).await.unwrap();
+    killer.join().unwrap();
+    // 60 s asked for; the server died at 1 s: the run ends a give-up window later (plus the
+    // reply timeouts of the last reads), far from 60 s even on a loaded machine.
+    assert!(began.elapsed() < Duration::from_secs(30), "the run took {:?}", began.elapsed());
+    assert_eq!(result.outcome, Outcome::Failed);
+    let reason = result.summary.interrupt_reason.clone().unwrap_or_default();
+    assert!(reason.contains("unreachable") && reason.contains("--give-up"), "{reason}");
+    assert_complete_folder(&tmp.path().join("out"));
+}

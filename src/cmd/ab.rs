@@ -99,6 +99,7 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
         repeat: args.repeat,
         threads: args.threads,
         timeout: std::time::Duration::from_secs(5),
+        give_up: std::time::Duration::from_secs(30),
         transport: args.transport,
         server: args.server.clone(),
     };

@@ -168,6 +168,7 @@ impl Session {
             registry: registry.clone(),
             threads: args.threads as usize,
             connect: self.connect,
+            give_up: args.give_up,
         };
         let driven = drive(plan.clone(), opts, self.plane.clone(), queues.clone(), shutdown, |live, depths| {
             progress.update(live, depths)

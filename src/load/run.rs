@@ -30,6 +30,9 @@ pub struct DriveOptions {
     pub threads: usize,
     /// Connection settings.
     pub connect: ConnectOptions,
+    /// How long the target may stay unreachable (every depth read failing) before the run
+    /// gives up, ends as interrupted and writes its results (`--give-up`).
+    pub give_up: Duration,
 }
 
 /// Jobs still in the queues: pending, delayed and active summed over the run's queues.
@@ -186,6 +189,8 @@ pub async fn drive(
     let mut last_depths = None;
     let mut drain_started = None;
     let mut unreachable_at: Option<Duration> = None;
+    // The start of the current streak of failed depth reads (reset by a good one).
+    let mut unreachable_since: Option<Instant> = None;
     let mut next_progress = start + Duration::from_secs(1);
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     tokio::pin!(shutdown);
@@ -202,10 +207,22 @@ pub async fn drive(
         let poll_depths = phase == Phase::Drain || now >= next_progress;
         if poll_depths {
             match depths(&plane, &queues).await {
-                Ok(d) => last_depths = Some(d),
-                Err(_) => {
+                Ok(d) => {
+                    last_depths = Some(d);
+                    unreachable_since = None;
+                }
+                Err(err) => {
                     last_depths = None;
                     unreachable_at.get_or_insert(now - start);
+                    let since = *unreachable_since.get_or_insert(now);
+                    if Instant::now().duration_since(since) >= opts.give_up {
+                        interrupted = Some(format!(
+                            "the target was unreachable for {} (--give-up), from {:.1}s into the run: {err}",
+                            humantime::format_duration(opts.give_up),
+                            (since - start).as_secs_f64()
+                        ));
+                        break;
+                    }
                 }
             }
         }

@@ -99,6 +99,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         repeat: 1,
         threads: 1,
         timeout: std::time::Duration::from_secs(5),
+        give_up: std::time::Duration::from_secs(30),
         transport: emq_bench::protocol::Transport::Pipe,
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
     }
