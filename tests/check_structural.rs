@@ -236,7 +236,10 @@ async fn the_check_command_exits_1_on_a_violation_and_0_when_clean() {
 fn the_check_command_refuses_bad_input_with_exit_2() {
     for (args, text) in [
         (&["check", "--url", "http://127.0.0.1:6379/", "--queue", "q"][..], "scheme http"),
-        (&["check", "--url", "rediss://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem", "--queue", "q"], "/nonexistent/ca.pem"),
+        (
+            &["check", "--url", "rediss://127.0.0.1:1/", "--cacert", "/nonexistent/ca.pem", "--queue", "q"],
+            "/nonexistent/ca.pem",
+        ),
         (&["check", "--url", "redis://:hunter2@127.0.0.1:1/", "--queue", "q"], "redis://:***@127.0.0.1:1/0"),
         (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "a{b"], "queue name"),
         (&["check", "--url", "redis://127.0.0.1:1/", "--queue", "q", "--history", "h.jsonl"], "h.jsonl"),

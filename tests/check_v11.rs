@@ -102,7 +102,9 @@ async fn a_run_whose_drain_cannot_finish_names_every_stuck_job() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|v| v["invariant"] == serde_json::json!(Invariant::I7) && v["found"].as_str().unwrap().starts_with("stuck job"))
+        .filter(|v| {
+            v["invariant"] == serde_json::json!(Invariant::I7) && v["found"].as_str().unwrap().starts_with("stuck job")
+        })
         .collect();
     assert_eq!(stuck.len() as u64, stalled, "one stuck job per stalled lease: {text}");
     for v in &stuck {
@@ -124,7 +126,8 @@ async fn a_job_evicted_with_every_trace_is_named_by_its_id() {
     assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
     // Remove one completed job's row and its completed member: nothing on the server names it.
     let mut conn = support::client(&server).await.connection().clone();
-    let ids: Vec<String> = redis::cmd("ZRANGE").arg("emq:{bench}:completed").arg(0).arg(0).query_async(&mut conn).await.unwrap();
+    let ids: Vec<String> =
+        redis::cmd("ZRANGE").arg("emq:{bench}:completed").arg(0).arg(0).query_async(&mut conn).await.unwrap();
     let id = ids[0].clone();
     let _: () = redis::cmd("DEL").arg(format!("emq:{{bench}}:job:{id}")).query_async(&mut conn).await.unwrap();
     let _: () = redis::cmd("ZREM").arg("emq:{bench}:completed").arg(&id).query_async(&mut conn).await.unwrap();

@@ -57,8 +57,15 @@ async fn a_slot_migrated_mid_run_is_followed_and_the_run_checks_clean() {
         tokio::time::sleep(Duration::from_millis(2000)).await;
         // The queue on node 0: its run lock names it; its slot goes to node 1.
         let mut conn = support::cluster::conn(&cluster.nodes[0]).await;
-        let (_, locks): (u64, Vec<String>) =
-            redis::cmd("SCAN").arg(0).arg("MATCH").arg("emq-lock:*").arg("COUNT").arg(1000).query_async(&mut conn).await.unwrap();
+        let (_, locks): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(0)
+            .arg("MATCH")
+            .arg("emq-lock:*")
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
         let lock = locks.first().expect("a queue on node 0").clone();
         let slot: u16 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(&lock).query_async(&mut conn).await.unwrap();
         assert_eq!(cluster.owner(slot).await, 0);

@@ -68,10 +68,13 @@ async fn a_wrong_ca_and_a_wrong_server_name_are_refused_and_sni_fixes_the_name()
     let (_server, port) = support::tls_server(&certs, false);
     let smoke = scenario("smoke.toml");
     let wrong_ca = TargetArgs { cacert: Some(certs.file("other-ca.pem")), ..TargetArgs::default() };
-    let err = run(args(&smoke, &tmp.path().join("a"), format!("rediss://localhost:{port}/"), wrong_ca), std::future::pending())
-        .await
-        .err()
-        .expect("a server certificate the CA did not sign is refused");
+    let err = run(
+        args(&smoke, &tmp.path().join("a"), format!("rediss://localhost:{port}/"), wrong_ca),
+        std::future::pending(),
+    )
+    .await
+    .err()
+    .expect("a server certificate the CA did not sign is refused");
     assert_eq!(err.exit_code(), 2);
     assert!(err.to_string().contains("TLS handshake") && err.to_string().contains("UnknownIssuer"), "{err}");
 
@@ -183,7 +186,9 @@ async fn two_runs_on_the_same_queues_at_once_one_runs_the_other_exits_2() {
     let (a, b) = tokio::join!(run(first, std::future::pending()), run(second, std::future::pending()));
     let (ran, refused) = match (a, b) {
         (Ok(ran), Err(refused)) | (Err(refused), Ok(ran)) => (ran, refused),
-        (a, b) => panic!("expected one run and one refusal, got {:?} and {:?}", a.map(|r| r.outcome), b.map(|r| r.outcome)),
+        (a, b) => {
+            panic!("expected one run and one refusal, got {:?} and {:?}", a.map(|r| r.outcome), b.map(|r| r.outcome))
+        }
     };
     assert_eq!(ran.outcome, Outcome::Success, "{:?}", ran.failures);
     assert_eq!(refused.exit_code(), 2);
@@ -209,7 +214,8 @@ async fn a_run_whose_lock_is_taken_over_fails_and_keeps_the_keys() {
         let mut conn = conn.clone();
         async move {
             tokio::time::sleep(Duration::from_millis(1500)).await;
-            let _: () = redis::cmd("SET").arg("emq-lock:{bench-0}").arg("another run").query_async(&mut conn).await.unwrap();
+            let _: () =
+                redis::cmd("SET").arg("emq-lock:{bench-0}").arg("another run").query_async(&mut conn).await.unwrap();
         }
     };
     let (result, ()) = tokio::join!(run(a, std::future::pending()), thief);
@@ -230,7 +236,11 @@ async fn a_password_in_the_scenario_url_is_masked_in_the_results_copy() {
     acl_user(&server, "bench", &BENCH_ACL.replace(">s3cret", ">pa/ss@x")).await;
     let file = tmp.path().join("s.toml");
     let url = format!("redis://bench:pa%2Fss%40x@127.0.0.1:{}/", server.port());
-    std::fs::write(&file, format!("name = \"s\"\nseed = 1\njobs = 20\n[target]\nurl = \"{url}\"\n[consumers]\ncount = 1\n")).unwrap();
+    std::fs::write(
+        &file,
+        format!("name = \"s\"\nseed = 1\njobs = 20\n[target]\nurl = \"{url}\"\n[consumers]\ncount = 1\n"),
+    )
+    .unwrap();
     let out = tmp.path().join("out");
     let result = run(RunArgs { url: None, ..support::run_args(&file, &out) }, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);

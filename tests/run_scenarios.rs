@@ -118,7 +118,10 @@ async fn an_interrupted_run_still_writes_a_complete_results_folder() {
     let result = run(a, tokio::time::sleep(Duration::from_millis(2500))).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
     assert!(result.summary.interrupted);
-    assert_eq!(result.summary.interrupt_reason.as_deref(), Some("interrupted by a stop signal (Ctrl-C, SIGTERM or SIGHUP)"));
+    assert_eq!(
+        result.summary.interrupt_reason.as_deref(),
+        Some("interrupted by a stop signal (Ctrl-C, SIGTERM or SIGHUP)")
+    );
     assert!(result.summary.measured_secs < 10.0);
     assert!(script(&result, "enqueue").ok > 0);
     assert_complete_folder(tmp.path());

@@ -59,7 +59,12 @@ fn call_of(script: Script, q: &QueueKeys, held: &JobId) -> (Vec<String>, Vec<Vec
     }
 }
 
-async fn call(c: &mut EchoClient, script: Script, keys: &[String], args: &[Vec<u8>]) -> Result<redis::Value, CallError> {
+async fn call(
+    c: &mut EchoClient,
+    script: Script,
+    keys: &[String],
+    args: &[Vec<u8>],
+) -> Result<redis::Value, CallError> {
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
     raw(c, script, &keys, &args).await
@@ -74,8 +79,22 @@ async fn fenced_verbs_take_only_canonical_tokens_and_refusals_write_nothing() {
     let mut conn = c.connection().clone();
     let before = both(&mut conn, &q, &other).await;
     let loose: [&[u8]; 16] = [
-        b"0", b"01", b"0001", b"1.0", b"1e0", b" 1", b"1 ", b"+1", b"-1", b"0x1", b"inf", b"nan", b"", b"1_0",
-        b"9007199254740992", b"99999999999999999999",
+        b"0",
+        b"01",
+        b"0001",
+        b"1.0",
+        b"1e0",
+        b" 1",
+        b"1 ",
+        b"+1",
+        b"-1",
+        b"0x1",
+        b"inf",
+        b"nan",
+        b"",
+        b"1_0",
+        b"9007199254740992",
+        b"99999999999999999999",
     ];
     for script in [Script::Complete, Script::Fail, Script::Extend, Script::Progress] {
         let (ks, mut args) = call_of(script, &q, &held);

@@ -337,9 +337,8 @@ fn check_fencing(
     }
     // v1.1 poison jobs: `reap` fails a lease that expired on the last attempt
     // (`last_error = stalled`, attempts >= max_attempts): a terminal outcome of its own.
-    let stall_failed = max_attempts > 0
-        && row.stalled
-        && matches!(row.attempts, Some(Ok(n)) if n >= u64::from(max_attempts));
+    let stall_failed =
+        max_attempts > 0 && row.stalled && matches!(row.attempts, Some(Ok(n)) if n >= u64::from(max_attempts));
     // The end state must be explained by an accepted (or possibly accepted) terminal call.
     let could = |kind: Kind, outcome: Outcome| {
         events.iter().any(|e| e.kind == kind && (e.outcome == outcome || e.outcome == Outcome::Unknown))

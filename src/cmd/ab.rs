@@ -114,7 +114,8 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
         for k in 1..=args.warmup_runs {
             for (name, lua_dir, registry) in &arms {
                 let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
-                let (result, _) = session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
+                let (result, _) =
+                    session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
                 failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
             }
         }
@@ -124,7 +125,8 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
             for arm in order {
                 let (name, lua_dir, registry) = &arms[arm];
                 let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
-                let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
+                let (result, _) =
+                    session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
                 failures.extend(result.failures.iter().map(|f| format!("{name}/rep-{k:03}: {f}")));
                 if result.summary.interrupted {
                     break 'pairs;

@@ -14,10 +14,10 @@ use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
 use crate::protocol::ids::run_tag;
 use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
-use crate::report::{format_table, gates};
-use crate::scenario::thresholds::ThresholdMetric;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
+use crate::report::{format_table, gates};
+use crate::scenario::thresholds::ThresholdMetric;
 use crate::scenario::{self, Plan, TargetPlan};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::target::{self, Connector, InfoSnapshot, Plane, Route, RunLock, Target, Topology};
@@ -125,8 +125,17 @@ impl Session {
             lock.release().await;
             return Err(err.into());
         }
-        let session =
-            Session { plan, queues, connector, topology, embedded, plane, connect, lock: Some(lock), args: args.clone() };
+        let session = Session {
+            plan,
+            queues,
+            connector,
+            topology,
+            embedded,
+            plane,
+            connect,
+            lock: Some(lock),
+            args: args.clone(),
+        };
         Ok((session, registries))
     }
 
@@ -353,7 +362,8 @@ const RESULT_ENTRIES: [&str; 13] = [
 /// Errors: [`AppError::Usage`] naming the folder and what is in it.
 pub fn check_out(out: Option<&Path>) -> Result<(), AppError> {
     let Some(dir) = out else { return Ok(()) };
-    std::fs::create_dir_all(dir).map_err(|e| AppError::Usage(format!("--out {}: cannot be created: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| AppError::Usage(format!("--out {}: cannot be created: {e}", dir.display())))?;
     if let Some(found) = RESULT_ENTRIES.iter().find(|name| dir.join(name).exists()) {
         return Err(AppError::Usage(format!(
             "--out {}: it already holds an earlier run's results ({found}); choose an empty or new folder",

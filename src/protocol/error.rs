@@ -163,10 +163,16 @@ mod tests {
     #[test]
     fn cluster_redirects_are_classified_on_both_transports() {
         for (wire, want) in [
-            (&b"-MOVED 3999 127.0.0.1:6381\r\n"[..], Redirect { kind: RedirectKind::Moved, slot: 3999, host: "127.0.0.1".into(), port: 6381 }),
+            (
+                &b"-MOVED 3999 127.0.0.1:6381\r\n"[..],
+                Redirect { kind: RedirectKind::Moved, slot: 3999, host: "127.0.0.1".into(), port: 6381 },
+            ),
             (b"-ASK 12 [::1]:7000\r\n", Redirect { kind: RedirectKind::Ask, slot: 12, host: "::1".into(), port: 7000 }),
             (b"-MOVED 5 :7001\r\n", Redirect { kind: RedirectKind::Moved, slot: 5, host: String::new(), port: 7001 }),
-            (b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n", Redirect { kind: RedirectKind::TryAgain, slot: 0, host: String::new(), port: 0 }),
+            (
+                b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+                Redirect { kind: RedirectKind::TryAgain, slot: 0, host: String::new(), port: 0 },
+            ),
         ] {
             let value = redis::parse_redis_value(wire).unwrap();
             let redis::Value::ServerError(err) = value else { panic!("{value:?}") };

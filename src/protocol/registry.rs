@@ -146,7 +146,12 @@ impl ScriptRegistry {
     /// [`run`](Self::run) after `ASKING` on the same connection (a cluster ASK redirect).
     ///
     /// Errors: as [`run`](Self::run).
-    pub async fn run_asking<W: Wire>(&self, conn: &mut W, script: Script, request: &Request) -> Result<Value, CallError> {
+    pub async fn run_asking<W: Wire>(
+        &self,
+        conn: &mut W,
+        script: Script,
+        request: &Request,
+    ) -> Result<Value, CallError> {
         match conn.send_asking(request).await {
             Err(CallError::NoScript(_)) => {
                 self.load(conn, script).await?;

@@ -50,7 +50,11 @@ pub trait Wire: Clone + 'static {
 }
 
 impl Wire for Control {
-    async fn open(connector: &Connector, opts: ConnectOptions, registry: Arc<ScriptRegistry>) -> Result<Self, CallError> {
+    async fn open(
+        connector: &Connector,
+        opts: ConnectOptions,
+        registry: Arc<ScriptRegistry>,
+    ) -> Result<Self, CallError> {
         let mut conn = Control::connect(connector, opts).await?;
         registry.load_all(&mut conn).await?;
         Ok(conn)

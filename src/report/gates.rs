@@ -122,7 +122,10 @@ mod tests {
         let found = failures(std::slice::from_ref(&over), &jobs(900, 889), BOTH, |_| false);
         assert_eq!(found.len(), 1);
         assert!(found[0].starts_with("complete: 11 of 1000 calls failed (EMQFENCE 100, timeout 11)"), "{found:?}");
-        assert!(failures(&[over], &jobs(900, 889), BOTH, |s| s == "complete").is_empty(), "a threshold replaces the rule");
+        assert!(
+            failures(&[over], &jobs(900, 889), BOTH, |s| s == "complete").is_empty(),
+            "a threshold replaces the rule"
+        );
         let claim = script("claim", 1000, 980, &[("EMQSTATE", 20)]);
         assert_eq!(failures(&[claim], &jobs(900, 900), BOTH, |_| false).len(), 1, "claim is no fenced verb");
     }

@@ -16,6 +16,7 @@
 //! files and tables are ms with 3 decimals ([`ms3`]), as memtier_benchmark and valkey-benchmark
 //! print them; the model itself keeps µs integers.
 
+pub mod gates;
 mod hlog;
 mod intervals_csv;
 mod json;
@@ -23,7 +24,6 @@ pub mod run_summary;
 mod scripts_csv;
 mod summary;
 mod table;
-pub mod gates;
 pub mod thresholds;
 
 pub use hlog::write_hlog;

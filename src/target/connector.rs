@@ -37,7 +37,9 @@ impl Connector {
     /// Errors: [`TargetError::Tls`] from the TLS settings (unreadable CA, key without cert, ...).
     pub fn new(target: Target) -> Result<Connector, TargetError> {
         let tls = match &target.tls {
-            Some(settings) => Some((TlsConnector::from(settings.client_config()?), settings.server_name(&target.host)?)),
+            Some(settings) => {
+                Some((TlsConnector::from(settings.client_config()?), settings.server_name(&target.host)?))
+            }
             None => None,
         };
         Ok(Connector { target: Arc::new(target), tls })
@@ -61,7 +63,9 @@ impl Connector {
     /// certificate the CA does not sign reads "TLS handshake: invalid peer certificate: ...").
     pub async fn connect(&self, timeout: Duration) -> Result<Stream, CallError> {
         let t = &self.target;
-        let lost = |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
+        let lost = |what: &str, e: &dyn std::fmt::Display| {
+            CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port))
+        };
         let tcp = match tokio::time::timeout(timeout, TcpStream::connect((t.host.as_str(), t.port))).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => return Err(lost("connect", &e)),

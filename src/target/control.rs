@@ -110,7 +110,10 @@ impl Control {
 }
 
 /// Opens one connection: the connector's stream, then AUTH and SELECT by redis-rs.
-async fn open(connector: &Connector, opts: ConnectOptions) -> Result<(MultiplexedConnection, Option<TlsInfo>), CallError> {
+async fn open(
+    connector: &Connector,
+    opts: ConnectOptions,
+) -> Result<(MultiplexedConnection, Option<TlsInfo>), CallError> {
     let stream = connector.connect(opts.connect_timeout).await?;
     let tls = stream.tls_info();
     let t = connector.target();
@@ -143,7 +146,12 @@ impl ConnectionLike for Control {
         })
     }
 
-    fn req_packed_commands<'a>(&'a mut self, cmd: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let mut conn = self.current().await?;
             let reply = conn.req_packed_commands(cmd, offset, count).await;

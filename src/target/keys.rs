@@ -67,4 +67,3 @@ pub async fn delete_queue<C: ConnectionLike>(conn: &mut C, keys: &QueueKeys) -> 
         deleted += n;
     }
 }
-

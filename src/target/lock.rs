@@ -57,7 +57,14 @@ impl RunLock {
                 .spawn(move || renew_thread(plane, keys, run_id, lost, stopped))
                 .map_err(|e| TargetError::Call(CallError::Connection(format!("cannot start the lock renewer: {e}"))))?
         };
-        Ok(RunLock { plane: plane.clone(), keys: held, run_id: run_id.to_string(), stop: Some(stop), renewer: Some(renewer), lost })
+        Ok(RunLock {
+            plane: plane.clone(),
+            keys: held,
+            run_id: run_id.to_string(),
+            stop: Some(stop),
+            renewer: Some(renewer),
+            lost,
+        })
     }
 
     /// The run id the locks hold.
@@ -147,7 +154,10 @@ fn renew_thread(
                 match renew(&plane, keys, &run_id).await {
                     Ok(1) => {}
                     Ok(_) => {
-                        say(format!("queue {}: the run lock {} was no longer this run's (another run may have used the queue)", keys.queue, keys.lock));
+                        say(format!(
+                            "queue {}: the run lock {} was no longer this run's (another run may have used the queue)",
+                            keys.queue, keys.lock
+                        ));
                         return;
                     }
                     Err(_) => all = false,

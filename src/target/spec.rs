@@ -82,7 +82,11 @@ impl Target {
     /// `redis://` URL.
     ///
     /// Errors: [`TargetError::BadUrl`] naming what is wrong (the password masked).
-    pub fn resolve(url: &str, flags: &TargetFlags, env: impl Fn(&str) -> Option<String>) -> Result<Target, TargetError> {
+    pub fn resolve(
+        url: &str,
+        flags: &TargetFlags,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Target, TargetError> {
         let shown = redact_url(url);
         let bad = |reason: &str| TargetError::BadUrl { url: shown.clone(), reason: reason.to_string() };
         let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
@@ -101,7 +105,11 @@ impl Target {
         let url_pass = parsed.password().map(decode).map(Secret::new);
         let db = match parsed.path().trim_matches('/') {
             "" => 0,
-            path => path.parse::<i64>().ok().filter(|db| *db >= 0).ok_or_else(|| bad("the path must be a database number"))?,
+            path => path
+                .parse::<i64>()
+                .ok()
+                .filter(|db| *db >= 0)
+                .ok_or_else(|| bad("the path must be a database number"))?,
         };
         let password = flags.pass.clone().or(url_pass).or_else(|| env(PASSWORD_ENV).map(Secret::new));
         let tls = (tls_scheme || flags.tls.wanted()).then(|| flags.tls.clone());
@@ -162,7 +170,10 @@ mod tests {
     #[test]
     fn urls_resolve_once_into_a_typed_target() {
         let t = Target::resolve("redis://127.0.0.1:7000/2", &TargetFlags::default(), no_env).unwrap();
-        assert_eq!((t.host.as_str(), t.port, t.db, t.user.clone(), t.password.clone()), ("127.0.0.1", 7000, 2, None, None));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.db, t.user.clone(), t.password.clone()),
+            ("127.0.0.1", 7000, 2, None, None)
+        );
         assert!(t.tls.is_none());
         let t = Target::resolve("rediss://bench:p%40ss@[::1]", &TargetFlags::default(), no_env).unwrap();
         assert_eq!((t.host.as_str(), t.port, t.user.as_deref()), ("::1", 6379, Some("bench")));

@@ -92,9 +92,7 @@ impl TlsSettings {
                 let chain = certs(cert)?;
                 let key = PrivateKeyDer::from_pem_file(key)
                     .map_err(|e| TargetError::Tls(format!("--key {}: no private key read: {e}", key.display())))?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| TargetError::Tls(format!("--cert/--key: {e}")))?
+                builder.with_client_auth_cert(chain, key).map_err(|e| TargetError::Tls(format!("--cert/--key: {e}")))?
             }
             (None, None) => builder.with_no_client_auth(),
             _ => return Err(TargetError::Tls("--cert and --key go together".into())),

@@ -89,7 +89,8 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
     let (role, cluster) = match info {
         Ok(text) => {
             let field = |name: &str| {
-                text.lines().find_map(|l| l.trim_end().strip_prefix(name).and_then(|r| r.strip_prefix(':')).map(str::to_string))
+                text.lines()
+                    .find_map(|l| l.trim_end().strip_prefix(name).and_then(|r| r.strip_prefix(':')).map(str::to_string))
             };
             let role = match field("role").as_deref() {
                 Some("master") => "primary",
@@ -140,7 +141,10 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
         }
     }
     if nodes.is_empty() {
-        return Err(TargetError::Unsupported(format!("{}: the cluster serves no slot (CLUSTER SLOTS is empty)", t.display())));
+        return Err(TargetError::Unsupported(format!(
+            "{}: the cluster serves no slot (CLUSTER SLOTS is empty)",
+            t.display()
+        )));
     }
     for n in &mut nodes {
         n.slots.sort_unstable();

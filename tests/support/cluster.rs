@@ -45,10 +45,7 @@ impl Cluster {
         for _ in 0..n {
             let options = ServerOptions {
                 binary: None,
-                config: vec![
-                    ("cluster-enabled".into(), "yes".into()),
-                    ("cluster-node-timeout".into(), "5000".into()),
-                ],
+                config: vec![("cluster-enabled".into(), "yes".into()), ("cluster-node-timeout".into(), "5000".into())],
                 port: Some(cluster_port()),
             };
             nodes.push(EmbeddedServer::start(&options).expect("start a cluster node"));
@@ -91,7 +88,8 @@ impl Cluster {
         let slots: Vec<redis::Value> = query(&self.nodes[0], &["CLUSTER", "SLOTS"]).await;
         for range in slots {
             let redis::Value::Array(parts) = range else { continue };
-            let (redis::Value::Int(a), redis::Value::Int(b), redis::Value::Array(primary)) = (&parts[0], &parts[1], &parts[2])
+            let (redis::Value::Int(a), redis::Value::Int(b), redis::Value::Array(primary)) =
+                (&parts[0], &parts[1], &parts[2])
             else {
                 continue;
             };

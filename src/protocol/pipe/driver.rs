@@ -5,6 +5,7 @@ use super::{reply, Shared, State, Target};
 use crate::protocol::error::CallError;
 use crate::protocol::request::Request;
 use crate::protocol::script::Script;
+use crate::target::Stream;
 use redis::Value;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -12,7 +13,6 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use crate::target::Stream;
 use tokio::time::Sleep;
 
 /// First read buffer size; it grows (doubling) for replies larger than what is free.
@@ -72,7 +72,8 @@ async fn reconnect(shared: &Shared, target: &Target) -> Stream {
 /// handshake's error reply.
 pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
     let t = target.connector.target();
-    let lost = |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
+    let lost =
+        |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
     let mut stream = target.connector.connect(target.opts.connect_timeout).await?;
     let mut steps: Vec<(Request, Option<Script>)> = Vec::new();
     if let Some(password) = &t.password {
