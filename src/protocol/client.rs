@@ -115,10 +115,8 @@ impl<W: Wire> EchoClient<W> {
 
     /// Sends the scratch command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
     pub(crate) async fn call(&mut self, script: Script) -> Result<Value, CallError> {
-        if std::mem::take(&mut self.asking) {
-            return self.registry.run_asking(&mut self.conn, script, &self.scratch).await;
-        }
-        self.registry.run(&mut self.conn, script, &self.scratch).await
+        let asking = std::mem::take(&mut self.asking);
+        self.registry.run_as(&mut self.conn, script, &self.scratch, asking).await
     }
 }
 

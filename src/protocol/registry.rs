@@ -134,30 +134,35 @@ impl ScriptRegistry {
     ///
     /// Errors: the call's [`CallError`]; an error reply is never retried except NOSCRIPT.
     pub async fn run<W: Wire>(&self, conn: &mut W, script: Script, request: &Request) -> Result<Value, CallError> {
-        match conn.send(request).await {
-            Err(CallError::NoScript(_)) => {
-                self.load(conn, script).await?;
-                conn.send(request).await
-            }
-            other => other,
-        }
+        self.run_as(conn, script, request, false).await
     }
 
-    /// [`run`](Self::run) after `ASKING` on the same connection (a cluster ASK redirect).
+    /// [`run`](Self::run), after `ASKING` on the same connection when `asking` (a cluster ASK
+    /// redirect), the resend after a NOSCRIPT reload included.
     ///
     /// Errors: as [`run`](Self::run).
-    pub async fn run_asking<W: Wire>(
+    pub async fn run_as<W: Wire>(
         &self,
         conn: &mut W,
         script: Script,
         request: &Request,
+        asking: bool,
     ) -> Result<Value, CallError> {
-        match conn.send_asking(request).await {
+        match send(conn, request, asking).await {
             Err(CallError::NoScript(_)) => {
                 self.load(conn, script).await?;
-                conn.send_asking(request).await
+                send(conn, request, asking).await
             }
             other => other,
         }
+    }
+}
+
+/// One send of `request`, after `ASKING` when `asking`.
+async fn send<W: Wire>(conn: &mut W, request: &Request, asking: bool) -> Result<Value, CallError> {
+    if asking {
+        conn.send_asking(request).await
+    } else {
+        conn.send(request).await
     }
 }
