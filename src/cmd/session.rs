@@ -46,8 +46,6 @@ pub struct Session {
     pub plan: Arc<Plan>,
     /// The run's queues.
     pub queues: Vec<QueueKeys>,
-    /// Where the load goes: one connector for every connection of the run.
-    pub connector: Connector,
     /// The target's shape (standalone or cluster, its nodes).
     pub topology: Topology,
     embedded: Option<EmbeddedServer>,
@@ -125,17 +123,8 @@ impl Session {
             lock.release().await;
             return Err(err.into());
         }
-        let session = Session {
-            plan,
-            queues,
-            connector,
-            topology,
-            embedded,
-            plane,
-            connect,
-            lock: Some(lock),
-            args: args.clone(),
-        };
+        let session =
+            Session { plan, queues, topology, embedded, plane, connect, lock: Some(lock), args: args.clone() };
         Ok((session, registries))
     }
 
@@ -163,17 +152,13 @@ impl Session {
         target::ensure_clean(&self.plane, &queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
         let mut topology = self.topology.clone();
-        // Discovery's INFO denial is said again per node by node_info: keep one account.
-        let mut unavailable: Vec<String> =
-            topology.unavailable.iter().filter(|u| !u.starts_with("INFO:")).cloned().collect();
+        let mut unavailable = Vec::new();
         let before = node_info(&self.plane, &mut topology, "before", &mut unavailable).await;
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
         copy_scenario(&args.scenario, plan.scenario.target.url.as_deref(), dir)?;
 
         let progress = Progress::new(args.quiet);
         let opts = DriveOptions {
-            nodes: self.plane.nodes().iter().map(|n| n.connector().clone()).collect(),
-            placement: queues.iter().map(|q| self.plane.node_of(q)).collect(),
             registry: registry.clone(),
             threads: args.threads as usize,
             connect: self.connect,
@@ -194,7 +179,7 @@ impl Session {
             None => None,
         };
         let target = TargetInfo {
-            url: self.connector.target().display(),
+            url: self.plane.seed().connector().target().display(),
             topology,
             tls: self.plane.seed().tls_info(),
             unavailable,

@@ -20,10 +20,6 @@ use tokio::sync::{oneshot, watch};
 /// How to drive the load.
 #[derive(Clone)]
 pub struct DriveOptions {
-    /// One connector per node (TCP or TLS, with the run's auth), in the topology's order.
-    pub nodes: Arc<[Connector]>,
-    /// The node of each queue (index into `nodes`).
-    pub placement: Arc<[usize]>,
     /// The scripts.
     pub registry: Arc<ScriptRegistry>,
     /// Load threads, each with its own current-thread runtime (≥ 1).
@@ -133,12 +129,16 @@ pub async fn drive(
     let mut gos = Vec::new();
     let mut readies = Vec::new();
     let thread_queues: Arc<[QueueKeys]> = queues.iter().cloned().collect();
+    // Every load connection goes where the plane's do: one connector per node, each queue to
+    // the node that owns its slot.
+    let nodes: Arc<[Connector]> = plane.nodes().iter().map(|n| n.connector().clone()).collect();
+    let placement: Arc<[usize]> = queues.iter().map(|q| plane.node_of(q)).collect();
     for index in 0..opts.threads.max(1) {
         let spec = ThreadSpec {
             index,
             threads: opts.threads.max(1),
-            nodes: opts.nodes.clone(),
-            placement: opts.placement.clone(),
+            nodes: nodes.clone(),
+            placement: placement.clone(),
             connect: opts.connect,
             registry: opts.registry.clone(),
             plan: plan.clone(),

@@ -186,7 +186,6 @@ mod tests {
         let topology = Topology {
             kind: Kind::Cluster,
             nodes: vec![node(1, (0, 5460)), node(2, (5461, 10922)), node(3, (10923, 16383))],
-            unavailable: Vec::new(),
         };
         let names = spread_names(30, &topology);
         let mut unique = names.clone();

@@ -52,10 +52,6 @@ pub struct Topology {
     pub kind: Kind,
     /// Its nodes (one for a standalone server).
     pub nodes: Vec<Node>,
-    /// What discovery could not read (e.g. INFO denied by ACL), with the error; summary.json
-    /// reports it once, in `target.unavailable`.
-    #[serde(skip)]
-    pub unavailable: Vec<String>,
 }
 
 impl Topology {
@@ -84,7 +80,6 @@ impl Topology {
 pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
     let mut conn = control.clone();
     let t = control.connector().target();
-    let mut unavailable = Vec::new();
     let info: Result<String, _> = redis::cmd("INFO").arg("replication").arg("cluster").query_async(&mut conn).await;
     let (role, cluster) = match info {
         Ok(text) => {
@@ -99,8 +94,9 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
             };
             (role.to_string(), field("cluster_enabled").as_deref() == Some("1"))
         }
-        Err(err) => {
-            unavailable.push(format!("INFO: {err}"));
+        // A denied INFO is reported by the run's per-node INFO reads (summary.json's
+        // `target.unavailable`), not here.
+        Err(_) => {
             // Without INFO, CLUSTER SLOTS tells: a standalone server refuses it ("cluster
             // support disabled"), a cluster node answers with its map.
             let probe: Result<Vec<redis::Value>, _> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await;
@@ -109,7 +105,7 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
     };
     if !cluster {
         let node = node(&t.host, t.port, &role, Vec::new());
-        return Ok(Topology { kind: Kind::Standalone, nodes: vec![node], unavailable });
+        return Ok(Topology { kind: Kind::Standalone, nodes: vec![node] });
     }
     // CLUSTER SLOTS: [[start, end, [host, port, id], replicas...], ...] (also on older servers).
     let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
@@ -151,7 +147,7 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
     }
     // A stable order, so a queue's node index means the same in every load thread.
     nodes.sort_by(|a, b| (a.host.as_str(), a.port).cmp(&(b.host.as_str(), b.port)));
-    Ok(Topology { kind: Kind::Cluster, nodes, unavailable })
+    Ok(Topology { kind: Kind::Cluster, nodes })
 }
 
 fn node(host: &str, port: u16, role: &str, slots: Vec<(u16, u16)>) -> Node {
