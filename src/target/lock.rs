@@ -175,29 +175,33 @@ fn renew_thread(
 
 /// Extends one queue's lease; 1 when it was still ours, 0 when not.
 async fn renew(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<i64, CallError> {
-    plane
-        .on_queue(keys, |mut conn| async move {
-            redis::cmd("EVAL")
-                .arg(RENEW)
-                .arg(1)
-                .arg(&keys.lock)
-                .arg(run_id)
-                .arg(LOCK_TTL.as_millis() as u64)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| CallError::from_redis(&e))
-        })
-        .await
+    compare_and_set(plane, keys, RENEW, run_id, Some(LOCK_TTL.as_millis() as u64)).await
 }
 
 async fn release(plane: &Plane, keys: &[QueueKeys], run_id: &str) {
     for keys in keys {
-        let _ = plane
-            .on_queue(keys, |mut conn| async move {
-                let released: Result<i64, _> =
-                    redis::cmd("EVAL").arg(RELEASE).arg(1).arg(&keys.lock).arg(run_id).query_async(&mut conn).await;
-                released.map_err(|e| CallError::from_redis(&e))
-            })
-            .await;
+        let _ = compare_and_set(plane, keys, RELEASE, run_id, None).await;
     }
+}
+
+/// Runs one of the lease's compare-and-set scripts (`RENEW`, `RELEASE`) on `keys`' lock with
+/// `run_id` and, for a renewal, the new TTL in ms, following the lock's slot; replies 1 when
+/// the lease was still `run_id`'s.
+async fn compare_and_set(
+    plane: &Plane,
+    keys: &QueueKeys,
+    script: &str,
+    run_id: &str,
+    ttl_ms: Option<u64>,
+) -> Result<i64, CallError> {
+    plane
+        .on_queue(keys, |mut conn| async move {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(script).arg(1).arg(&keys.lock).arg(run_id);
+            if let Some(ttl) = ttl_ms {
+                cmd.arg(ttl);
+            }
+            cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))
+        })
+        .await
 }
