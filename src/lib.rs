@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cmd;
 pub mod compare;
 pub mod error;
+pub mod faults;
 pub mod history;
 pub mod load;
 pub mod metrics;

@@ -5,6 +5,7 @@ use clap::Parser;
 use emq_bench::cli::{Cli, Command};
 use emq_bench::cmd::{self, Outcome};
 use emq_bench::compare::Overall;
+use emq_bench::load::stop::StopSignal;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -25,20 +26,45 @@ fn verdict(result: cmd::compare::CompareResult) -> Outcome {
     }
 }
 
-/// Resolves at the first Ctrl-C, SIGTERM or SIGHUP, saying which on stderr.
-fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+/// The run's stop signal, fed by Ctrl-C, SIGTERM and SIGHUP: the first stops the run (the
+/// check, the folder and the cleanup still run), the second aborts it (what waits on the server
+/// is cut short, what can be written is written, the keys are kept), a third exits at once
+/// (130), for a harness that is itself stuck. Each says what it does on stderr.
+fn stop_signal() -> StopSignal {
     use tokio::signal::unix::{signal, SignalKind};
+    let (trigger, stop) = StopSignal::new();
     // Registered now, before the run starts, so an early signal is not lost.
-    let mut term = signal(SignalKind::terminate()).ok();
-    let mut hup = signal(SignalKind::hangup()).ok();
-    async move {
-        let name = tokio::select! {
-            _ = tokio::signal::ctrl_c() => "Ctrl-C",
-            Some(_) = async { term.as_mut()?.recv().await } => "SIGTERM",
-            Some(_) = async { hup.as_mut()?.recv().await } => "SIGHUP",
-        };
-        eprintln!("emq-bench: {name}: stopping the run; the results folder is still written");
-    }
+    let (mut int, mut term, mut hup) =
+        (signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok(), signal(SignalKind::hangup()).ok());
+    tokio::spawn(async move {
+        for count in 1.. {
+            let name = tokio::select! {
+                Some(_) = async { int.as_mut()?.recv().await } => "Ctrl-C",
+                Some(_) = async { term.as_mut()?.recv().await } => "SIGTERM",
+                Some(_) = async { hup.as_mut()?.recv().await } => "SIGHUP",
+                else => return,
+            };
+            match count {
+                1 => {
+                    eprintln!(
+                        "emq-bench: {name}: stopping the run; the results folder is still written (again: abort)"
+                    );
+                    trigger.stop();
+                }
+                2 => {
+                    eprintln!(
+                        "emq-bench: {name} again: aborting: no check, no cleanup, the run's keys are kept (again: exit now)"
+                    );
+                    trigger.abort();
+                }
+                _ => {
+                    eprintln!("emq-bench: {name} a third time: exiting now");
+                    std::process::exit(130);
+                }
+            }
+        }
+    });
+    stop
 }
 
 fn main() -> ExitCode {
@@ -47,8 +73,8 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
         // Ctrl-C, SIGTERM (timeout, systemd, Docker, Kubernetes) and SIGHUP all end a run the
-        // same way: load stops, the folder is written, the keys are cleaned up. Only the
-        // commands that run something catch them; `check` and `compare` keep the defaults.
+        // same way (see `stop_signal`). Only the commands that run something catch them;
+        // `check` and `compare` keep the defaults.
         match cli.command {
             Command::Run(args) => {
                 let json = args.json;
@@ -63,7 +89,10 @@ fn main() -> ExitCode {
                 }
                 Ok(result.outcome)
             }
-            Command::Server(args) => cmd::server::server(args, stop_signal()).await,
+            Command::Server(args) => {
+                let stop = stop_signal();
+                cmd::server::server(args, async move { stop.stopped().await }).await
+            }
             Command::Compare(args) => Ok(verdict(cmd::compare::compare(args)?)),
             Command::Ab(args) => {
                 let result = cmd::ab::ab(args, stop_signal()).await?;

@@ -3,14 +3,13 @@
 //! so drift hits both arms equally; then the arms are compared (see `compare`).
 
 use super::compare::{compare, CompareArgs, CompareFlags, CompareResult};
-use super::run::{shutdown_signal, stopped};
 use super::session::{check_out, results_dir, Session};
 use crate::cli::{RunArgs, ServerArgs};
 use crate::error::AppError;
+use crate::load::stop::StopSignal;
 use crate::protocol::Transport;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::future::Future;
 use std::path::PathBuf;
 
 /// `emq-bench ab`: the raw command-line values.
@@ -79,7 +78,8 @@ pub struct AbResult {
 /// Errors: usage (not exactly two `--lua-dir`), scenario, scripts, server and target errors.
 /// Runs that fail (a violation, an interruption) are listed in [`AbResult::failures`]; an
 /// interrupted run ends the series.
-pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<AbResult, AppError> {
+pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, AppError> {
+    let stop = stop.into();
     let [base_dir, new_dir] = <[PathBuf; 2]>::try_from(args.lua_dirs.clone()).map_err(|dirs| {
         AppError::Usage(format!("ab needs exactly two --lua-dir (BASE then NEW), got {}", dirs.len()))
     })?;
@@ -109,13 +109,11 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
     let outcome = async {
         let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
         let dir = results_dir(&run_args, &session.plan)?;
-        let signal = shutdown_signal(shutdown);
         let mut failures = Vec::new();
         for k in 1..=args.warmup_runs {
             for (name, lua_dir, registry) in &arms {
                 let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
-                let (result, _) =
-                    session.rep(registry.clone(), lua_dir, &warm_dir, false, stopped(signal.clone())).await?;
+                let (result, _) = session.rep(registry.clone(), lua_dir, &warm_dir, false, stop.clone()).await?;
                 failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
             }
         }
@@ -125,8 +123,7 @@ pub async fn ab(args: AbArgs, shutdown: impl Future<Output = ()> + Send + 'stati
             for arm in order {
                 let (name, lua_dir, registry) = &arms[arm];
                 let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
-                let (result, _) =
-                    session.rep(registry.clone(), lua_dir, &rep_dir, false, stopped(signal.clone())).await?;
+                let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stop.clone()).await?;
                 failures.extend(result.failures.iter().map(|f| format!("{name}/rep-{k:03}: {f}")));
                 if result.summary.interrupted {
                     break 'pairs;

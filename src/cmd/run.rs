@@ -7,12 +7,11 @@ use super::session::{check_out, results_dir, Session};
 use super::Outcome;
 use crate::cli::RunArgs;
 use crate::error::AppError;
+use crate::load::stop::StopSignal;
 use crate::metrics::RunMetrics;
 use crate::report::run_summary::{all_jobs, scripts_of};
 use crate::report::{format_table, write_json, write_scripts_csv, ScriptSummary};
 use serde::Serialize;
-use std::future::Future;
-use tokio::sync::watch;
 
 /// `merged.json` of a repeated run: the repetitions and their merged per-script latencies.
 #[derive(Debug, Serialize)]
@@ -26,37 +25,23 @@ pub struct Merged {
     pub scripts: Vec<ScriptSummary>,
 }
 
-/// Turns a one-shot shutdown future into a signal every repetition can wait on.
-pub fn shutdown_signal(shutdown: impl Future<Output = ()> + Send + 'static) -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = tx.send(true);
-    });
-    rx
-}
-
-/// The future that resolves when `signal` fires.
-pub async fn stopped(mut signal: watch::Receiver<bool>) {
-    let _ = signal.wait_for(|stop| *stop).await;
-}
-
-/// Runs a scenario end to end, `--repeat` times. `shutdown` (Ctrl-C) ends the current
-/// repetition early and skips the rest; every folder is still written, marked interrupted.
+/// Runs a scenario end to end, `--repeat` times. A stop (Ctrl-C, or a plain future that
+/// resolves) ends the current repetition early and skips the rest; every folder is still
+/// written, marked interrupted. An abort (a second signal) also skips the check and cleanup.
 ///
 /// Errors: scenario, scripts, server, target and results-folder errors (see [`AppError`]);
 /// once load has started, failures are reported in the result, not as errors.
-pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<RunResult, AppError> {
+pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult, AppError> {
+    let stop = stop.into();
     check_out(args.out.as_deref())?;
     let (mut session, registries) = Session::open(&args, &[&args.lua_dir]).await?;
     // The lock is released however the repetitions end.
     let outcome = async {
         let registry = registries.into_iter().next().expect("one registry");
         let dir = results_dir(&args, &session.plan)?;
-        let signal = shutdown_signal(shutdown);
         let repeat = args.repeat.max(1) as usize;
         if repeat == 1 {
-            return Ok(session.rep(registry, &args.lua_dir, &dir, args.keep, stopped(signal)).await?.0);
+            return Ok(session.rep(registry, &args.lua_dir, &dir, args.keep, stop.clone()).await?.0);
         }
         let mut merged: Option<RunMetrics> = None;
         let mut folders = Vec::new();
@@ -66,7 +51,7 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()> + Send + 'sta
             let name = format!("rep-{k:03}");
             let keep = args.keep && k == repeat;
             let (result, metrics) =
-                session.rep(registry.clone(), &args.lua_dir, &dir.join(&name), keep, stopped(signal.clone())).await?;
+                session.rep(registry.clone(), &args.lua_dir, &dir.join(&name), keep, stop.clone()).await?;
             failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
             folders.push(name);
             match merged.as_mut() {

@@ -8,22 +8,24 @@ use crate::check::report::INVARIANTS_FILE;
 use crate::check::{self, format_violations, write_invariants, CheckOutcome};
 use crate::cli::RunArgs;
 use crate::error::AppError;
+use crate::faults::{self, Nemesis};
 use crate::history::{self, History, HistoryHeader};
 use crate::load::run::{drive, DriveOptions, Driven};
+use crate::load::stop::{Interruption, StopSignal};
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
 use crate::protocol::ids::run_tag;
 use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
 use crate::report::run_summary::SCHEMA_VERSION;
+use crate::report::run_summary::SUMMARY_FILE;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
-use crate::report::{format_table, gates};
+use crate::report::{format_table, gates, write_json};
 use crate::scenario::thresholds::ThresholdMetric;
-use crate::scenario::{self, Plan, TargetPlan};
+use crate::scenario::{self, FaultKind, Plan, TargetPlan};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::target::{self, Connector, InfoSnapshot, Plane, Route, RunLock, Target, Topology};
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 /// What one repetition prints and returns.
@@ -48,7 +50,8 @@ pub struct Session {
     pub queues: Vec<QueueKeys>,
     /// The target's shape (standalone or cluster, its nodes).
     pub topology: Topology,
-    embedded: Option<EmbeddedServer>,
+    embedded: Option<Arc<Mutex<EmbeddedServer>>>,
+    nemesis: Option<Nemesis>,
     plane: Plane,
     connect: ConnectOptions,
     lock: Option<RunLock>,
@@ -80,6 +83,16 @@ impl Session {
             Some(url) => Some(Connector::new(Target::resolve(url, &flags, |name| std::env::var(name).ok())?)?),
             None => None,
         };
+        // The scenario was checked without the flags: --url rules out the faults that act on
+        // the embedded server's process.
+        if let Some(fault) = plan.faults.iter().find(|f| f.kind.needs_embedded() && url_given.is_some()) {
+            return Err(AppError::Usage(format!(
+                "{}: a {} fault needs the embedded server, and --url names another (the harness can only \
+                 freeze or restart a server it started)",
+                args.scenario.display(),
+                fault.kind.name()
+            )));
+        }
         let embedded = match url_given {
             Some(_) => None,
             None => Some(EmbeddedServer::start(&server_options(&plan, args))?),
@@ -91,9 +104,18 @@ impl Session {
                 Connector::new(Target::resolve(&url, &flags, |_| None)?)?
             }
         };
-        let connect =
-            ConnectOptions { response_timeout: args.timeout, transport: args.transport, ..ConnectOptions::default() };
-        let plane = Plane::open(&connector, connect).await?;
+        // Only a kill-connections fault needs the load's connections named (CLIENT SETNAME,
+        // which a least-privilege user may not be allowed).
+        let client_name =
+            plan.faults.iter().any(|f| f.kind == FaultKind::KillConnections).then_some(faults::LOAD_CLIENT_NAME);
+        let connect = ConnectOptions {
+            response_timeout: args.timeout,
+            transport: args.transport,
+            client_name,
+            ..ConnectOptions::default()
+        };
+        // The control connections stay unnamed: a kill-connections fault must not kill them.
+        let plane = Plane::open(&connector, ConnectOptions { client_name: None, ..connect }).await?;
         // Every script loads (and so compiles, and is permitted) on every node before anything
         // else: a user without SCRIPT LOAD, or a script the server refuses, is a clear error
         // now, not an interrupted run.
@@ -123,8 +145,10 @@ impl Session {
             lock.release().await;
             return Err(err.into());
         }
+        let embedded = embedded.map(|server| Arc::new(Mutex::new(server)));
+        let nemesis = (!plan.faults.is_empty()).then(|| Nemesis::start(plan.faults.clone(), &plane, embedded.clone()));
         let session =
-            Session { plan, queues, topology, embedded, plane, connect, lock: Some(lock), args: args.clone() };
+            Session { plan, queues, topology, embedded, nemesis, plane, connect, lock: Some(lock), args: args.clone() };
         Ok((session, registries))
     }
 
@@ -136,17 +160,20 @@ impl Session {
     }
 
     /// Runs one repetition with the scripts of `registry` (read from `lua_dir`) into `dir`:
-    /// drive, save the history, check, write the results folder, then delete the run's keys
-    /// unless `keep`. `shutdown` (Ctrl-C) ends it early; the folder is still written.
+    /// drive, check, write the results folder (summary.json first: it is small and says the
+    /// most), then delete the run's keys unless `keep`. A stop signal ends the load early; a
+    /// second one (an abort) also skips the check and the cleanup. The keys are kept whenever
+    /// the folder could not be written completely, so `emq-bench check` can still look.
     ///
-    /// Errors: results-folder and history errors; load failures are reported in the result.
+    /// Errors: a failed key deletion (the server went away after the check). Load, check and
+    /// write failures are reported in the result (exit 1), never lose the folder.
     pub async fn rep(
         &mut self,
         registry: Arc<ScriptRegistry>,
         lua_dir: &Path,
         dir: &Path,
         keep: bool,
-        shutdown: impl Future<Output = ()>,
+        stop: StopSignal,
     ) -> Result<(RunResult, RunMetrics), AppError> {
         let (plan, queues, args) = (self.plan.clone(), self.queues.clone(), self.args.clone());
         target::ensure_clean(&self.plane, &queues, false).await?;
@@ -163,19 +190,23 @@ impl Session {
             threads: args.threads as usize,
             connect: self.connect,
             give_up: args.give_up,
+            nemesis: self.nemesis.clone(),
         };
-        let driven = drive(plan.clone(), opts, self.plane.clone(), queues.clone(), shutdown, |live, depths| {
+        let driven = drive(plan.clone(), opts, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
             progress.update(live, depths)
         })
         .await;
         progress.finish();
+        let aborted = stop.is_aborted();
 
         // A slot may have moved during the run: read the map again before the check and cleanup.
-        if let Err(err) = self.plane.refresh().await {
+        if let Some(Err(err)) = stop.unless_aborted(self.plane.refresh()).await {
             unavailable.push(format!("the slot map after the run: {err}"));
         }
         let after = match before {
-            Some(_) => node_info(&self.plane, &mut topology, "after", &mut unavailable).await,
+            Some(_) => {
+                stop.unless_aborted(node_info(&self.plane, &mut topology, "after", &mut unavailable)).await.flatten()
+            }
             None => None,
         };
         let target = TargetInfo {
@@ -188,15 +219,17 @@ impl Session {
             script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
         };
         let mut summary = summarize(&plan, &args, target, &driven, before, after);
-        let checked = check_run(&plan, dir, &driven, &self.plane, &queues, args.no_check).await;
-        let check_error = match &checked {
-            Ok(Err(reason)) => Some(reason.clone()),
-            _ => None,
+        let header = history_header(&plan, &driven);
+        let checked = match stop.unless_aborted(check_run(&header, &driven, &self.plane, &queues, args.no_check)).await
+        {
+            Some(checked) => checked,
+            None => Err("the run was aborted".to_string()),
         };
-        let checked = checked.map(|c| c.ok().flatten());
-        summary.check = checked.as_ref().ok().and_then(|c| c.as_ref()).map(|outcome| outcome.summary(true));
+        let check_error = checked.as_ref().err().cloned();
+        let checked = checked.ok().flatten();
+        summary.check = checked.as_ref().map(|outcome| outcome.summary(true));
         let mut jobs = all_jobs(&driven.metrics);
-        if let Ok(Some(outcome)) = &checked {
+        if let Some(outcome) = &checked {
             // reap's reply counts stall failures among the reaped; the scan tells them apart.
             jobs[JobCounter::FailedByStall.index()] = outcome.failed_by_stall;
             summary.jobs = jobs_map(&jobs);
@@ -204,24 +237,64 @@ impl Session {
         let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
         let enqueued = summary.jobs.get("enqueued").copied().unwrap_or(0);
         summary.history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
-        let written = write_results(dir, &summary, &driven.metrics);
         // A lease lost mid-run means another run may be on these queues now: its keys are not
         // ours to delete, and this run's verdict cannot stand.
         let lost = self.lock.as_ref().map(RunLock::lost).unwrap_or_default();
-        // The run's keys go whatever happened to the files: a failed write must not leave
-        // them behind to block the next run.
-        if !keep && driven.depths.is_some() && lost.is_empty() {
+        let mut kept = if keep {
+            Some("--keep".to_string())
+        } else if aborted {
+            Some("the run was aborted".to_string())
+        } else if driven.depths.is_none() {
+            Some("the server could not be read at the end".to_string())
+        } else if !lost.is_empty() {
+            Some("the run lock was lost".to_string())
+        } else {
+            None
+        };
+        summary.keys = kept.clone().map_or_else(|| "deleted".to_string(), |why| format!("kept: {why}"));
+
+        // summary.json first (small, and the one a reader opens), the history last (largest).
+        let mut write_errors = Vec::new();
+        let mut note = |r: Result<(), String>| {
+            if let Err(e) = r {
+                write_errors.push(e);
+            }
+        };
+        note(write_json(&dir.join(SUMMARY_FILE), &summary).map_err(|e| e.to_string()));
+        if let Some(outcome) = &checked {
+            note(write_invariants(&dir.join(INVARIANTS_FILE), &outcome.report).map_err(|e| e.to_string()));
+        }
+        write_errors.extend(write_results(dir, &driven.metrics, &summary.scripts, &driven.faults));
+        let path = dir.join("history.bin");
+        write_errors.extend(history::file::save(&path, &header, &driven.streams).err().map(|e| e.to_string()));
+        if !write_errors.is_empty() {
+            kept.get_or_insert_with(|| "the results folder could not be written completely".to_string());
+            summary.keys = format!("kept: {}", kept.as_deref().unwrap_or_default());
+            summary.write_errors = write_errors.clone();
+            // Best effort: the small file may still fit where the large ones did not.
+            let _ = write_json(&dir.join(SUMMARY_FILE), &summary);
+        }
+        if kept.is_none() {
             for keys in &queues {
                 target::delete_queue(&mut self.plane.conn_for(keys), keys).await.map_err(AppError::Prepare)?;
             }
         }
-        let checked = checked?;
-        written?;
 
-        let mut failures = failures(&plan, &summary, &driven);
+        let mut failures = failures(&plan, &summary, &driven, args.timeout);
         failures.extend(lost.into_iter().map(|line| format!("run lock lost: {line} (its keys were kept)")));
         if let Some(reason) = check_error {
             failures.push(format!("the invariant check could not run: {reason}"));
+        }
+        for error in &write_errors {
+            failures.push(format!("results folder incomplete: {error}"));
+        }
+        if !write_errors.is_empty() || aborted {
+            let queue_flags: Vec<String> = plan.queues.iter().map(|q| format!("--queue {q}")).collect();
+            failures.push(format!(
+                "the run's keys were kept on {} for a later look: emq-bench check --url URL {}",
+                summary.target.url,
+                queue_flags.join(" ")
+            ));
         }
         let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
         table.push_str(&format_table(&summary.scripts, &jobs));
@@ -229,6 +302,7 @@ impl Session {
         if redirects > 0 || summary.target.topology.kind == target::topology::Kind::Cluster {
             table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
         }
+        table.push_str(&summary.faults.footer());
         if let Some(outcome) = &checked {
             let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
             table.push_str(&outcome.report.summary_line(&names));
@@ -245,18 +319,9 @@ impl Session {
     }
 }
 
-/// Saves the history (`history.bin`) and, when the server can still be read, checks every
-/// invariant against it (`invariants.json`). Returns the outcome (None when no check was
-/// due), or why the check could not run. Errors: the history or `invariants.json` write.
-async fn check_run(
-    plan: &Plan,
-    dir: &Path,
-    driven: &Driven,
-    plane: &Plane,
-    queues: &[QueueKeys],
-    no_check: bool,
-) -> Result<Result<Option<CheckOutcome>, String>, AppError> {
-    let header = HistoryHeader {
+/// The history's header for `driven`.
+fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
+    HistoryHeader {
         seed: plan.seed,
         run_tag: run_tag(plan.seed),
         queues: plan.queues.clone(),
@@ -264,22 +329,27 @@ async fn check_run(
         issued: driven.issued,
         max_attempts: plan.producers.max_attempts,
         must_finish: plan.consumers.count > 0 && driven.interrupted.is_none(),
-    };
-    let path = dir.join("history.bin");
-    history::file::save(&path, &header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
+    }
+}
+
+/// Checks every invariant against the server and the run's history (merged in memory; the
+/// file is written afterwards with the rest of the folder). Returns the outcome (None with
+/// `--no-check`: `check --history` can run later), or why the check could not run.
+async fn check_run(
+    header: &HistoryHeader,
+    driven: &Driven,
+    plane: &Plane,
+    queues: &[QueueKeys],
+    no_check: bool,
+) -> Result<Option<CheckOutcome>, String> {
     if no_check {
-        return Ok(Ok(None)); // `check --history` can run later
+        return Ok(None);
     }
     if driven.depths.is_none() {
-        return Ok(Err("the server could not be read at the end of the run".to_string()));
+        return Err("the server could not be read at the end of the run".to_string());
     }
-    let history = History::merge(header, &driven.streams).map_err(|e| AppError::History(e.to_string()))?;
-    let outcome = match check::check(plane, queues, Some(&history)).await {
-        Ok(outcome) => outcome,
-        Err(err) => return Ok(Err(err.to_string())),
-    };
-    write_invariants(&dir.join(INVARIANTS_FILE), &outcome.report)?;
-    Ok(Ok(Some(outcome)))
+    let history = History::merge(header.clone(), &driven.streams).map_err(|e| e.to_string())?;
+    check::check(plane, queues, Some(&history)).await.map(Some).map_err(|e| e.to_string())
 }
 
 /// INFO of every node into `topology` (`when`: "before" or "after"), and their sum; `None` when
@@ -414,7 +484,11 @@ fn summarize(
         started: rfc(driven.started),
         ended: rfc(driven.ended),
         interrupted: driven.interrupted.is_some(),
-        interrupt_reason: driven.interrupted.clone(),
+        interrupt_reason: driven.interrupted.as_ref().map(ToString::to_string),
+        interrupt_kind: driven.interrupted.as_ref().map(Interruption::kind),
+        faults: driven.faults.clone(),
+        keys: String::new(),
+        write_errors: Vec::new(),
         drained: driven.drained,
         measured_secs: metrics.measured_secs(),
         warmup_secs: metrics.warmup_intervals,
@@ -456,7 +530,7 @@ fn process_cpu() -> (f64, f64) {
 }
 
 /// The reasons a finished run is a failure (exit 1).
-fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven) -> Vec<String> {
+fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven, timeout: std::time::Duration) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(reason) = &driven.interrupted {
         out.push(format!("run interrupted: {reason}"));
@@ -478,7 +552,12 @@ fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven) -> Vec<String> {
             _ => false,
         })
     };
-    out.extend(gates::failures(&summary.scripts, &summary.jobs, intent, rate_gated));
+    // Failures a fault explains are judged by the checker, not the 1% rule: the grace after a
+    // fault covers the calls that waited out the reply timeout and the reconnect backoff.
+    let grace = timeout + std::time::Duration::from_secs(2);
+    let explained = driven.faults.explained_errors(&driven.metrics, grace);
+    let explained_of = |name: &str| Script::ALL.iter().find(|s| s.name() == name).map_or(0, |s| explained[s.index()]);
+    out.extend(gates::failures(&summary.scripts, &summary.jobs, intent, rate_gated, explained_of));
     let dup = jobs[JobCounter::DuplicateAccepted.index()];
     if dup > 0 {
         out.push(format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"));

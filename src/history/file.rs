@@ -43,18 +43,25 @@ pub enum HistoryFileError {
 pub fn save(path: &Path, header: &HistoryHeader, streams: &[Vec<u8>]) -> Result<(), HistoryFileError> {
     let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
     let tmp = path.with_extension("bin.tmp");
-    let mut out = BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
-    let json = serde_json::to_vec(header).expect("header serializes");
-    out.write_all(MAGIC).map_err(io)?;
-    out.write_all(&(json.len() as u32).to_le_bytes()).map_err(io)?;
-    out.write_all(&json).map_err(io)?;
-    out.write_all(&(streams.len() as u32).to_le_bytes()).map_err(io)?;
-    for stream in streams {
-        out.write_all(&(stream.len() as u64).to_le_bytes()).map_err(io)?;
-        out.write_all(stream).map_err(io)?;
+    let written = (|| {
+        let mut out = BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+        let json = serde_json::to_vec(header).expect("header serializes");
+        out.write_all(MAGIC).map_err(io)?;
+        out.write_all(&(json.len() as u32).to_le_bytes()).map_err(io)?;
+        out.write_all(&json).map_err(io)?;
+        out.write_all(&(streams.len() as u32).to_le_bytes()).map_err(io)?;
+        for stream in streams {
+            out.write_all(&(stream.len() as u64).to_le_bytes()).map_err(io)?;
+            out.write_all(stream).map_err(io)?;
+        }
+        out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    })();
+    // A full disk must not leave a half-written `.tmp` beside the results.
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    written
 }
 
 /// Reads a history file: its header and raw streams.

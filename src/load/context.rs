@@ -32,6 +32,9 @@ pub struct RunShared {
     pub issued: AtomicU64,
     /// Producer lanes still running.
     pub producers_live: AtomicUsize,
+    /// Set by an abort (a second stop signal): the threads stop waiting for the replies of
+    /// requests in flight and hand over their history at once.
+    pub aborted: std::sync::atomic::AtomicBool,
 }
 
 impl RunShared {

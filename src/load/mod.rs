@@ -9,4 +9,5 @@ pub mod pacing;
 pub mod payload;
 pub mod producer;
 pub mod run;
+pub mod stop;
 pub mod thread;

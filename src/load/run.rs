@@ -3,15 +3,17 @@
 //!
 //! Phases: producers run for `duration` (or until `jobs` are issued); then the drain lets
 //! consumers finish every job (pending, delayed and active all empty) or gives up after
-//! `drain`; then everything stops. Shutdown (Ctrl-C) is passed in and stops at once.
+//! `drain`; then everything stops. A stop signal ends the load at once; an abort also cuts
+//! short the waits on the server that follow.
 
 use super::context::{Phase, RunShared};
+use super::stop::{Interruption, StopSignal};
 use super::thread::{run_thread, Go, ThreadSpec};
+use crate::faults::{FaultSpan, FaultsSeen, Nemesis};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
 use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
 use crate::scenario::{Plan, Stop};
 use crate::target::{Connector, Plane};
-use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -29,6 +31,8 @@ pub struct DriveOptions {
     /// How long the target may stay unreachable (every depth read failing) before the run
     /// gives up, ends as interrupted and writes its results (`--give-up`).
     pub give_up: Duration,
+    /// The nemesis that injects the scenario's `[[faults]]` during the load phase.
+    pub nemesis: Option<Nemesis>,
 }
 
 /// Jobs still in the queues: pending, delayed and active summed over the run's queues.
@@ -61,8 +65,11 @@ pub struct Driven {
     pub started: SystemTime,
     /// Wall-clock end.
     pub ended: SystemTime,
-    /// Why the run ended early, if it did (Ctrl-C, server unreachable, load thread error).
-    pub interrupted: Option<String>,
+    /// Why the run ended early, if it did (a stop signal, the target unreachable past the
+    /// give-up window, a load thread error).
+    pub interrupted: Option<Interruption>,
+    /// Faults injected and seen (a run that rode through them is not interrupted).
+    pub faults: FaultsSeen,
     /// True when the drain finished every job before its time limit.
     pub drained: bool,
     /// Queue depths at the end (None when the server could not be read).
@@ -109,7 +116,7 @@ pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallE
     Ok(d)
 }
 
-/// Drives `plan` against the target until it finishes or `shutdown` resolves.
+/// Drives `plan` against the target until it finishes or `stop` is asked for.
 ///
 /// `plane` is the coordinator's own control plane (depth polling). `progress` is called
 /// about once a second with the live snapshot and the latest depths. Errors: none once load
@@ -119,7 +126,7 @@ pub async fn drive(
     opts: DriveOptions,
     plane: Plane,
     queues: Vec<QueueKeys>,
-    shutdown: impl Future<Output = ()>,
+    stop: StopSignal,
     mut progress: impl FnMut(&LiveSnapshot, Option<Depths>),
 ) -> Driven {
     let shared = Arc::new(RunShared::default());
@@ -162,10 +169,10 @@ pub async fn drive(
         match ready.await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
-                interrupted.get_or_insert_with(|| format!("a load thread could not connect: {err}"));
+                interrupted.get_or_insert_with(|| Interruption::Connect(err.to_string()));
             }
             Err(_) => {
-                interrupted.get_or_insert_with(|| "a load thread died while connecting".to_string());
+                interrupted.get_or_insert(Interruption::ThreadDied);
             }
         }
     }
@@ -174,10 +181,16 @@ pub async fn drive(
     let (reporter, sink) = Reporter::new(start, plan.warmup);
     let live = reporter.live();
     let reporter = tokio::spawn(reporter.run());
+    let mut faults_running = None;
     if interrupted.is_none() {
         for go in gos {
             let _ = go.send(Go { start, sink: sink.clone() });
         }
+        let until = match plan.stop {
+            Stop::Duration(d) => d,
+            Stop::Jobs(_) => Duration::MAX,
+        };
+        faults_running = opts.nemesis.as_ref().map(|n| n.begin(start, until));
     } else {
         // No Go for anyone: threads that did connect see their Go dropped and end.
         drop(gos);
@@ -188,16 +201,13 @@ pub async fn drive(
     let mut empty_readings = 0;
     let mut last_depths = None;
     let mut drain_started = None;
-    let mut unreachable_at: Option<Duration> = None;
-    // The start of the current streak of failed depth reads (reset by a good one).
-    let mut unreachable_since: Option<Instant> = None;
+    let mut unreachable = Unreachable::default();
     let mut next_progress = start + Duration::from_secs(1);
     let mut tick = tokio::time::interval(Duration::from_millis(50));
-    tokio::pin!(shutdown);
     while interrupted.is_none() {
         tokio::select! {
-            _ = &mut shutdown => {
-                interrupted = Some("interrupted by a stop signal (Ctrl-C, SIGTERM or SIGHUP)".to_string());
+            _ = stop.stopped() => {
+                interrupted = Some(Interruption::Stopped);
                 break;
             }
             _ = tick.tick() => {}
@@ -206,21 +216,26 @@ pub async fn drive(
         let phase = shared.phase();
         let poll_depths = phase == Phase::Drain || now >= next_progress;
         if poll_depths {
-            match depths(&plane, &queues).await {
-                Ok(d) => {
+            // Cut short by a stop: a frozen server must not hold the loop for a reply timeout.
+            let read = tokio::select! {
+                read = depths(&plane, &queues) => Some(read),
+                _ = stop.stopped() => None,
+            };
+            match read {
+                None => continue,
+                Some(Ok(d)) => {
                     last_depths = Some(d);
-                    unreachable_since = None;
+                    unreachable.reached(start, Instant::now());
                 }
-                Err(err) => {
+                Some(Err(err)) => {
                     last_depths = None;
-                    unreachable_at.get_or_insert(now - start);
-                    let since = *unreachable_since.get_or_insert(now);
+                    let since = unreachable.failed(now, &err);
                     if Instant::now().duration_since(since) >= opts.give_up {
-                        interrupted = Some(format!(
-                            "the target was unreachable for {} (--give-up), from {:.1}s into the run: {err}",
-                            humantime::format_duration(opts.give_up),
-                            (since - start).as_secs_f64()
-                        ));
+                        interrupted = Some(Interruption::GaveUp {
+                            window: opts.give_up,
+                            since_s: (since - start).as_secs_f64(),
+                            error: err.to_string(),
+                        });
                         break;
                     }
                 }
@@ -239,6 +254,10 @@ pub async fn drive(
                 if done {
                     shared.advance(Phase::Drain);
                     drain_started = Some(now);
+                    // Faults belong to the load phase: the drain shows whether the run recovers.
+                    if let Some(running) = &faults_running {
+                        running.stop();
+                    }
                 }
             }
             Phase::Drain => {
@@ -263,25 +282,108 @@ pub async fn drive(
     shared.advance(Phase::Stop);
     let end = Instant::now();
     let _ = stop_tx.send(true);
+    // A fault still lasting (a freeze, a pause) is undone now, before anything waits on the server.
+    if let Some(running) = &faults_running {
+        running.stop();
+    }
+    // An abort tells the threads to stop waiting for replies still in flight.
+    let abort_watch = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        tokio::spawn(async move {
+            stop.aborted().await;
+            shared.aborted.store(true, Ordering::Relaxed);
+        })
+    };
     let mut streams = Vec::new();
     for handle in threads {
         match tokio::task::spawn_blocking(move || handle.join()).await {
             Ok(Ok(stream)) => streams.push(stream),
             _ => {
-                interrupted.get_or_insert_with(|| "a load thread panicked".to_string());
+                interrupted.get_or_insert(Interruption::ThreadDied);
             }
         }
     }
+    abort_watch.abort();
     let metrics = reporter.await.expect("reporter task").finish(end);
-    let depths = depths(&plane, &queues).await.ok();
-    if let Some(at) = unreachable_at {
-        interrupted.get_or_insert_with(|| {
-            format!("the server was unreachable during the run (first at {:.1}s)", at.as_secs_f64())
-        });
+    unreachable.end(start, end);
+    // The last reading decides whether the run can be checked; a server restarting at the
+    // very end gets a few seconds (at most the give-up window) to come back.
+    let patience = opts.give_up.min(END_READ_PATIENCE);
+    let depths = match stop.unless_aborted(end_depths(&plane, &queues, patience)).await {
+        Some(read) => read,
+        None => Err(CallError::Connection("not read: the run was aborted".into())),
+    };
+    if stop.is_aborted() {
+        interrupted = Some(Interruption::Aborted);
     }
-    if depths.is_none() {
-        interrupted.get_or_insert_with(|| "the server could not be reached at the end of the run".to_string());
-    }
+    let depths = match depths {
+        Ok(d) => Some(d),
+        Err(err) => {
+            interrupted.get_or_insert_with(|| Interruption::EndUnreadable(err.to_string()));
+            None
+        }
+    };
+    let injected = match faults_running {
+        Some(running) => stop.unless_aborted(running.finish()).await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let reconnects = all_reconnects(&metrics);
+    let faults = FaultsSeen::build(injected, unreachable.spans, &metrics, reconnects);
     let issued = shared.issued.load(Ordering::Relaxed);
-    Driven { metrics, started, ended: SystemTime::now(), interrupted, drained, depths, streams, issued }
+    Driven { metrics, started, ended: SystemTime::now(), interrupted, faults, drained, depths, streams, issued }
+}
+
+/// How long the last depth reading may keep failing before the run is called unreadable.
+const END_READ_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The last depth reading, retried every 250 ms for `patience`.
+async fn end_depths(plane: &Plane, queues: &[QueueKeys], patience: Duration) -> Result<Depths, CallError> {
+    let until = Instant::now() + patience;
+    loop {
+        match depths(plane, queues).await {
+            Ok(d) => return Ok(d),
+            Err(err) if Instant::now() >= until => return Err(err),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+fn all_reconnects(metrics: &RunMetrics) -> u64 {
+    let i = crate::metrics::JobCounter::Reconnects.index();
+    metrics.jobs[i] + metrics.warmup_jobs[i]
+}
+
+/// The coordinator's view of the target's reachability: spans of failed depth reads.
+#[derive(Default)]
+struct Unreachable {
+    /// The current streak: when it began and the last error.
+    since: Option<(Instant, String)>,
+    spans: Vec<FaultSpan>,
+}
+
+impl Unreachable {
+    /// A read failed at `now`; returns when the current streak began.
+    fn failed(&mut self, now: Instant, err: &CallError) -> Instant {
+        let streak = self.since.get_or_insert_with(|| (now, String::new()));
+        streak.1 = err.to_string();
+        streak.0
+    }
+
+    /// A read succeeded at `now`: a streak in progress becomes a span.
+    fn reached(&mut self, start: Instant, now: Instant) {
+        if let Some((since, error)) = self.since.take() {
+            self.spans.push(FaultSpan {
+                kind: "unreachable".into(),
+                from_s: (since - start).as_secs_f64(),
+                to_s: (now - start).as_secs_f64(),
+                count: 0,
+                detail: error,
+            });
+        }
+    }
+
+    /// The load ended at `end`: a streak still in progress ends there.
+    fn end(&mut self, start: Instant, end: Instant) {
+        self.reached(start, end);
+    }
 }

@@ -174,6 +174,7 @@ async fn thread_main<W: Wire>(
             loop {
                 tick.tick().await;
                 ctx.bump(JobCounter::Redirects, routes.take_redirects());
+                ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
                 ctx.recorder.borrow_mut().maybe_flush(Instant::now());
             }
         }
@@ -186,10 +187,12 @@ async fn thread_main<W: Wire>(
     // Lanes start nothing new once the phase is Stop; the requests already sent get their
     // replies read (and remembered) before the history is taken, up to the reply timeout.
     let deadline = Instant::now() + spec.connect.response_timeout + std::time::Duration::from_millis(100);
-    while ctx.in_flight.get() > 0 && Instant::now() < deadline {
+    let aborted = || ctx.shared.aborted.load(std::sync::atomic::Ordering::Relaxed);
+    while ctx.in_flight.get() > 0 && Instant::now() < deadline && !aborted() {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     ctx.bump(JobCounter::Redirects, routes.take_redirects());
+    ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
     ctx.recorder.borrow_mut().flush_final();
     let stream = ctx.history.borrow_mut().take();
     stream

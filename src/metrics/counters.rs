@@ -43,11 +43,14 @@ pub enum JobCounter {
     /// Cluster redirects (MOVED, ASK, TRYAGAIN) the load followed: each a call re-sent to the
     /// node that owns the slot now, never counted as an error or as throughput.
     Redirects,
+    /// Load connections re-opened after a loss (a fault seen: server restart, CLIENT KILL, a
+    /// reply timeout that dropped the connection). Counted per second, so faults have times.
+    Reconnects,
 }
 
 impl JobCounter {
     /// Every counter, in `index()` order.
-    pub const ALL: [JobCounter; 16] = [
+    pub const ALL: [JobCounter; 17] = [
         JobCounter::Enqueued,
         JobCounter::Duplicates,
         JobCounter::Claimed,
@@ -64,10 +67,11 @@ impl JobCounter {
         JobCounter::DuplicateAccepted,
         JobCounter::FailedByStall,
         JobCounter::Redirects,
+        JobCounter::Reconnects,
     ];
 
     /// Number of counters (the length of `[u64; JobCounter::COUNT]`).
-    pub const COUNT: usize = 16;
+    pub const COUNT: usize = 17;
 
     /// Dense index in `0..JobCounter::COUNT`.
     pub fn index(self) -> usize {
@@ -93,6 +97,7 @@ impl JobCounter {
             JobCounter::DuplicateAccepted => "duplicate_accepted",
             JobCounter::FailedByStall => "failed_by_stall",
             JobCounter::Redirects => "redirects",
+            JobCounter::Reconnects => "reconnects",
         }
     }
 }

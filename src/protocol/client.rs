@@ -23,6 +23,10 @@ pub struct ConnectOptions {
     pub response_timeout: Duration,
     /// The load threads' transport (the control plane always uses redis-rs, [`Control`]).
     pub transport: Transport,
+    /// CLIENT SETNAME sent in the handshake (the load names its connections when a
+    /// `kill-connections` fault must find them); `None` sends none, as a least-privilege user
+    /// may not be allowed CLIENT.
+    pub client_name: Option<&'static str>,
 }
 
 impl Default for ConnectOptions {
@@ -31,6 +35,7 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(5),
             transport: Transport::Pipe,
+            client_name: None,
         }
     }
 }

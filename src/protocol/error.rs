@@ -84,7 +84,15 @@ impl CallError {
     pub fn code(&self) -> ErrorCode {
         match self {
             CallError::Emq { code, .. } => *code,
-            CallError::Server(_) | CallError::NoScript(_) => ErrorCode::Server,
+            CallError::NoScript(_) => ErrorCode::NoScript,
+            CallError::Server(reply) => match reply.split(' ').next().unwrap_or_default() {
+                "OOM" => ErrorCode::Oom,
+                "LOADING" => ErrorCode::Loading,
+                "READONLY" => ErrorCode::ReadOnly,
+                "BUSY" => ErrorCode::Busy,
+                "NOSCRIPT" => ErrorCode::NoScript,
+                _ => ErrorCode::Server,
+            },
             CallError::Reply(_) => ErrorCode::Reply,
             CallError::Timeout => ErrorCode::Timeout,
             CallError::Connection(_) => ErrorCode::Connection,

@@ -92,11 +92,23 @@ pub enum ErrorCode {
     Timeout,
     /// The connection failed before a reply arrived: outcome unknown.
     Connection,
+    // The server refusals a fault causes, kept apart from `Server` so a run under faults says
+    // which (appended: the history stores codes by index).
+    /// `OOM`: the server is over `maxmemory` with `noeviction`; the script did not run.
+    Oom,
+    /// `LOADING`: the server is loading its data after a restart.
+    Loading,
+    /// `READONLY`: the node is a replica (a failover under way).
+    ReadOnly,
+    /// `BUSY`: another script runs past `busy-reply-threshold`.
+    Busy,
+    /// `NOSCRIPT` that survived the registry's reload and retry (a script flush mid-pipeline).
+    NoScript,
 }
 
 impl ErrorCode {
     /// Every code, in `index()` order.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Kind,
         ErrorCode::Arg,
         ErrorCode::NoJob,
@@ -106,10 +118,15 @@ impl ErrorCode {
         ErrorCode::Reply,
         ErrorCode::Timeout,
         ErrorCode::Connection,
+        ErrorCode::Oom,
+        ErrorCode::Loading,
+        ErrorCode::ReadOnly,
+        ErrorCode::Busy,
+        ErrorCode::NoScript,
     ];
 
     /// Number of codes (the length of per-code arrays).
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 14;
 
     /// The code as reports print it: the wire code for protocol errors, a lowercase word otherwise.
     pub fn name(self) -> &'static str {
@@ -123,6 +140,11 @@ impl ErrorCode {
             ErrorCode::Reply => "reply",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Connection => "connection",
+            ErrorCode::Oom => "OOM",
+            ErrorCode::Loading => "LOADING",
+            ErrorCode::ReadOnly => "READONLY",
+            ErrorCode::Busy => "BUSY",
+            ErrorCode::NoScript => "NOSCRIPT",
         }
     }
 

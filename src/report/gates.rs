@@ -3,8 +3,10 @@
 //! a scenario with producers; nothing finished by a scenario with consumers; errors beyond 1%
 //! of a script's calls. EMQFENCE and EMQSTATE refusals of the fenced verbs do not count toward
 //! the 1%: they are the protocol refusing stale holders, which stalls, zombies and expired
-//! leases provoke on purpose (the checker's I6 judges them). A scenario's own `errors.rate`
-//! threshold replaces the 1% rule for the scripts it covers.
+//! leases provoke on purpose (the checker's I6 judges them). Neither do the failures a fault
+//! explains (timeouts, lost connections and server errors in the seconds of an injected or
+//! seen fault: `load::faults`): the checker judges what they did to the jobs. A scenario's own
+//! `errors.rate` threshold replaces the 1% rule for the scripts it covers.
 
 use super::ScriptSummary;
 use crate::protocol::ErrorCode;
@@ -26,12 +28,14 @@ pub struct Intent {
 }
 
 /// One line per broken gate (empty when the run passes them). `jobs` are summary.json's job
-/// counters; `rate_gated(script)` is true when a threshold sets that script's error rate.
+/// counters; `rate_gated(script)` is true when a threshold sets that script's error rate;
+/// `explained(script)` is how many of its failed calls a fault explains.
 pub fn failures(
     scripts: &[ScriptSummary],
     jobs: &BTreeMap<&'static str, u64>,
     intent: Intent,
     rate_gated: impl Fn(&str) -> bool,
+    explained: impl Fn(&str) -> u64,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for s in scripts.iter().filter(|s| s.calls > 0) {
@@ -47,10 +51,12 @@ pub fn failures(
         } else {
             0
         };
-        let other = s.error_total() - provoked;
+        let faulted = explained(&s.script).min(s.error_total() - provoked);
+        let other = s.error_total() - provoked - faulted;
         if other as f64 > MAX_ERROR_SHARE * s.calls as f64 {
+            let besides = if faulted > 0 { format!(", besides {faulted} during faults") } else { String::new() };
             out.push(format!(
-                "{}: {other} of {} calls failed ({}), more than {}% (set {}.errors.rate in [thresholds] to allow it)",
+                "{}: {other} of {} calls failed ({}{besides}), more than {}% (set {}.errors.rate in [thresholds] to allow it)",
                 s.script,
                 s.calls,
                 by_code(s),
@@ -104,29 +110,36 @@ mod tests {
 
     #[test]
     fn a_run_whose_calls_all_fail_is_a_failure() {
-        let found = failures(&[script("enqueue", 50, 0, &[("server", 50)])], &jobs(0, 0), BOTH, |_| false);
+        let found = failures(&[script("enqueue", 50, 0, &[("server", 50)])], &jobs(0, 0), BOTH, |_| false, |_| 0);
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found[0].contains("enqueue: 50 calls and none succeeded (server 50)"), "{found:?}");
         assert_eq!(found[1], "nothing was enqueued");
-        let found = failures(&[script("enqueue", 50, 50, &[])], &jobs(50, 0), BOTH, |_| false);
+        let found = failures(&[script("enqueue", 50, 50, &[])], &jobs(50, 0), BOTH, |_| false, |_| 0);
         assert_eq!(found, vec!["nothing was completed or failed, although the scenario has consumers"]);
         let enqueue_only = Intent { producers: true, consumers: false };
-        assert!(failures(&[script("enqueue", 50, 50, &[])], &jobs(50, 0), enqueue_only, |_| false).is_empty());
+        assert!(failures(&[script("enqueue", 50, 50, &[])], &jobs(50, 0), enqueue_only, |_| false, |_| 0).is_empty());
     }
 
     #[test]
     fn provoked_refusals_are_allowed_and_other_errors_only_up_to_one_percent() {
         let fenced = script("complete", 1000, 900, &[("EMQFENCE", 60), ("EMQSTATE", 30), ("timeout", 10)]);
-        assert!(failures(&[fenced], &jobs(900, 900), BOTH, |_| false).is_empty(), "10 of 1000 is 1%: allowed");
+        assert!(failures(&[fenced], &jobs(900, 900), BOTH, |_| false, |_| 0).is_empty(), "10 of 1000 is 1%: allowed");
         let over = script("complete", 1000, 889, &[("EMQFENCE", 100), ("timeout", 11)]);
-        let found = failures(std::slice::from_ref(&over), &jobs(900, 889), BOTH, |_| false);
+        let found = failures(std::slice::from_ref(&over), &jobs(900, 889), BOTH, |_| false, |_| 0);
         assert_eq!(found.len(), 1);
         assert!(found[0].starts_with("complete: 11 of 1000 calls failed (EMQFENCE 100, timeout 11)"), "{found:?}");
         assert!(
-            failures(&[over], &jobs(900, 889), BOTH, |s| s == "complete").is_empty(),
+            failures(&[over], &jobs(900, 889), BOTH, |s| s == "complete", |_| 0).is_empty(),
             "a threshold replaces the rule"
         );
+        let faulted = script("enqueue", 1000, 900, &[("timeout", 60), ("connection", 40)]);
+        let found = failures(std::slice::from_ref(&faulted), &jobs(900, 900), BOTH, |_| false, |_| 85);
+        assert!(
+            found[0].contains("15 of 1000 calls failed (connection 40, timeout 60, besides 85 during faults)"),
+            "{found:?}"
+        );
+        assert!(failures(&[faulted], &jobs(900, 900), BOTH, |_| false, |_| 100).is_empty(), "all during faults");
         let claim = script("claim", 1000, 980, &[("EMQSTATE", 20)]);
-        assert_eq!(failures(&[claim], &jobs(900, 900), BOTH, |_| false).len(), 1, "claim is no fenced verb");
+        assert_eq!(failures(&[claim], &jobs(900, 900), BOTH, |_| false, |_| 0).len(), 1, "claim is no fenced verb");
     }
 }

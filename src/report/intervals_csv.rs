@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{ms3, write_atomic, ReportError};
+use crate::faults::FaultsSeen;
 use crate::metrics::RunMetrics;
 
 /// One row of intervals.csv; the header is the field names.
@@ -18,23 +19,29 @@ struct Row<'a> {
     p50_ms: String,
     p99_ms: String,
     max_ms: String,
+    faults: &'a str,
 }
 
-/// Write `intervals.csv` to `path`: header `t_s,script,ok,errors,ops_per_sec,p50_ms,p99_ms,max_ms`.
+/// Write `intervals.csv` to `path`: header
+/// `t_s,script,ok,errors,ops_per_sec,p50_ms,p99_ms,max_ms,faults`.
 ///
 /// `t_s` is the interval start in whole seconds since the run start (so the first row is at the
 /// warmup length); `ops_per_sec` is ok calls over the interval's length (1 s, or less for the last
 /// one), 1 decimal; latencies are that second's ok-call latency from the intended send, ms with 3
-/// decimals (0.000 when the script had only errors). Seconds with no call are absent.
+/// decimals (0.000 when the script had only errors). `faults` names the faults that touched
+/// the second (injected kinds and `unreachable`, `;`-separated, empty for none), so errors and
+/// latency can be read against them. Seconds with no call are absent.
 ///
 /// # Errors
 /// [`ReportError::Csv`] or [`ReportError::Io`], naming `path`.
-pub fn write_intervals_csv(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
+pub fn write_intervals_csv(path: &Path, run: &RunMetrics, faults: &FaultsSeen) -> Result<(), ReportError> {
     let csv_err = |source| ReportError::Csv { path: path.to_path_buf(), source };
     write_atomic(path, |w| {
         let mut out = csv::Writer::from_writer(w);
         for rec in &run.intervals {
             let secs = rec.duration_us.max(1) as f64 / 1e6;
+            let from = rec.start_us as f64 / 1e6;
+            let active = faults.active_in(from, from + secs);
             for s in &rec.scripts {
                 out.serialize(Row {
                     t_s: rec.start_us / 1_000_000,
@@ -45,6 +52,7 @@ pub fn write_intervals_csv(path: &Path, run: &RunMetrics) -> Result<(), ReportEr
                     p50_ms: ms3(s.p50_us),
                     p99_ms: ms3(s.p99_us),
                     max_ms: ms3(s.max_us),
+                    faults: &active,
                 })
                 .map_err(csv_err)?;
             }
@@ -62,7 +70,15 @@ mod tests {
     fn one_row_per_second_per_script() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("intervals.csv");
-        write_intervals_csv(&path, &sample_run()).unwrap();
+        let mut faults = FaultsSeen::default();
+        faults.injected.push(crate::faults::FaultSpan {
+            kind: "pause".into(),
+            from_s: 2.5,
+            to_s: 2.9,
+            count: 0,
+            detail: String::new(),
+        });
+        write_intervals_csv(&path, &sample_run(), &faults).unwrap();
         let mut r = csv::Reader::from_path(&path).unwrap();
         let rows: Vec<Vec<String>> = r.records().map(|rec| rec.unwrap().iter().map(str::to_owned).collect()).collect();
         let keys: Vec<(&str, &str, &str, &str)> =
@@ -70,5 +86,6 @@ mod tests {
         assert_eq!(keys, [("1", "enqueue", "20", "0"), ("1", "complete", "5", "0"), ("2", "complete", "5", "2"),]);
         assert_eq!(rows[0][4], "20.0");
         assert_eq!(rows[2][7], "2.000");
+        assert_eq!((rows[0][8].as_str(), rows[2][8].as_str()), ("", "pause"), "the fault's second is marked");
     }
 }

@@ -90,12 +90,19 @@ where
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut w = BufWriter::new(File::create(&tmp).map_err(io)?);
-    body(&mut w)?;
-    w.flush().map_err(io)?;
-    w.get_ref().sync_all().map_err(io)?;
-    drop(w);
-    fs::rename(&tmp, path).map_err(io)
+    let written = (|| {
+        let mut w = BufWriter::new(File::create(&tmp).map_err(io)?);
+        body(&mut w)?;
+        w.flush().map_err(io)?;
+        w.get_ref().sync_all().map_err(io)?;
+        drop(w);
+        fs::rename(&tmp, path).map_err(io)
+    })();
+    // A full disk must not leave a half-written `.tmp` beside the results.
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]

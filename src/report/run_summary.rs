@@ -1,6 +1,6 @@
 //! `summary.json`: the whole run in one versioned document, and the results folder writer.
 
-use super::{summarize, write_hlog, write_intervals_csv, write_json, write_scripts_csv, ReportError, ScriptSummary};
+use super::{summarize, write_hlog, write_intervals_csv, write_scripts_csv, ReportError, ScriptSummary};
 use crate::check::CheckSummary;
 use crate::load::run::Depths;
 use crate::metrics::{JobCounter, RunMetrics};
@@ -64,8 +64,22 @@ pub struct RunSummary {
     pub ended: String,
     /// True when the run ended early; `interrupt_reason` says why.
     pub interrupted: bool,
-    /// Why the run ended early (Ctrl-C, server unreachable, ...).
+    /// Why the run ended early, in words.
     pub interrupt_reason: Option<String>,
+    /// Why the run ended early, as one stable word: `stopped` (a stop signal), `aborted` (a
+    /// second one), `gave_up` (unreachable past `--give-up`), `connect`, `thread_died`,
+    /// `end_unreadable`; `null` when the plan was carried out.
+    pub interrupt_kind: Option<&'static str>,
+    /// Faults injected (`[[faults]]`) and seen (unreachable spans, reconnects, unknown
+    /// outcomes), with their times: a run that rode through them is not interrupted.
+    pub faults: crate::faults::FaultsSeen,
+    /// What became of the run's keys: `deleted`, or `kept: <why>` (`--keep`, an abort, the
+    /// results folder could not be written, ...).
+    pub keys: String,
+    /// Files of the results folder that could not be written, with why (a full disk); the
+    /// run's keys are then kept.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_errors: Vec<String>,
     /// True when the drain finished every job in time.
     pub drained: bool,
     /// Seconds measured (after warmup, up to the stop), the divisor of every ops/s.
@@ -120,12 +134,22 @@ pub fn scripts_of(metrics: &RunMetrics) -> Vec<ScriptSummary> {
     summarize(metrics)
 }
 
-/// Writes the results folder: `summary.json`, `scripts.csv`, `intervals.csv`, `latency.hlog`.
-/// (`scenario.toml` is copied by the caller before the run starts, so it is there even when
-/// the run dies.) Errors: the first file that could not be written.
-pub fn write_results(dir: &Path, summary: &RunSummary, metrics: &RunMetrics) -> Result<(), ReportError> {
-    write_scripts_csv(&dir.join("scripts.csv"), &summary.scripts)?;
-    write_intervals_csv(&dir.join("intervals.csv"), metrics)?;
-    write_hlog(&dir.join("latency.hlog"), metrics)?;
-    write_json(&dir.join("summary.json"), summary)
+/// The summary's file name.
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// Writes the series of the results folder: `scripts.csv`, `intervals.csv`, `latency.hlog`
+/// (`summary.json` is written first by the caller, `scenario.toml` before the run starts,
+/// `history.bin` last). Tries every file; returns one line per file that could not be written.
+pub fn write_results(
+    dir: &Path,
+    metrics: &RunMetrics,
+    scripts: &[ScriptSummary],
+    faults: &crate::faults::FaultsSeen,
+) -> Vec<String> {
+    let written = [
+        write_scripts_csv(&dir.join("scripts.csv"), scripts),
+        write_intervals_csv(&dir.join("intervals.csv"), metrics, faults),
+        write_hlog(&dir.join("latency.hlog"), metrics),
+    ];
+    written.into_iter().filter_map(|r: Result<(), ReportError>| r.err().map(|e| e.to_string())).collect()
 }

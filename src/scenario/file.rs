@@ -24,7 +24,7 @@ use super::units::HumanDuration;
 /// warmup = "1s"               # excluded from histograms; default "0s"
 /// drain = "30s"               # max wait for consumers after producers stop; default "30s"
 /// queues = 4                  # "name" (one queue) or N (bench-0 .. bench-(N-1)); default "bench"
-/// [target] ... [producers] ... [consumers] ... [maintenance] ...
+/// [target] ... [producers] ... [consumers] ... [maintenance] ... [[faults]] ...
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +63,9 @@ pub struct Scenario {
     /// `[maintenance]`.
     #[serde(default)]
     pub maintenance: Maintenance,
+    /// `[[faults]]`: the nemesis schedule (see `faults.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<super::faults::FaultSpec>,
     /// `[thresholds]`: absolute CI gates, key → "<op> <limit>" (see `thresholds.rs`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub thresholds: std::collections::BTreeMap<String, String>,

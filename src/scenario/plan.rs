@@ -47,6 +47,8 @@ pub struct Plan {
     pub maintenance: MaintenancePlan,
     /// `[thresholds]`, resolved: absolute gates checked after the run.
     pub thresholds: Vec<super::thresholds::Threshold>,
+    /// `[[faults]]`, resolved: the nemesis schedule (empty: no fault is injected).
+    pub faults: Vec<super::faults::FaultPlan>,
 }
 
 impl Plan {

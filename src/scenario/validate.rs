@@ -50,6 +50,15 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         consumers: consumers(&cx, &raw)?,
         maintenance: maintenance(&cx, &raw)?,
         thresholds: super::thresholds::thresholds(&cx, &raw.thresholds)?,
+        faults: super::faults::faults(
+            &cx,
+            &raw.faults,
+            match stop {
+                Stop::Duration(d) => Some(d),
+                Stop::Jobs(_) => None,
+            },
+            raw.target.url.is_none(),
+        )?,
         scenario: raw,
     })
 }

@@ -27,10 +27,14 @@ pub struct EmbeddedServer {
     port: u16,
     binary: PathBuf,
     dir: PathBuf,
+    /// The config it was started with (a restart starts it the same way).
+    config: Vec<(String, String)>,
 }
 
 /// How long the server gets to answer its first PING.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a SIGTERMed server gets to save and exit before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl EmbeddedServer {
     /// Starts a server and waits until it answers PING. Call it from a thread that lives as
@@ -64,22 +68,48 @@ impl EmbeddedServer {
         };
         let dir = std::env::temp_dir().join(format!("emq-bench-valkey-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(spawn_err)?;
-        let log = std::fs::File::create(dir.join("server.log")).map_err(spawn_err)?;
-        let mut cmd = Command::new(binary);
-        cmd.arg("--port").arg(port.to_string());
-        for (name, value) in [("bind", "127.0.0.1"), ("save", ""), ("appendonly", "no"), ("loglevel", "warning")] {
-            cmd.arg(format!("--{name}")).arg(value);
-        }
-        cmd.arg("--dir").arg(&dir);
-        for (name, value) in config {
-            cmd.arg(format!("--{name}")).arg(value);
-        }
-        cmd.stdin(Stdio::null()).stdout(log.try_clone().map_err(spawn_err)?).stderr(log);
-        die_with_parent(&mut cmd);
-        let child = cmd.spawn().map_err(spawn_err)?;
-        let mut server = EmbeddedServer { child, port, binary: binary.to_path_buf(), dir };
+        let child = spawn(binary, port, &dir, config)?;
+        let mut server = EmbeddedServer { child, port, binary: binary.to_path_buf(), dir, config: config.to_vec() };
         server.wait_ready()?;
         Ok(server)
+    }
+
+    /// Stops the server with `SIGTERM` (`kill`: `SIGKILL`) and starts it again on the same
+    /// port and data directory with the same config, waiting until it answers PING (after it
+    /// loaded its data). Returns how long it was down. The new process is tied to the calling
+    /// thread (see `die_with_parent`): call it from a thread that lives as long as the server.
+    ///
+    /// Errors: [`ServerError`] when it does not come up again.
+    pub fn restart(&mut self, kill: bool) -> Result<Duration, ServerError> {
+        let began = Instant::now();
+        let signal = if kill { libc::SIGKILL } else { libc::SIGTERM };
+        self.signal(signal);
+        let deadline = Instant::now() + STOP_GRACE;
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(&self.binary, self.port, &self.dir, &self.config)?;
+        self.wait_ready()?;
+        Ok(began.elapsed())
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`): the server freezes (connections stay open,
+    /// nothing is answered) or goes on.
+    pub fn freeze(&self, frozen: bool) {
+        self.signal(if frozen { libc::SIGSTOP } else { libc::SIGCONT });
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+    }
+
+    /// The config directives the server was started with, after the defaults (e.g.
+    /// `appendonly yes`).
+    pub fn config(&self) -> &[(String, String)] {
+        &self.config
     }
 
     fn wait_ready(&mut self) -> Result<(), ServerError> {
@@ -132,9 +162,10 @@ impl EmbeddedServer {
 
     fn shutdown(&mut self) {
         if let Ok(None) = self.child.try_wait() {
+            // A frozen server would ignore SIGTERM until thawed.
+            self.signal(libc::SIGCONT);
             // SIGTERM lets valkey exit cleanly; a stuck server is killed after a grace period.
-            // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
-            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+            self.signal(libc::SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(2);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = self.child.try_wait() {
@@ -153,6 +184,25 @@ impl Drop for EmbeddedServer {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Spawns `binary` on `port` with its data in `dir`: the defaults, then `config`; its output
+/// goes to `dir/server.log` (appended, so a restart keeps the earlier log).
+fn spawn(binary: &Path, port: u16, dir: &Path, config: &[(String, String)]) -> Result<Child, ServerError> {
+    let spawn_err = |source| ServerError::Spawn { binary: binary.to_path_buf(), source };
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).map_err(spawn_err)?;
+    let mut cmd = Command::new(binary);
+    cmd.arg("--port").arg(port.to_string());
+    for (name, value) in [("bind", "127.0.0.1"), ("save", ""), ("appendonly", "no"), ("loglevel", "warning")] {
+        cmd.arg(format!("--{name}")).arg(value);
+    }
+    cmd.arg("--dir").arg(dir);
+    for (name, value) in config {
+        cmd.arg(format!("--{name}")).arg(value);
+    }
+    cmd.stdin(Stdio::null()).stdout(log.try_clone().map_err(spawn_err)?).stderr(log);
+    die_with_parent(&mut cmd);
+    cmd.spawn().map_err(spawn_err)
 }
 
 /// A port the kernel just gave out on 127.0.0.1 (free now; `start` retries if it is taken).

@@ -17,6 +17,23 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
+thread_local! {
+    /// Connections re-opened after a loss on this thread since the last [`take_reconnects`]:
+    /// each load thread's connections are its own, so a plain cell, no atomic.
+    static RECONNECTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one connection re-opened after a loss (both transports call it).
+pub fn note_reconnect() {
+    RECONNECTS.with(|n| n.set(n.get() + 1));
+}
+
+/// Reconnects on this thread since the last call (a load thread's flusher moves them into
+/// its job counters, once a quarter second).
+pub fn take_reconnects() -> u64 {
+    RECONNECTS.with(std::cell::Cell::take)
+}
+
 /// Opens connections to one [`Target`]. Cheap to clone (shared config); `Send + Sync`, so
 /// every load thread holds a clone.
 #[derive(Clone)]

@@ -89,6 +89,7 @@ impl Control {
         let mut st = self.inner.state.lock().expect("control state");
         match opened {
             Ok((conn, _)) => {
+                super::connector::note_reconnect();
                 st.backoff = MIN_BACKOFF;
                 st.retry_at = None;
                 Ok(st.conn.insert(conn).clone())
@@ -131,6 +132,15 @@ async fn open(
         Err(_) => return Err(CallError::Connection(format!("{}:{}: AUTH/SELECT timed out", t.host, t.port))),
     };
     tokio::spawn(driver);
+    let mut conn = conn;
+    if let Some(name) = opts.client_name {
+        redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(name)
+            .exec_async(&mut conn)
+            .await
+            .map_err(|e| CallError::from_redis(&e))?;
+    }
     Ok((conn, tls))
 }
 

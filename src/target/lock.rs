@@ -11,9 +11,13 @@ use std::time::Duration;
 /// The lease's length; renewed every third of it.
 pub const LOCK_TTL: Duration = Duration::from_secs(30);
 
-/// Extends the lease only while it is still ours (compare and set).
-const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-    return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+/// Extends the lease only while it is still ours (compare and set); takes it again when it
+/// is gone (a server restarted without persistence, or its data lost: no other run holds it,
+/// and the checker reports what else was lost), replying 2.
+const RENEW: &str = "local holder = redis.call('GET', KEYS[1]) \
+    if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end \
+    if holder == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 2 end \
+    return 0";
 /// Deletes the lease only while it is still ours.
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
     return redis.call('DEL', KEYS[1]) else return 0 end";
@@ -152,7 +156,7 @@ fn renew_thread(
             let mut all = true;
             for keys in &keys {
                 match renew(&plane, keys, &run_id).await {
-                    Ok(1) => {}
+                    Ok(1 | 2) => {}
                     Ok(_) => {
                         say(format!(
                             "queue {}: the run lock {} was no longer this run's (another run may have used the queue)",
@@ -173,7 +177,8 @@ fn renew_thread(
     });
 }
 
-/// Extends one queue's lease; 1 when it was still ours, 0 when not.
+/// Extends one queue's lease; 1 when it was still ours, 2 when it was gone and is ours
+/// again, 0 when another run holds it.
 async fn renew(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<i64, CallError> {
     compare_and_set(plane, keys, RENEW, run_id, Some(LOCK_TTL.as_millis() as u64)).await
 }

@@ -59,6 +59,7 @@ async fn reconnect(shared: &Shared, target: &Target) -> Stream {
             }
         }
         if let Ok(stream) = open(target).await {
+            crate::target::connector::note_reconnect();
             return stream;
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -85,6 +86,9 @@ pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
     }
     if t.db != 0 {
         steps.push((Request::from_args(&["SELECT", &t.db.to_string()]), None));
+    }
+    if let Some(name) = target.opts.client_name {
+        steps.push((Request::from_args(&["CLIENT", "SETNAME", name]), None));
     }
     for script in Script::ALL {
         steps.push((target.registry.load_request(script), Some(script)));
@@ -119,7 +123,7 @@ pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
         match script {
             Some(script) => target.registry.check_loaded(*script, &value)?,
             None if value == Value::Okay => {}
-            None => return Err(CallError::Reply(format!("AUTH/SELECT replied {value:?}"))),
+            None => return Err(CallError::Reply(format!("AUTH/SELECT/CLIENT SETNAME replied {value:?}"))),
         }
     }
     Ok(stream)

@@ -1,0 +1,214 @@
+//! What each fault kind does to the target, and how it is undone.
+
+use super::nemesis::{hold, LOAD_CLIENT_NAME};
+use super::record::FaultSpan;
+use crate::scenario::{FaultKind, FaultPlan, PauseMode};
+use crate::server::EmbeddedServer;
+use crate::target::{Control, Plane};
+use redis::RedisError;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// What the faults act on: every node (through the nemesis's own connections) and, when the
+/// harness started it, the server process.
+pub(crate) struct Target<'a> {
+    pub plane: Option<&'a Plane>,
+    pub server: Option<&'a Mutex<EmbeddedServer>>,
+}
+
+/// The result of one fault: how many things it hit, and what it did (or why it failed).
+type Done = (u64, String);
+
+/// Injects `fault` now and returns its span (from when it began to when it was undone).
+pub(crate) async fn inject(
+    fault: &FaultPlan,
+    target: &Target<'_>,
+    start: Instant,
+    end: &mut watch::Receiver<bool>,
+) -> FaultSpan {
+    let nodes = target.plane.map(Plane::nodes).unwrap_or_default();
+    // A connection broken by an earlier fault (a restart) is found by this PING and re-opened
+    // by the fault's own first command, instead of failing it.
+    for node in &nodes {
+        let mut conn = node.clone();
+        let ping = redis::cmd("PING");
+        let _ = tokio::time::timeout(Duration::from_secs(1), ping.query_async::<String>(&mut conn)).await;
+    }
+    let began = Instant::now();
+    let done = match fault.kind {
+        FaultKind::KillConnections => kill_connections(&nodes).await,
+        FaultKind::Pause => pause(&nodes, fault.duration, fault.mode, end).await,
+        FaultKind::ScriptFlush => on_every(&nodes, "SCRIPT FLUSH", |mut c| async move {
+            redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut c).await.map(|()| 1)
+        })
+        .await
+        .map_err(|e| e.to_string()),
+        FaultKind::Maxmemory => maxmemory(&nodes, fault.duration, end).await,
+        FaultKind::Freeze => freeze(target.server, fault.duration, end).await,
+        FaultKind::Restart => restart(target.server, fault.signal == crate::scenario::RestartSignal::Kill),
+    };
+    let (count, detail) = done.unwrap_or_else(|err| (0, format!("failed: {err}")));
+    FaultSpan {
+        kind: fault.kind.name().to_string(),
+        from_s: (began - start).as_secs_f64(),
+        to_s: (Instant::now() - start).as_secs_f64(),
+        count,
+        detail,
+    }
+}
+
+/// Runs `call` on every node; the sum of its counts, described as `what on N node(s)`.
+async fn on_every<F, Fut>(nodes: &[Control], what: &str, call: F) -> Result<Done, RedisError>
+where
+    F: Fn(Control) -> Fut,
+    Fut: std::future::Future<Output = Result<u64, RedisError>>,
+{
+    let mut count = 0;
+    for node in nodes {
+        count += call(node.clone()).await?;
+    }
+    Ok((count, format!("{what} on {} node(s)", nodes.len())))
+}
+
+/// CLIENT KILL ID of every connection named [`LOAD_CLIENT_NAME`] on every node: the
+/// harness's own load connections, nobody else's.
+async fn kill_connections(nodes: &[Control]) -> Result<Done, String> {
+    let mut killed = 0;
+    for node in nodes {
+        let mut conn = node.clone();
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("normal")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = format!("name={LOAD_CLIENT_NAME}");
+        for line in list.lines().filter(|l| l.split(' ').any(|field| field == name)) {
+            let Some(id) = line.split(' ').find_map(|field| field.strip_prefix("id=")) else { continue };
+            let n: u64 = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            killed += n;
+        }
+    }
+    Ok((killed, format!("CLIENT KILL of the load connections on {} node(s)", nodes.len())))
+}
+
+/// CLIENT PAUSE for `d` on every node; CLIENT UNPAUSE when the run ends first.
+async fn pause(
+    nodes: &[Control],
+    d: Duration,
+    mode: PauseMode,
+    end: &mut watch::Receiver<bool>,
+) -> Result<Done, String> {
+    let mode = match mode {
+        PauseMode::Write => "WRITE",
+        PauseMode::All => "ALL",
+    };
+    for node in nodes {
+        let mut conn = node.clone();
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(d.as_millis() as u64)
+            .arg(mode)
+            .exec_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    if hold(d, end).await {
+        for node in nodes {
+            let mut conn = node.clone();
+            let mut unpause = redis::cmd("CLIENT");
+            unpause.arg("UNPAUSE");
+            let _ = tokio::time::timeout(Duration::from_secs(1), unpause.exec_async(&mut conn)).await;
+        }
+    }
+    Ok((0, format!("CLIENT PAUSE {} {mode} on {} node(s)", d.as_millis(), nodes.len())))
+}
+
+/// `maxmemory` lowered to each node's memory in use, policy `noeviction`, for `d`; then both
+/// set back to what they were.
+async fn maxmemory(nodes: &[Control], d: Duration, end: &mut watch::Receiver<bool>) -> Result<Done, String> {
+    let mut before = Vec::new();
+    let mut lowered_to = Vec::new();
+    for node in nodes {
+        let mut conn = node.clone();
+        let get = |name: &'static str| {
+            let mut conn = node.clone();
+            async move {
+                let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query_async(&mut conn).await?;
+                Ok::<String, RedisError>(pair.get(1).cloned().unwrap_or_default())
+            }
+        };
+        let (limit, policy) = (get("maxmemory").await.map_err(|e| e.to_string())?, get("maxmemory-policy").await);
+        let policy = policy.map_err(|e| e.to_string())?;
+        let info: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await.map_err(|e| e.to_string())?;
+        let used = info
+            .lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or("INFO memory has no used_memory")?;
+        before.push((node.clone(), limit, policy));
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction")
+            .arg("maxmemory")
+            .arg(used)
+            .exec_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        lowered_to.push(used);
+    }
+    hold(d, end).await;
+    for (node, limit, policy) in before {
+        let mut conn = node;
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(limit)
+            .arg("maxmemory-policy")
+            .arg(policy)
+            .exec_async(&mut conn)
+            .await
+            .map_err(|e| format!("maxmemory could not be set back: {e}"))?;
+    }
+    let to: Vec<String> = lowered_to.iter().map(|b| format!("{b} B")).collect();
+    Ok((0, format!("maxmemory lowered to the memory in use ({}), noeviction, for {} ms", to.join(", "), d.as_millis())))
+}
+
+/// SIGSTOP of the embedded server for `d`, then SIGCONT (at once when the run ends first).
+async fn freeze(
+    server: Option<&Mutex<EmbeddedServer>>,
+    d: Duration,
+    end: &mut watch::Receiver<bool>,
+) -> Result<Done, String> {
+    let server = server.ok_or("freeze needs the embedded server")?;
+    server.lock().expect("server").freeze(true);
+    hold(d, end).await;
+    server.lock().expect("server").freeze(false);
+    Ok((0, format!("SIGSTOP for {} ms, then SIGCONT", d.as_millis())))
+}
+
+/// Stops the embedded server (SIGTERM or SIGKILL) and starts it again on its port and data
+/// directory. Blocks this (the nemesis's own) thread while the server is down.
+fn restart(server: Option<&Mutex<EmbeddedServer>>, kill: bool) -> Result<Done, String> {
+    let server = server.ok_or("restart needs the embedded server")?;
+    let mut server = server.lock().expect("server");
+    let persistence: Vec<String> = server
+        .config()
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "appendonly" | "appendfsync" | "save"))
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let down = server.restart(kill).map_err(|e| e.to_string())?;
+    let persistence = if persistence.is_empty() { "no persistence".to_string() } else { persistence.join(", ") };
+    let signal = if kill { "SIGKILL" } else { "SIGTERM" };
+    Ok((1, format!("{signal}, answering again after {:.2} s ({persistence})", down.as_secs_f64())))
+}

@@ -1,0 +1,10 @@
+//! Faults: the record of the faults a run rode through (`record`: injected and seen, with
+//! their spans), and the nemesis that injects the scenario's `[[faults]]` (`nemesis`, with
+//! each kind's action in `kinds`). The load driver depends on this module, never the reverse.
+
+mod kinds;
+pub mod nemesis;
+pub mod record;
+
+pub use nemesis::{Nemesis, Running, LOAD_CLIENT_NAME};
+pub use record::{FaultSpan, FaultsSeen};

@@ -1,0 +1,142 @@
+//! The nemesis: injects the scenario's `[[faults]]` during the load phase (Jepsen's nemesis
+//! is the model), one at a time in time order, and records each one's span.
+//!
+//! It runs on a thread of its own with its own control connections, so a frozen server or a
+//! long restart never stalls the coordinator's depth polling (and the reverse: a coordinator
+//! waiting on a frozen server cannot delay the thaw). A restarted embedded server is started
+//! from this thread, which lives as long as the [`Nemesis`] handle, so the kernel's
+//! "die with the parent" tie (see `server::process`) does not end the server early.
+//!
+//! A fault that lasts (pause, freeze, maxmemory) is undone when its duration is over, or at
+//! once when the load phase ends or the run stops: the run never leaves a server frozen,
+//! paused or short of memory. One due while another lasts starts when that one ends.
+
+use super::kinds;
+use super::record::FaultSpan;
+use crate::scenario::FaultPlan;
+use crate::server::EmbeddedServer;
+use crate::target::Plane;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The client name of every load connection (CLIENT SETNAME), so `kill-connections` kills
+/// the load's connections and only those.
+pub const LOAD_CLIENT_NAME: &str = "emq-bench-load";
+
+/// At most this many faults fire in one run (a 100 ms `every` over a 2 h soak is 72 000).
+const MAX_FIRED: usize = 100_000;
+
+/// A handle on the nemesis thread. Clones share it; the thread ends when the last is dropped.
+#[derive(Clone)]
+pub struct Nemesis {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+struct Command {
+    start: Instant,
+    until: Duration,
+    end: watch::Receiver<bool>,
+    spans: oneshot::Sender<Vec<FaultSpan>>,
+}
+
+/// One run's schedule under way: [`Running::finish`] ends it and returns the spans.
+pub struct Running {
+    end: watch::Sender<bool>,
+    spans: oneshot::Receiver<Vec<FaultSpan>>,
+}
+
+impl Running {
+    /// Asks the nemesis to stop injecting now (a fault that lasts is undone at once); cheap,
+    /// does not wait.
+    pub fn stop(&self) {
+        let _ = self.end.send(true);
+    }
+
+    /// Stops the schedule and returns the span of every fault injected, in order.
+    pub async fn finish(self) -> Vec<FaultSpan> {
+        self.stop();
+        self.spans.await.unwrap_or_default()
+    }
+}
+
+impl Nemesis {
+    /// Starts the nemesis thread for `faults`: its own connections to every node of `plane`,
+    /// and `server` when the harness started the server (`freeze` and `restart` need it).
+    pub fn start(faults: Vec<FaultPlan>, plane: &Plane, server: Option<Arc<Mutex<EmbeddedServer>>>) -> Nemesis {
+        let (commands, mut received) = mpsc::unbounded_channel::<Command>();
+        let plane = plane.clone();
+        std::thread::Builder::new()
+            .name("emq-nemesis".into())
+            .spawn(move || {
+                let runtime =
+                    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+                runtime.block_on(async move {
+                    // Opened lazily: a failure is said in the span of each fault it spoils.
+                    let own = plane.open_again().await.map_err(|e| e.to_string());
+                    while let Some(command) = received.recv().await {
+                        let target = kinds::Target { plane: own.as_ref().ok(), server: server.as_deref() };
+                        let spans = match &own {
+                            Ok(_) => run_schedule(&faults, &target, command.start, command.until, command.end).await,
+                            Err(err) => vec![FaultSpan {
+                                kind: "nemesis".into(),
+                                from_s: 0.0,
+                                to_s: 0.0,
+                                count: 0,
+                                detail: format!("no fault injected: its connections failed: {err}"),
+                            }],
+                        };
+                        let _ = command.spans.send(spans);
+                    }
+                });
+            })
+            .expect("spawn the nemesis thread");
+        Nemesis { commands }
+    }
+
+    /// Starts injecting: times count from `start`; nothing fires at or after `until` (the end
+    /// of the load phase; `Duration::MAX` when the run is bounded by jobs).
+    pub fn begin(&self, start: Instant, until: Duration) -> Running {
+        let (end_tx, end) = watch::channel(false);
+        let (spans_tx, spans) = oneshot::channel();
+        let _ = self.commands.send(Command { start, until, end, spans: spans_tx });
+        Running { end: end_tx, spans }
+    }
+}
+
+/// Fires every fault of `faults` due before `until`, in time order, until `end` turns true.
+async fn run_schedule(
+    faults: &[FaultPlan],
+    target: &kinds::Target<'_>,
+    start: Instant,
+    until: Duration,
+    mut end: watch::Receiver<bool>,
+) -> Vec<FaultSpan> {
+    let mut due: Vec<(Duration, usize)> = faults
+        .iter()
+        .enumerate()
+        .flat_map(|(i, f)| f.times(until, MAX_FIRED).into_iter().map(move |t| (t, i)))
+        .collect();
+    due.sort();
+    due.truncate(MAX_FIRED);
+    let mut spans = Vec::new();
+    for (at, i) in due {
+        let ended = tokio::select! {
+            _ = tokio::time::sleep_until((start + at).into()) => false,
+            _ = end.wait_for(|e| *e) => true,
+        };
+        if ended || *end.borrow() {
+            break;
+        }
+        spans.push(kinds::inject(&faults[i], target, start, &mut end).await);
+    }
+    spans
+}
+
+/// Waits `d`, or less when `end` turns true; true when it was cut short.
+pub(crate) async fn hold(d: Duration, end: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = end.wait_for(|e| *e) => true,
+    }
+}

@@ -1,0 +1,224 @@
+//! Faults a run rode through: the ones the nemesis injected on purpose and the ones the
+//! harness saw (the target unreachable from the coordinator, load connections re-opened,
+//! calls whose outcome is unknown), each with its time span, so latency and errors can be read
+//! against it (issue 10 item 3: *faults seen* are not an interruption; the checker and the
+//! thresholds judge the run).
+
+use crate::metrics::{JobCounter, RunMetrics};
+use crate::protocol::{ErrorCode, Script};
+use serde::Serialize;
+use std::time::Duration;
+
+/// One fault over a span of the run, injected or seen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaultSpan {
+    /// What: an injected kind (`kill-connections`, `pause`, `script-flush`, `maxmemory`,
+    /// `freeze`, `restart`) or a seen one (`unreachable`, `reconnects`, `unknown_outcomes`).
+    pub kind: String,
+    /// Start, seconds since the run start.
+    pub from_s: f64,
+    /// End, seconds since the run start (equal to `from_s` for an instant fault; seen spans
+    /// built from the per-second series end at the end of their last second).
+    pub to_s: f64,
+    /// How many: connections killed, reconnects, calls with an unknown outcome (0 when the
+    /// fault is no count, e.g. a pause).
+    pub count: u64,
+    /// What happened, e.g. `CLIENT PAUSE 1000 WRITE on 127.0.0.1:6379`, or the error when a
+    /// fault could not be applied, or why the target was unreachable.
+    pub detail: String,
+}
+
+impl FaultSpan {
+    /// `kind 3.0-4.0 s (count; detail)`, as the table's footer prints it.
+    pub fn describe(&self) -> String {
+        let mut out = if self.to_s > self.from_s {
+            format!("{} {:.1}-{:.1} s", self.kind, self.from_s, self.to_s)
+        } else {
+            format!("{} at {:.1} s", self.kind, self.from_s)
+        };
+        match (self.count, self.detail.is_empty()) {
+            (0, true) => {}
+            (0, false) => out.push_str(&format!(" ({})", self.detail)),
+            (n, true) => out.push_str(&format!(" ({n})")),
+            (n, false) => out.push_str(&format!(" ({n}; {})", self.detail)),
+        }
+        out
+    }
+
+    /// True when the span covers any part of `[from_s, to_s)` widened by `grace` after its end.
+    fn touches(&self, from_s: f64, to_s: f64, grace: Duration) -> bool {
+        self.from_s < to_s && self.to_s + grace.as_secs_f64() >= from_s
+    }
+}
+
+/// Everything summary.json's `faults` holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FaultsSeen {
+    /// Faults the scenario's `[[faults]]` injected, in the order they began.
+    pub injected: Vec<FaultSpan>,
+    /// Faults the harness saw, by kind then time.
+    pub seen: Vec<FaultSpan>,
+    /// Load connections re-opened after a loss, over the whole run.
+    pub reconnects: u64,
+    /// Calls whose outcome is unknown (timeout, connection lost) over the measured part.
+    pub unknown_outcomes: u64,
+}
+
+impl FaultsSeen {
+    /// Builds the record from the injected spans, the coordinator's unreachable spans and the
+    /// run's per-second series (reconnects and unknown outcomes, one span per run of
+    /// consecutive seconds that had any). `reconnects` is the whole run's count.
+    pub fn build(
+        injected: Vec<FaultSpan>,
+        unreachable: Vec<FaultSpan>,
+        metrics: &RunMetrics,
+        reconnects: u64,
+    ) -> FaultsSeen {
+        let mut seen = unreachable;
+        let per_second = |count: &dyn Fn(&crate::metrics::IntervalRecord) -> u64| {
+            let mut spans: Vec<(u64, u64, u64)> = Vec::new(); // (first second, last second, count)
+            for rec in &metrics.intervals {
+                let n = count(rec);
+                if n == 0 {
+                    continue;
+                }
+                match spans.last_mut() {
+                    Some(span) if span.1 + 1 == rec.index => {
+                        span.1 = rec.index;
+                        span.2 += n;
+                    }
+                    _ => spans.push((rec.index, rec.index, n)),
+                }
+            }
+            spans
+        };
+        let reconnect_spans = per_second(&|rec| rec.jobs[JobCounter::Reconnects.index()]);
+        let unknown_spans = per_second(&|rec| rec.scripts.iter().map(|s| unknown_of(&s.errors)).sum());
+        for (kind, spans) in [("reconnects", reconnect_spans), ("unknown_outcomes", unknown_spans)] {
+            seen.extend(spans.into_iter().map(|(first, last, count)| FaultSpan {
+                kind: kind.to_string(),
+                from_s: first as f64,
+                to_s: (last + 1) as f64,
+                count,
+                detail: String::new(),
+            }));
+        }
+        let unknown_outcomes = metrics.scripts.iter().map(|s| unknown_of(&s.errors)).sum();
+        FaultsSeen { injected, seen, reconnects, unknown_outcomes }
+    }
+
+    /// True when nothing was injected or seen.
+    pub fn is_empty(&self) -> bool {
+        self.injected.is_empty() && self.seen.is_empty() && self.reconnects == 0
+    }
+
+    /// Per script, the failed calls a fault explains: the codes a fault causes (timeout,
+    /// connection lost, a server refusal: OOM, LOADING, READONLY, BUSY, NOSCRIPT, other) in the seconds
+    /// an injected fault, an unreachable span or a reconnect touched, widened by `grace` after
+    /// each (the reply timeout plus the reconnect backoff). Protocol refusals (`EMQ*`) and
+    /// malformed replies are never explained by a fault. Indexed by [`Script::index`].
+    pub fn explained_errors(&self, metrics: &RunMetrics, grace: Duration) -> [u64; Script::COUNT] {
+        let windows: Vec<&FaultSpan> =
+            self.injected.iter().chain(self.seen.iter().filter(|s| s.kind != "unknown_outcomes")).collect();
+        let mut out = [0; Script::COUNT];
+        for rec in &metrics.intervals {
+            let from = rec.start_us as f64 / 1e6;
+            let to = from + rec.duration_us as f64 / 1e6;
+            if !windows.iter().any(|w| w.touches(from, to, grace)) {
+                continue;
+            }
+            for s in &rec.scripts {
+                out[s.script.index()] += FAULT_CODES.iter().map(|c| s.errors[c.index()]).sum::<u64>();
+            }
+        }
+        out
+    }
+
+    /// The kinds of the injected faults and unreachable spans that touched `[from_s, to_s)`,
+    /// `;`-separated, each once (intervals.csv's `faults` column).
+    pub fn active_in(&self, from_s: f64, to_s: f64) -> String {
+        let mut kinds: Vec<&str> = Vec::new();
+        let windows = self.injected.iter().chain(self.seen.iter().filter(|s| s.kind == "unreachable"));
+        for span in windows.filter(|s| s.touches(from_s, to_s, Duration::ZERO)) {
+            if !kinds.contains(&span.kind.as_str()) {
+                kinds.push(&span.kind);
+            }
+        }
+        kinds.join(";")
+    }
+
+    /// The table's footer lines (empty when there was no fault).
+    pub fn footer(&self) -> String {
+        if self.is_empty() {
+            return String::new();
+        }
+        let mut out = String::new();
+        for span in &self.injected {
+            out.push_str(&format!("fault injected: {}\n", span.describe()));
+        }
+        let seen: Vec<String> = self.seen.iter().map(FaultSpan::describe).collect();
+        if !seen.is_empty() {
+            out.push_str(&format!("faults seen: {}\n", seen.join(", ")));
+        }
+        out.push_str(&format!(
+            "faults total: {} reconnects, {} calls with an unknown outcome (timeout or connection lost)\n",
+            self.reconnects, self.unknown_outcomes
+        ));
+        out
+    }
+}
+
+/// The error codes a fault (not the protocol) causes.
+const FAULT_CODES: [ErrorCode; 8] = [
+    ErrorCode::Timeout,
+    ErrorCode::Connection,
+    ErrorCode::Server,
+    ErrorCode::Oom,
+    ErrorCode::Loading,
+    ErrorCode::ReadOnly,
+    ErrorCode::Busy,
+    ErrorCode::NoScript,
+];
+
+fn unknown_of(errors: &[u64; ErrorCode::COUNT]) -> u64 {
+    errors[ErrorCode::Timeout.index()] + errors[ErrorCode::Connection.index()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(kind: &str, from_s: f64, to_s: f64) -> FaultSpan {
+        FaultSpan { kind: kind.into(), from_s, to_s, count: 0, detail: String::new() }
+    }
+
+    #[test]
+    fn spans_touch_the_seconds_they_overlap_and_the_grace_after() {
+        let pause = span("pause", 3.2, 4.2);
+        assert!(!pause.touches(2.0, 3.0, Duration::ZERO));
+        assert!(pause.touches(3.0, 4.0, Duration::ZERO));
+        assert!(pause.touches(4.0, 5.0, Duration::ZERO));
+        assert!(!pause.touches(5.0, 6.0, Duration::ZERO));
+        assert!(pause.touches(5.0, 6.0, Duration::from_secs(1)));
+        assert!(!pause.touches(6.0, 7.0, Duration::from_millis(1500)));
+        let instant = span("kill-connections", 3.0, 3.0);
+        assert!(instant.touches(3.0, 4.0, Duration::ZERO));
+    }
+
+    #[test]
+    fn footer_names_every_span() {
+        let mut faults = FaultsSeen::default();
+        assert_eq!(faults.footer(), "");
+        faults.injected.push(FaultSpan {
+            count: 9,
+            detail: "CLIENT KILL".into(),
+            ..span("kill-connections", 3.0, 3.0)
+        });
+        faults.seen.push(FaultSpan { count: 4, ..span("reconnects", 3.0, 4.0) });
+        faults.reconnects = 4;
+        let footer = faults.footer();
+        assert!(footer.contains("fault injected: kill-connections at 3.0 s (9; CLIENT KILL)"), "{footer}");
+        assert!(footer.contains("faults seen: reconnects 3.0-4.0 s (4)"), "{footer}");
+        assert!(footer.contains("4 reconnects, 0 calls"), "{footer}");
+    }
+}
