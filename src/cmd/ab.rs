@@ -140,6 +140,6 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         Ok(AbResult { compare, failures })
     }
     .await;
-    session.close().await;
+    session.close(&stop).await;
     outcome
 }

@@ -86,6 +86,6 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         Ok(last)
     }
     .await;
-    session.close().await;
+    session.close(&stop).await;
     outcome
 }

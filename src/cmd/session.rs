@@ -145,17 +145,27 @@ impl Session {
             lock.release().await;
             return Err(err.into());
         }
+        // A failover needs a replica to fail over to: started now, in sync before the clock starts.
+        let replica = match (&embedded, plan.faults.iter().any(|f| f.kind == FaultKind::Failover)) {
+            (Some(primary), true) => Some(start_replica(&server_options(&plan, args), primary.port(), connect).await?),
+            _ => None,
+        };
         let embedded = embedded.map(|server| Arc::new(Mutex::new(server)));
-        let nemesis = (!plan.faults.is_empty()).then(|| Nemesis::start(plan.faults.clone(), &plane, embedded.clone()));
+        let nemesis =
+            (!plan.faults.is_empty()).then(|| Nemesis::start(plan.faults.clone(), &plane, embedded.clone(), replica));
         let session =
             Session { plan, queues, topology, embedded, nemesis, plane, connect, lock: Some(lock), args: args.clone() };
         Ok((session, registries))
     }
 
     /// Releases the run lock (the locks otherwise expire within [`target::lock::LOCK_TTL`]).
-    pub async fn close(mut self) {
+    /// After an abort (`stop`) the lock is left to expire: releasing it waits on the server,
+    /// which may be the very thing that does not answer.
+    pub async fn close(mut self, stop: &StopSignal) {
         if let Some(lock) = self.lock.take() {
-            lock.release().await;
+            if !stop.is_aborted() {
+                lock.release().await;
+            }
         }
     }
 
@@ -291,7 +301,7 @@ impl Session {
         if !write_errors.is_empty() || aborted {
             let queue_flags: Vec<String> = plan.queues.iter().map(|q| format!("--queue {q}")).collect();
             failures.push(format!(
-                "the run's keys were kept on {} for a later look: emq-bench check --url URL {}",
+                "the run's keys were kept for a later look: emq-bench check --url {} {}",
                 summary.target.url,
                 queue_flags.join(" ")
             ));
@@ -382,6 +392,41 @@ fn queue_keys(plan: &Plan) -> Result<Vec<QueueKeys>, AppError> {
         .iter()
         .map(|q| QueueName::new(q).map(QueueKeys::new).map_err(|e| AppError::Usage(e.to_string())))
         .collect()
+}
+
+/// How long a new replica may take to sync with its primary.
+const REPLICA_SYNC_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Starts an embedded server with `options` as a replica of the embedded primary on
+/// `primary_port` (REPLICAOF), and waits until its link to the primary is up.
+///
+/// Errors: the server does not start, or does not sync within [`REPLICA_SYNC_WITHIN`].
+async fn start_replica(
+    options: &ServerOptions,
+    primary_port: u16,
+    connect: ConnectOptions,
+) -> Result<EmbeddedServer, AppError> {
+    let replica = EmbeddedServer::start(options)?;
+    let connector = Connector::new(Target::resolve(&replica.url(), &target::TargetFlags::default(), |_| None)?)?;
+    let mut conn = target::Control::connect(&connector, ConnectOptions { client_name: None, ..connect })
+        .await
+        .map_err(AppError::Prepare)?;
+    let call = |e: redis::RedisError| AppError::Prepare(crate::protocol::CallError::from_redis(&e));
+    redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary_port).exec_async(&mut conn).await.map_err(call)?;
+    let deadline = std::time::Instant::now() + REPLICA_SYNC_WITHIN;
+    loop {
+        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await.map_err(call)?;
+        if info.lines().any(|l| l.trim() == "master_link_status:up") {
+            return Ok(replica);
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(AppError::Usage(format!(
+                "the replica for the failover fault (port {}) did not sync with the primary within {REPLICA_SYNC_WITHIN:?}",
+                replica.port()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 fn server_options(plan: &Plan, args: &RunArgs) -> ServerOptions {

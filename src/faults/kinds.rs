@@ -6,15 +6,18 @@ use crate::scenario::{FaultKind, FaultPlan, PauseMode};
 use crate::server::EmbeddedServer;
 use crate::target::{Control, Plane};
 use redis::RedisError;
+use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// What the faults act on: every node (through the nemesis's own connections) and, when the
-/// harness started it, the server process.
+/// harness started it, the server process (the current primary) and its replica (for
+/// `failover`, which swaps the two).
 pub(crate) struct Target<'a> {
-    pub plane: Option<&'a Plane>,
+    pub plane: RefCell<Option<Plane>>,
     pub server: Option<&'a Mutex<EmbeddedServer>>,
+    pub replica: RefCell<Option<EmbeddedServer>>,
 }
 
 /// The result of one fault: how many things it hit, and what it did (or why it failed).
@@ -27,7 +30,7 @@ pub(crate) async fn inject(
     start: Instant,
     end: &mut watch::Receiver<bool>,
 ) -> FaultSpan {
-    let nodes = target.plane.map(Plane::nodes).unwrap_or_default();
+    let nodes = target.plane.borrow().as_ref().map(Plane::nodes).unwrap_or_default();
     // A connection broken by an earlier fault (a restart) is found by this PING and re-opened
     // by the fault's own first command, instead of failing it.
     for node in &nodes {
@@ -47,6 +50,7 @@ pub(crate) async fn inject(
         FaultKind::Maxmemory => maxmemory(&nodes, fault.duration, end).await,
         FaultKind::Freeze => freeze(target.server, fault.duration, end).await,
         FaultKind::Restart => restart(target.server, fault.signal == crate::scenario::RestartSignal::Kill),
+        FaultKind::Failover => failover(target, end).await,
     };
     let (count, detail) = done.unwrap_or_else(|err| (0, format!("failed: {err}")));
     FaultSpan {
@@ -211,4 +215,90 @@ fn restart(server: Option<&Mutex<EmbeddedServer>>, kill: bool) -> Result<Done, S
     let persistence = if persistence.is_empty() { "no persistence".to_string() } else { persistence.join(", ") };
     let signal = if kill { "SIGKILL" } else { "SIGTERM" };
     Ok((1, format!("{signal}, answering again after {:.2} s ({persistence})", down.as_secs_f64())))
+}
+
+/// How long a failover may take (the replica catching up, then promoted).
+const FAILOVER_WITHIN: Duration = Duration::from_secs(10);
+
+/// FAILOVER from the embedded primary to its replica, then makes every connection follow:
+/// the connectors point at the new primary, the old primary's client connections are killed
+/// (they reconnect there), the nemesis re-opens its own, and the two processes swap roles in
+/// `target`. Writes that reach the old primary meanwhile are refused with READONLY. Once
+/// FAILOVER is sent it is seen through (or aborted after [`FAILOVER_WITHIN`]), even when the
+/// load phase ends meanwhile.
+async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Done, String> {
+    let began = Instant::now();
+    let server = target.server.ok_or("failover needs the embedded server")?;
+    let replica_port = target.replica.borrow().as_ref().map(EmbeddedServer::port).ok_or("no replica was started")?;
+    let plane = target.plane.borrow().clone().ok_or("no connection to the primary")?;
+    let mut primary = plane.seed().clone();
+    let connector = primary.connector().clone();
+    let replica_connector = connector.at("127.0.0.1", replica_port).map_err(|e| e.to_string())?;
+    let mut replica = Control::connect(&replica_connector, crate::protocol::ConnectOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    // The replica must be in sync (after an earlier failover it syncs again with its new primary).
+    let deadline = Instant::now() + FAILOVER_WITHIN;
+    loop {
+        let info: String =
+            redis::cmd("INFO").arg("replication").query_async(&mut primary).await.map_err(|e| e.to_string())?;
+        if info.lines().any(|l| l.starts_with("slave0:") && l.contains("state=online")) {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the replica on port {replica_port} was not in sync within {FAILOVER_WITHIN:?}"));
+        }
+        // Not begun yet: a load phase that ends meanwhile ends the fault (no FAILOVER sent).
+        if *end.borrow() {
+            return Err("the load phase ended while the replica was still syncing; no FAILOVER sent".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    redis::cmd("FAILOVER")
+        .arg("TO")
+        .arg("127.0.0.1")
+        .arg(replica_port)
+        .arg("TIMEOUT")
+        .arg(FAILOVER_WITHIN.as_millis() as u64)
+        .exec_async(&mut primary)
+        .await
+        .map_err(|e| e.to_string())?;
+    loop {
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut replica).await.map_err(|e| e.to_string())?;
+        if matches!(role.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master") {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = redis::cmd("FAILOVER").arg("ABORT").exec_async(&mut primary).await;
+            return Err(format!("the replica on port {replica_port} was not promoted within {FAILOVER_WITHIN:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (_, old_port) = connector.endpoint();
+    connector.follow("127.0.0.1", replica_port);
+    // Every other connection to the old primary (load, coordinator, run lock) reconnects, to
+    // the new one; this one is dropped with the old plane.
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut primary)
+        .await
+        .map_err(|e| e.to_string())?;
+    let reopened = plane.open_again().await.map_err(|e| format!("the new primary: {e}"))?;
+    *target.plane.borrow_mut() = Some(reopened);
+    {
+        let mut current = server.lock().expect("server");
+        let mut replica = target.replica.borrow_mut();
+        std::mem::swap(&mut *current, replica.as_mut().expect("checked above"));
+    }
+    Ok((
+        1,
+        format!(
+            "FAILOVER from port {old_port} to {replica_port} in {:.2} s; {killed} connections moved over",
+            began.elapsed().as_secs_f64()
+        ),
+    ))
 }

@@ -62,8 +62,14 @@ impl Running {
 
 impl Nemesis {
     /// Starts the nemesis thread for `faults`: its own connections to every node of `plane`,
-    /// and `server` when the harness started the server (`freeze` and `restart` need it).
-    pub fn start(faults: Vec<FaultPlan>, plane: &Plane, server: Option<Arc<Mutex<EmbeddedServer>>>) -> Nemesis {
+    /// `server` when the harness started the server (`freeze`, `restart` and `failover` need
+    /// it) and the `replica` started for `failover` (owned by the thread from now on).
+    pub fn start(
+        faults: Vec<FaultPlan>,
+        plane: &Plane,
+        server: Option<Arc<Mutex<EmbeddedServer>>>,
+        replica: Option<EmbeddedServer>,
+    ) -> Nemesis {
         let (commands, mut received) = mpsc::unbounded_channel::<Command>();
         let plane = plane.clone();
         std::thread::Builder::new()
@@ -74,8 +80,12 @@ impl Nemesis {
                 runtime.block_on(async move {
                     // Opened lazily: a failure is said in the span of each fault it spoils.
                     let own = plane.open_again().await.map_err(|e| e.to_string());
+                    let target = kinds::Target {
+                        plane: std::cell::RefCell::new(own.as_ref().ok().cloned()),
+                        server: server.as_deref(),
+                        replica: std::cell::RefCell::new(replica),
+                    };
                     while let Some(command) = received.recv().await {
-                        let target = kinds::Target { plane: own.as_ref().ok(), server: server.as_deref() };
                         let spans = match &own {
                             Ok(_) => run_schedule(&faults, &target, command.start, command.until, command.end).await,
                             Err(err) => vec![FaultSpan {

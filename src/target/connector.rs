@@ -40,6 +40,9 @@ pub fn take_reconnects() -> u64 {
 pub struct Connector {
     target: Arc<Target>,
     tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// Where connections go after a failover the harness made ([`Connector::follow`]):
+    /// shared by every clone, read once per connect (never per request).
+    followed: Arc<std::sync::Mutex<Option<(String, u16)>>>,
 }
 
 impl std::fmt::Debug for Connector {
@@ -59,7 +62,22 @@ impl Connector {
             }
             None => None,
         };
-        Ok(Connector { target: Arc::new(target), tls })
+        Ok(Connector { target: Arc::new(target), tls, followed: Arc::default() })
+    }
+
+    /// Sends every connection opened from now on, by this connector and all its clones, to
+    /// `host:port` (the new primary after a failover; the same TLS and auth settings). Open
+    /// connections stay where they are until they are lost.
+    pub fn follow(&self, host: &str, port: u16) {
+        *self.followed.lock().expect("connector endpoint") = Some((host.to_string(), port));
+    }
+
+    /// Where connections go now: the target's host and port, or the followed ones.
+    pub fn endpoint(&self) -> (String, u16) {
+        match &*self.followed.lock().expect("connector endpoint") {
+            Some((host, port)) => (host.clone(), *port),
+            None => (self.target.host.clone(), self.target.port),
+        }
     }
 
     /// The target every connection goes to.
@@ -79,11 +97,9 @@ impl Connector {
     /// Errors: [`CallError::Connection`] naming the endpoint and the step that failed (a
     /// certificate the CA does not sign reads "TLS handshake: invalid peer certificate: ...").
     pub async fn connect(&self, timeout: Duration) -> Result<Stream, CallError> {
-        let t = &self.target;
-        let lost = |what: &str, e: &dyn std::fmt::Display| {
-            CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port))
-        };
-        let tcp = match tokio::time::timeout(timeout, TcpStream::connect((t.host.as_str(), t.port))).await {
+        let (host, port) = self.endpoint();
+        let lost = |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{host}:{port}: {what}: {e}"));
+        let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => return Err(lost("connect", &e)),
             Err(_) => return Err(lost("connect", &"timed out")),
