@@ -199,3 +199,74 @@ fn out_into_an_earlier_runs_folder_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot be created"), "{}", stderr(&out));
 }
+
+/// Issue 10 item 9: a `--timeout` or `--give-up` that cannot work, or a `--duration` past the
+/// bound, is a usage error before anything starts (exit 2), with the bound and its reason.
+#[test]
+fn timeouts_and_lengths_that_cannot_work_are_refused() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (args, text) in [
+        (
+            ["--timeout", "0s"],
+            "invalid value '0s' for '--timeout <TIMEOUT>': expected at least 10ms: below it calls time out",
+        ),
+        (["--timeout", "1ms"], "'--timeout <TIMEOUT>': expected at least 10ms"),
+        (["--timeout", "2h"], "'--timeout <TIMEOUT>': expected at most 1h"),
+        (["--give-up", "0s"], "'--give-up <GIVE_UP>': expected at least 1s"),
+        (["--give-up", "2days"], "'--give-up <GIVE_UP>': expected at most 1day"),
+        (["--duration", "0s"], "'--duration <DURATION>': expected a run length > 0"),
+        (["--duration", "8days"], "'--duration <DURATION>': expected at most 7days"),
+    ] {
+        let out = emq_bench(&[&["run", "scenarios/smoke.toml", "--quiet"][..], &args].concat(), root);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(text), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// A short but workable `--timeout`, and an open-loop rate the producers' lanes cannot carry,
+/// are run, with one warning each on stderr at the start.
+#[test]
+fn unwise_timeouts_and_rates_warn_once_and_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("fast.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"fast\"\nseed = 1\njobs = 2000\n[producers]\nrate = 1e6\n[consumers]\nbatch = 50\n",
+    )
+    .unwrap();
+    let out = emq_bench(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--quiet",
+            "--timeout",
+            "99ms",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+            "--lua-dir",
+            root.join("lua").to_str().unwrap(),
+        ],
+        root,
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("emq-bench: warning: --timeout 99ms is short").count(), 1, "{err}");
+    let rate = "fast.toml: producers.rate = 1000000 jobs/s needs at least 50 requests in flight";
+    assert_eq!(err.matches(rate).count(), 1, "{err}");
+    assert!(err.contains("but producers.count × producers.pipeline = 1: sends will fall behind"), "{err}");
+}
+
+/// Issue 10 item 9: a rate no client can pace is refused, not run as a closed loop.
+#[test]
+fn a_rate_beyond_pacing_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("r.toml"), "name = \"r\"\nseed = 1\njobs = 5\n[producers]\nrate = 1e12\n").unwrap();
+    let out = emq_bench(&["run", "r.toml"], tmp.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("r.toml:5: producers.rate = 1000000000000, expected a rate of at most 10000000 jobs/s"),
+        "{}",
+        stderr(&out)
+    );
+}
