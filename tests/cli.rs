@@ -1,6 +1,8 @@
 //! The binary's contract: exit codes (0 ok, 1 run failure, 2 usage or input) and error messages
 //! that name the file, the field and what was expected.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -269,4 +271,22 @@ fn a_rate_beyond_pacing_is_refused() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Issue 10 item 10: a port that is not a Redis/Valkey server (an HTTP server, or one that
+/// closes at once) is named so at session open, with what it replied (exit 2).
+#[test]
+fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (reply, answer) in [
+        (&b"HTTP/1.1 400 Bad Request\r\n\r\n"[..], r#"it replied "HTTP/1.1 400 Bad Request\r\n\r\n""#),
+        (b"", "it closed the connection without a reply (if the port speaks TLS, use rediss:// or --tls)"),
+    ] {
+        let port = support::not_redis(reply);
+        let url = format!("redis://127.0.0.1:{port}");
+        let out = emq_bench(&["run", "scenarios/smoke.toml", "--quiet", "--url", &url], root);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let want = format!("emq-bench: target: not a Redis/Valkey server at 127.0.0.1:{port}: {answer}\n");
+        assert_eq!(stderr(&out), want);
+    }
 }
