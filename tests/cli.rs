@@ -290,3 +290,41 @@ fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
         assert_eq!(stderr(&out), want);
     }
 }
+
+/// Issue 10 item 10: `check --history` on a file cut short names the file, says it is
+/// truncated, where it ends and which section (and event) it cut; exit 2, before any
+/// connection (nothing listens on port 1).
+#[test]
+fn a_truncated_history_names_the_section_it_cut() {
+    use emq_bench::history::{file, HistoryBuf, HistoryHeader, Kind, Outcome};
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.bin");
+    let start = std::time::Instant::now();
+    let mut buf = HistoryBuf::new(start);
+    for job in 1..=100 {
+        buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
+    }
+    let header = HistoryHeader {
+        seed: 1,
+        run_tag: 2,
+        queues: vec!["bench".into()],
+        drained: true,
+        issued: 100,
+        max_attempts: 3,
+        must_finish: true,
+    };
+    file::save(&path, &header, &[buf.take()]).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let (n, cut) = (bytes.len(), path.with_file_name("cut.bin"));
+    for (len, want) in [
+        (n - 1, format!("ends at byte {}, expected stream 1 of 1: 500 bytes from byte {} (499 there; the file ends inside its event 100, after 99 whole events)", n - 1, n - 500)),
+        (20, format!("ends at byte 20, expected the header: {} bytes of JSON from byte 12 (8 there)", n - 500 - 8 - 4 - 12)),
+    ] {
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        let out = emq_bench(&["check", "--url", "redis://127.0.0.1:1", "--history", cut.to_str().unwrap()], tmp.path());
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.starts_with(&format!("emq-bench: {}: truncated: the file ", cut.display())) && err.contains(&want), "{err}\nwant: {want}");
+        assert!(!err.contains("failed to fill whole buffer"), "{err}");
+    }
+}
