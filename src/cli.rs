@@ -246,6 +246,9 @@ fn parse_give_up(text: &str) -> Result<Duration, String> {
 
 /// `--duration` of `run` and `ab`: more than zero, at most [`MAX_RUN`] (as the scenario's
 /// `duration`).
+///
+/// # Errors
+/// A message for clap (exit 2) naming the accepted shape or the bound that was passed.
 pub fn parse_run_length(text: &str) -> Result<Duration, String> {
     let d =
         bounded(text, (Duration::ZERO, ""), (MAX_RUN, "a longer run's history outgrows memory, as the scenario's"))?;
