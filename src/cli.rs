@@ -1,8 +1,29 @@
 //! The command line (clap derive). No logic here: the commands in `cmd/` resolve these values.
 
 use crate::protocol::Transport;
+use crate::scenario::bounds::MAX_RUN;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// Shortest `--timeout`. A loopback script call's ordinary tail already reaches a few ms
+/// (p99.9 1 ms idle, 5-14 ms under `scenarios/smoke.toml`, measured here), and a cold SCRIPT
+/// LOAD of every script ~1 ms: below 10 ms calls time out on a healthy server, and each
+/// timeout drops the connection with every request on it (`1ms` failed the run, `0s` its
+/// start).
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(10);
+/// A `--timeout` below this is accepted with a warning: a server pause of that length (a
+/// fork for a snapshot, a slow network) fails every request in flight, and the control plane
+/// (lock renewal, the invariant scan, the cleanup) waits no longer either.
+pub const UNWISE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Longest `--timeout`: a request unanswered for an hour is lost, and a stopping run waits up
+/// to the timeout for the replies still in flight.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Shortest `--give-up`: the target is polled about once a second, so a shorter window cannot
+/// be told apart from one failed poll (0 ended a run at its first blip).
+pub const MIN_GIVE_UP: Duration = Duration::from_secs(1);
+/// Longest `--give-up`: a day.
+pub const MAX_GIVE_UP: Duration = Duration::from_secs(24 * 3600);
 
 /// emq-bench: load, latency and invariant harness for the EchoMQ Valkey job queue.
 #[derive(Debug, Parser)]
@@ -71,8 +92,8 @@ pub struct RunArgs {
     /// Results folder (default: results/<UTC time>-<scenario name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Run length, e.g. 30s or 2h; overrides the scenario's duration or jobs.
-    #[arg(long, value_parser = parse_duration)]
+    /// Run length, e.g. 30s or 2h (at most 7 days); overrides the scenario's duration or jobs.
+    #[arg(long, value_parser = parse_run_length)]
     pub duration: Option<std::time::Duration>,
     /// Seed of every random draw; overrides the scenario's seed.
     #[arg(long)]
@@ -100,14 +121,16 @@ pub struct RunArgs {
     /// Load threads, each a current-thread runtime (tasks are spread over them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
-    /// Reply timeout, e.g. 5s: a request still waiting after it counts as a timeout (unknown
-    /// outcome). With the pipe transport the connection is then dropped and re-opened, failing
-    /// every request in flight on it, since replies come back in order.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    /// Reply timeout, e.g. 5s (10ms..=1h; under 100ms warns): a request still waiting after it
+    /// counts as a timeout (unknown outcome). With the pipe transport the connection is then
+    /// dropped and re-opened, failing every request in flight on it, since replies come back in
+    /// order. The control connection (lock, scan, cleanup) uses it too.
+    #[arg(long, value_parser = parse_timeout, default_value = "5s")]
     pub timeout: std::time::Duration,
-    /// How long the target may stay unreachable before the run gives up: it then ends as
-    /// interrupted and still writes its results folder (a dead server never holds a 2 h soak).
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    /// How long the target may stay unreachable before the run gives up (1s..=24h): it then
+    /// ends as interrupted and still writes its results folder (a dead server never holds a 2 h
+    /// soak).
+    #[arg(long, value_parser = parse_give_up, default_value = "30s")]
     pub give_up: std::time::Duration,
     /// The load connections: `pipe` (our own connection loop, the least client CPU per
     /// request) or `redis-rs` (redis-rs' multiplexed connection: the reference, ~2x the CPU).
@@ -186,6 +209,51 @@ fn parse_directive(text: &str) -> Result<(String, String), String> {
     Ok((name.to_string(), value.to_string()))
 }
 
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("expected a duration with a unit like 30s or 250ms: {e}"))
+}
+
+/// A duration in `min..=max`; `why_min` and `why_max` say why each bound is there.
+fn bounded(text: &str, (min, why_min): (Duration, &str), (max, why_max): (Duration, &str)) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    if d < min {
+        return Err(format!("expected at least {}: {why_min}", show(min)));
+    }
+    if d > max {
+        return Err(format!("expected at most {}: {why_max}", show(max)));
+    }
+    Ok(d)
+}
+
+/// `--timeout`: in [`MIN_TIMEOUT`]..=[`MAX_TIMEOUT`].
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    bounded(
+        text,
+        (MIN_TIMEOUT, "below it calls time out on a healthy loopback server (p99.9 1-14 ms here) and each timeout drops the connection"),
+        (MAX_TIMEOUT, "a request unanswered that long is lost, and a stopping run waits this long for its replies"),
+    )
+}
+
+/// `--give-up`: in [`MIN_GIVE_UP`]..=[`MAX_GIVE_UP`].
+fn parse_give_up(text: &str) -> Result<Duration, String> {
+    bounded(
+        text,
+        (MIN_GIVE_UP, "the target is polled about once a second, so a shorter window is one failed poll"),
+        (MAX_GIVE_UP, "a target unreachable for a day is not coming back within the run"),
+    )
+}
+
+/// `--duration` of `run` and `ab`: more than zero, at most [`MAX_RUN`] (as the scenario's
+/// `duration`).
+///
+/// # Errors
+/// A message for clap (exit 2) naming the accepted shape or the bound that was passed.
+pub fn parse_run_length(text: &str) -> Result<Duration, String> {
+    let d =
+        bounded(text, (Duration::ZERO, ""), (MAX_RUN, "a longer run's history outgrows memory, as the scenario's"))?;
+    if d.is_zero() {
+        return Err("expected a run length > 0".into());
+    }
+    Ok(d)
 }

@@ -1,6 +1,8 @@
 //! The binary's contract: exit codes (0 ok, 1 run failure, 2 usage or input) and error messages
 //! that name the file, the field and what was expected.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -198,4 +200,131 @@ fn out_into_an_earlier_runs_folder_is_refused() {
     let out = emq_bench(&["run", "scenarios/smoke.toml", "--quiet", "--out", file.join("sub").to_str().unwrap()], root);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot be created"), "{}", stderr(&out));
+}
+
+/// Issue 10 item 9: a `--timeout` or `--give-up` that cannot work, or a `--duration` past the
+/// bound, is a usage error before anything starts (exit 2), with the bound and its reason.
+#[test]
+fn timeouts_and_lengths_that_cannot_work_are_refused() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (args, text) in [
+        (
+            ["--timeout", "0s"],
+            "invalid value '0s' for '--timeout <TIMEOUT>': expected at least 10ms: below it calls time out",
+        ),
+        (["--timeout", "1ms"], "'--timeout <TIMEOUT>': expected at least 10ms"),
+        (["--timeout", "2h"], "'--timeout <TIMEOUT>': expected at most 1h"),
+        (["--give-up", "0s"], "'--give-up <GIVE_UP>': expected at least 1s"),
+        (["--give-up", "2days"], "'--give-up <GIVE_UP>': expected at most 1day"),
+        (["--duration", "0s"], "'--duration <DURATION>': expected a run length > 0"),
+        (["--duration", "8days"], "'--duration <DURATION>': expected at most 7days"),
+    ] {
+        let out = emq_bench(&[&["run", "scenarios/smoke.toml", "--quiet"][..], &args].concat(), root);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(text), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// A short but workable `--timeout`, and an open-loop rate the producers' lanes cannot carry,
+/// are run, with one warning each on stderr at the start.
+#[test]
+fn unwise_timeouts_and_rates_warn_once_and_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("fast.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"fast\"\nseed = 1\njobs = 2000\n[producers]\nrate = 1e6\n[consumers]\nbatch = 50\n",
+    )
+    .unwrap();
+    let out = emq_bench(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--quiet",
+            "--timeout",
+            "99ms",
+            "--out",
+            tmp.path().join("out").to_str().unwrap(),
+            "--lua-dir",
+            root.join("lua").to_str().unwrap(),
+        ],
+        root,
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches("emq-bench: warning: --timeout 99ms is short").count(), 1, "{err}");
+    let rate = "fast.toml: producers.rate = 1000000 jobs/s needs at least 50 requests in flight";
+    assert_eq!(err.matches(rate).count(), 1, "{err}");
+    assert!(err.contains("but producers.count × producers.pipeline = 1: sends will fall behind"), "{err}");
+}
+
+/// Issue 10 item 9: a rate no client can pace is refused, not run as a closed loop.
+#[test]
+fn a_rate_beyond_pacing_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("r.toml"), "name = \"r\"\nseed = 1\njobs = 5\n[producers]\nrate = 1e12\n").unwrap();
+    let out = emq_bench(&["run", "r.toml"], tmp.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("r.toml:5: producers.rate = 1000000000000, expected a rate of at most 10000000 jobs/s"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 10 item 10: a port that is not a Redis/Valkey server (an HTTP server, or one that
+/// closes at once) is named so at session open, with what it replied (exit 2).
+#[test]
+fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (reply, answer) in [
+        (&b"HTTP/1.1 400 Bad Request\r\n\r\n"[..], r#"it replied "HTTP/1.1 400 Bad Request\r\n\r\n""#),
+        (b"", "it closed the connection without a reply (if the port speaks TLS, use rediss:// or --tls)"),
+    ] {
+        let port = support::not_redis(reply);
+        let url = format!("redis://127.0.0.1:{port}");
+        let out = emq_bench(&["run", "scenarios/smoke.toml", "--quiet", "--url", &url], root);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let want = format!("emq-bench: target: not a Redis/Valkey server at 127.0.0.1:{port}: {answer}\n");
+        assert_eq!(stderr(&out), want);
+    }
+}
+
+/// Issue 10 item 10: `check --history` on a file cut short names the file, says it is
+/// truncated, where it ends and which section (and event) it cut; exit 2, before any
+/// connection (nothing listens on port 1).
+#[test]
+fn a_truncated_history_names_the_section_it_cut() {
+    use emq_bench::history::{file, HistoryBuf, HistoryHeader, Kind, Outcome};
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.bin");
+    let start = std::time::Instant::now();
+    let mut buf = HistoryBuf::new(start);
+    for job in 1..=100 {
+        buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
+    }
+    let header = HistoryHeader {
+        seed: 1,
+        run_tag: 2,
+        queues: vec!["bench".into()],
+        drained: true,
+        issued: 100,
+        max_attempts: 3,
+        must_finish: true,
+    };
+    file::save(&path, &header, &[buf.take()]).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let (n, cut) = (bytes.len(), path.with_file_name("cut.bin"));
+    for (len, want) in [
+        (n - 1, format!("ends at byte {}, expected stream 1 of 1: 500 bytes from byte {} (499 there; the file ends inside its event 100, after 99 whole events)", n - 1, n - 500)),
+        (20, format!("ends at byte 20, expected the header: {} bytes of JSON from byte 12 (8 there)", n - 500 - 8 - 4 - 12)),
+    ] {
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        let out = emq_bench(&["check", "--url", "redis://127.0.0.1:1", "--history", cut.to_str().unwrap()], tmp.path());
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.starts_with(&format!("emq-bench: {}: truncated: the file ", cut.display())) && err.contains(&want), "{err}\nwant: {want}");
+        assert!(!err.contains("failed to fill whole buffer"), "{err}");
+    }
 }

@@ -202,3 +202,36 @@ where
     }
     out
 }
+
+/// Issue 10 item 10: a port that answers the handshake with something other than RESP (an
+/// HTTP server), or closes the connection at once, is named as not a Redis/Valkey server
+/// with what it replied, not with the RESP parser's complaint.
+#[tokio::test]
+async fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
+    local(async {
+        for (reply, answer) in [
+            (&b"HTTP/1.1 400 Bad Request\r\n\r\n"[..], r#"it replied "HTTP/1.1 400 Bad Request\r\n\r\n""#.to_string()),
+            (&[b'<'; 100][..], format!("it replied \"{}\"...", "<".repeat(64))),
+            // A TLS alert record, as a TLS port may answer plain TCP.
+            (
+                &[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50][..],
+                r#"it replied "\x15\x03\x03\x00\x02\x02P" (if the port speaks TLS, use rediss:// or --tls)"#
+                    .to_string(),
+            ),
+            (
+                b"",
+                "it closed the connection without a reply (if the port speaks TLS, use rediss:// or --tls)".to_string(),
+            ),
+        ] {
+            let port = not_redis(reply);
+            let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
+            let url = format!("redis://127.0.0.1:{port}");
+            let err = EchoClient::<PipeConn>::open(&connector(&url), opts(Duration::from_secs(5)), registry)
+                .await
+                .err()
+                .expect("refused");
+            assert_eq!(err.to_string(), format!("not a Redis/Valkey server at 127.0.0.1:{port}: {answer}"));
+        }
+    })
+    .await;
+}

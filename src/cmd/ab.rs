@@ -32,8 +32,8 @@ pub struct AbArgs {
     /// Results folder (default: results/<UTC time>-<name>); arms in A/ and B/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Run length per repetition; overrides the scenario's duration or jobs.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// Run length per repetition (at most 7 days); overrides the scenario's duration or jobs.
+    #[arg(long, value_parser = crate::cli::parse_run_length)]
     pub duration: Option<std::time::Duration>,
     /// Seed of the runs and of the A/B order.
     #[arg(long)]

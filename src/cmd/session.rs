@@ -6,7 +6,7 @@
 use super::Outcome;
 use crate::check::report::INVARIANTS_FILE;
 use crate::check::{self, format_violations, write_invariants, CheckOutcome};
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, UNWISE_TIMEOUT};
 use crate::error::AppError;
 use crate::faults::{self, Nemesis};
 use crate::history::{self, History, HistoryHeader};
@@ -27,6 +27,21 @@ use crate::target::{self, Connector, InfoSnapshot, Plane, Route, RunLock, Target
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+
+/// What is legal but unwise in the flags and the plan, one message each: a `--timeout` under
+/// [`UNWISE_TIMEOUT`], and [`Plan::warnings`].
+fn warnings(args: &RunArgs, plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    if args.timeout < UNWISE_TIMEOUT {
+        out.push(format!(
+            "--timeout {} is short: a server pause that long (a snapshot's fork, a slow network) fails every \
+             request in flight, and the lock renewal, the invariant scan and the cleanup time out too",
+            humantime::format_duration(args.timeout)
+        ));
+    }
+    out.extend(plan.warnings());
+    out
+}
 
 /// What one repetition prints and returns.
 pub struct RunResult {
@@ -67,6 +82,9 @@ impl Session {
     /// locked by another run (exit 2).
     pub async fn open(args: &RunArgs, lua_dirs: &[&Path]) -> Result<(Session, Vec<Arc<ScriptRegistry>>), AppError> {
         let mut plan = scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?;
+        for warning in warnings(args, &plan) {
+            eprintln!("emq-bench: warning: {warning}");
+        }
         let registries =
             lua_dirs.iter().map(|dir| ScriptRegistry::from_dir(dir).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
         // The target: a URL (flag, then scenario) or an embedded server started now.

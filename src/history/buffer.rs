@@ -142,10 +142,12 @@ impl HistoryBuf {
 
 /// Why a history stream could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("history stream is corrupt at byte {offset}: {what}")]
+#[error("history stream is corrupt at byte {offset}, in event {}: {what}", .event + 1)]
 pub struct DecodeError {
     /// Byte offset in the stream.
     pub offset: usize,
+    /// The 0-based index of the event that does not decode: as many whole events precede it.
+    pub event: usize,
     /// What was wrong.
     pub what: &'static str,
 }
@@ -153,11 +155,17 @@ pub struct DecodeError {
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Events decoded so far (the index of the one being read).
+    event: usize,
 }
 
 impl Reader<'_> {
+    fn error(&self, offset: usize, what: &'static str) -> DecodeError {
+        DecodeError { offset, event: self.event, what }
+    }
+
     fn byte(&mut self) -> Result<u8, DecodeError> {
-        let b = *self.bytes.get(self.at).ok_or(DecodeError { offset: self.at, what: "truncated" })?;
+        let b = *self.bytes.get(self.at).ok_or(self.error(self.at, "truncated"))?;
         self.at += 1;
         Ok(b)
     }
@@ -171,7 +179,7 @@ impl Reader<'_> {
                 return Ok(v);
             }
         }
-        Err(DecodeError { offset: self.at, what: "varint too long" })
+        Err(self.error(self.at, "varint too long"))
     }
 }
 
@@ -179,14 +187,14 @@ impl Reader<'_> {
 ///
 /// Errors: [`DecodeError`] at the first malformed event.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
-    let mut r = Reader { bytes, at: 0 };
+    let mut r = Reader { bytes, at: 0, event: 0 };
     let mut events = Vec::with_capacity(bytes.len() / 8);
     let (mut job, mut sent, mut id_ms) = (0i64, 0i64, 0i64);
     while r.at < bytes.len() {
         let start = r.at;
         let head = r.byte()?;
-        let kind = Kind::from_bits(head >> 5).ok_or(DecodeError { offset: start, what: "unknown kind" })?;
-        let outcome = Outcome::from_bits(head & 31).ok_or(DecodeError { offset: start, what: "unknown outcome" })?;
+        let kind = Kind::from_bits(head >> 5).ok_or(r.error(start, "unknown kind"))?;
+        let outcome = Outcome::from_bits(head & 31).ok_or(r.error(start, "unknown outcome"))?;
         job += unzigzag(r.varint()?);
         let (token, queue, ms) = if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
             let crc = [r.byte()?, r.byte()?, r.byte()?, r.byte()?];
@@ -198,9 +206,10 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
         };
         sent += unzigzag(r.varint()?);
         let dur = r.varint()?;
-        let job = u32::try_from(job).map_err(|_| DecodeError { offset: start, what: "job number out of range" })?;
+        let job = u32::try_from(job).map_err(|_| r.error(start, "job number out of range"))?;
         let (sent_us, done_us) = (sent as u64, sent as u64 + dur);
         events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us });
+        r.event += 1;
     }
     Ok(events)
 }

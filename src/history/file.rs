@@ -37,6 +37,17 @@ pub enum HistoryFileError {
         /// The JSON error.
         source: serde_json::Error,
     },
+    /// The file ends before what its own lengths announce (a full disk, an interrupted copy):
+    /// `expected` names the section cut short, where it starts and how much of it is there.
+    #[error("{}: truncated: the file ends at byte {size}, expected {expected}", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// The file's length, bytes.
+        size: u64,
+        /// The section that is cut short, e.g. "stream 2 of 3: 4000 bytes from byte 1008 (...)".
+        expected: String,
+    },
 }
 
 /// Writes `header` and `streams` to `path` (via `path.tmp` and a rename).
@@ -66,29 +77,212 @@ pub fn save(path: &Path, header: &HistoryHeader, streams: &[Vec<u8>]) -> Result<
 
 /// Reads a history file: its header and raw streams.
 ///
-/// Errors: I/O, a wrong magic (another file or version), or a malformed header.
+/// Errors: I/O; a wrong magic (another file or version); a malformed header; or
+/// [`HistoryFileError::Truncated`] when the file ends before a section its lengths announce:
+/// the magic, the header (its length or its JSON), the stream count, a stream's length, or a
+/// stream's bytes (then also in which of its events the file ends). Each length is checked
+/// against the file's size before anything is allocated for it.
 pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileError> {
     let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
-    let mut input = BufReader::new(std::fs::File::open(path).map_err(io)?);
-    let mut magic = [0u8; 8];
-    input.read_exact(&mut magic).map_err(io)?;
-    if &magic != MAGIC {
-        return Err(HistoryFileError::Magic { path: path.to_path_buf() });
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    let mut input = Sections { input: BufReader::new(file), at: 0, size, path };
+    let not_history = || HistoryFileError::Magic { path: path.to_path_buf() };
+    let magic = match input.take(8, |there| format!("the 8-byte magic EMQHIST2 at byte 0 ({there} there)")) {
+        Ok(magic) => magic,
+        // Fewer than 8 bytes: a prefix of the magic is a history cut short, anything else is
+        // another file.
+        Err(cut @ HistoryFileError::Truncated { .. }) => {
+            return Err(if MAGIC.starts_with(&input.rest()?) { cut } else { not_history() });
+        }
+        Err(other) => return Err(other),
+    };
+    if magic != MAGIC {
+        return Err(not_history());
     }
-    let mut len4 = [0u8; 4];
-    input.read_exact(&mut len4).map_err(io)?;
-    let mut json = vec![0u8; u32::from_le_bytes(len4) as usize];
-    input.read_exact(&mut json).map_err(io)?;
+    let at = input.at;
+    let len = input.u32(|| format!("the header's 4-byte length at byte {at}"))?;
+    let at = input.at;
+    let json = input
+        .take(u64::from(len), |there| format!("the header: {len} bytes of JSON from byte {at} ({there} there)"))?;
     let header = serde_json::from_slice(&json)
         .map_err(|source| HistoryFileError::Header { path: path.to_path_buf(), source })?;
-    input.read_exact(&mut len4).map_err(io)?;
+    let at = input.at;
+    let count = input.u32(|| format!("the 4-byte stream count at byte {at}"))?;
     let mut streams = Vec::new();
-    for _ in 0..u32::from_le_bytes(len4) {
+    for k in 1..=count {
+        let at = input.at;
         let mut len8 = [0u8; 8];
-        input.read_exact(&mut len8).map_err(io)?;
-        let mut stream = vec![0u8; u64::from_le_bytes(len8) as usize];
-        input.read_exact(&mut stream).map_err(io)?;
-        streams.push(stream);
+        len8.copy_from_slice(&input.take(8, |_| format!("the 8-byte length of stream {k} of {count} at byte {at}"))?);
+        let len = u64::from_le_bytes(len8);
+        let (at, there) = (input.at, input.size - input.at);
+        if len > there {
+            // Where in the stream's events the file ends: the part that is there decodes up
+            // to the event that is cut.
+            let events = match super::buffer::decode(&input.rest()?) {
+                _ if there == 0 => String::new(),
+                Ok(events) => format!("; the file ends after its event {}", events.len()),
+                Err(e) => format!("; the file ends inside its event {}, after {} whole events", e.event + 1, e.event),
+            };
+            return Err(
+                input.truncated(format!("stream {k} of {count}: {len} bytes from byte {at} ({there} there{events})"))
+            );
+        }
+        streams.push(
+            input.take(len, |there| format!("stream {k} of {count}: {len} bytes from byte {at} ({there} there)"))?,
+        );
     }
     Ok((header, streams))
+}
+
+/// A history file read section by section, each length checked against the file's size
+/// first: a cut file is named as truncated, with the section, instead of "failed to fill
+/// whole buffer", and a corrupt length never allocates more than the file holds.
+struct Sections<'a> {
+    input: BufReader<std::fs::File>,
+    /// Bytes read so far.
+    at: u64,
+    /// The file's length.
+    size: u64,
+    path: &'a Path,
+}
+
+impl Sections<'_> {
+    /// The next `n` bytes; [`HistoryFileError::Truncated`] when the file holds fewer, with
+    /// `what(bytes there)` as what was expected.
+    fn take(&mut self, n: u64, what: impl FnOnce(u64) -> String) -> Result<Vec<u8>, HistoryFileError> {
+        let there = self.size - self.at;
+        if n > there {
+            return Err(HistoryFileError::Truncated {
+                path: self.path.to_path_buf(),
+                size: self.size,
+                expected: what(there),
+            });
+        }
+        let mut bytes = vec![0u8; n as usize];
+        self.read(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// [`HistoryFileError::Truncated`], `expected` naming the section cut short.
+    fn truncated(&self, expected: String) -> HistoryFileError {
+        HistoryFileError::Truncated { path: self.path.to_path_buf(), size: self.size, expected }
+    }
+
+    /// A little-endian u32; `what()` names it when the file ends first.
+    fn u32(&mut self, what: impl FnOnce() -> String) -> Result<u32, HistoryFileError> {
+        let bytes = self.take(4, |_| what())?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    /// Everything left in the file (after a section found cut short, to say how far it got).
+    fn rest(&mut self) -> Result<Vec<u8>, HistoryFileError> {
+        let mut bytes = vec![0u8; (self.size - self.at) as usize];
+        self.read(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn read(&mut self, into: &mut [u8]) -> Result<(), HistoryFileError> {
+        self.input.read_exact(into).map_err(|source| HistoryFileError::Io { path: self.path.to_path_buf(), source })?;
+        self.at += into.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{HistoryBuf, Kind, Outcome};
+    use std::time::Instant;
+
+    /// Two streams of `events` progress events each, 5 bytes an event (kind, job delta, token,
+    /// send-time delta, duration: one byte each).
+    fn streams(events: u32) -> Vec<Vec<u8>> {
+        let start = Instant::now();
+        (0..2)
+            .map(|_| {
+                let mut buf = HistoryBuf::new(start);
+                for job in 1..=events {
+                    buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
+                }
+                buf.take()
+            })
+            .collect()
+    }
+
+    fn header() -> HistoryHeader {
+        HistoryHeader {
+            seed: 1,
+            run_tag: 2,
+            queues: vec!["q".into()],
+            drained: true,
+            issued: 10,
+            max_attempts: 3,
+            must_finish: true,
+        }
+    }
+
+    /// The load error of `bytes` written to a file.
+    fn load_err(dir: &Path, bytes: &[u8]) -> String {
+        let path = dir.join("cut.bin");
+        std::fs::write(&path, bytes).unwrap();
+        load(&path).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn a_saved_history_loads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.bin");
+        save(&path, &header(), &streams(10)).unwrap();
+        assert_eq!(load(&path).unwrap(), (header(), streams(10)));
+    }
+
+    /// Issue 10 item 10: a file cut short says which file, that it is truncated, where it
+    /// ends and which section it cut (with the event, inside a stream), not "failed to fill
+    /// whole buffer".
+    #[test]
+    fn a_truncated_file_names_the_section_it_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.bin");
+        let streams = streams(10);
+        assert!(streams.iter().all(|s| s.len() == 50), "5-byte events");
+        save(&path, &header(), &streams).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let json = serde_json::to_vec(&header()).unwrap().len();
+        let count_at = 12 + json;
+        let stream = |k: usize| count_at + 4 + (k - 1) * 58 + 8; // where stream k's bytes start
+        let file = path.with_file_name("cut.bin");
+        let f = file.display();
+        for (cut, want) in [
+            (0, format!("{f}: truncated: the file ends at byte 0, expected the 8-byte magic EMQHIST2 at byte 0 (0 there)")),
+            (5, "ends at byte 5, expected the 8-byte magic EMQHIST2 at byte 0 (5 there)".into()),
+            (10, "ends at byte 10, expected the header's 4-byte length at byte 8".into()),
+            (20, format!("ends at byte 20, expected the header: {json} bytes of JSON from byte 12 (8 there)")),
+            (count_at + 2, format!("expected the 4-byte stream count at byte {count_at}")),
+            (count_at + 4 + 3, format!("expected the 8-byte length of stream 1 of 2 at byte {}", count_at + 4)),
+            (stream(1), format!("expected stream 1 of 2: 50 bytes from byte {} (0 there)", stream(1))),
+            (
+                stream(2) + 12,
+                format!(
+                    "expected stream 2 of 2: 50 bytes from byte {} (12 there; the file ends inside its event 3, after 2 whole events)",
+                    stream(2)
+                ),
+            ),
+            (stream(2) + 25, "(25 there; the file ends after its event 5)".into()),
+            (
+                bytes.len() - 1,
+                format!("ends at byte {}, expected stream 2 of 2: 50 bytes from byte {} (49 there; the file ends inside its event 10, after 9 whole events)", bytes.len() - 1, stream(2)),
+            ),
+        ] {
+            let err = load_err(dir.path(), &bytes[..cut]);
+            assert!(err.starts_with(&format!("{f}: truncated: ")) && err.contains(&want), "cut at {cut}: {err}\nwant: {want}");
+        }
+        // Not a prefix of the magic: another file, not a truncated history.
+        assert!(load_err(dir.path(), b"EMQ").contains("truncated"));
+        assert!(load_err(dir.path(), b"PNG").contains("not an emq-bench history"));
+        // A length larger than the file is a cut, never an allocation of that size.
+        let mut huge = bytes[..count_at + 4].to_vec();
+        huge.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(load_err(dir.path(), &huge).contains(&format!("stream 1 of 2: {} bytes", u64::MAX)));
+    }
 }

@@ -34,6 +34,17 @@ pub enum CallError {
     /// The connection failed before a reply arrived: the outcome is unknown.
     #[error("connection failed: {0}")]
     Connection(String),
+    /// The endpoint's first answer to a new connection was not RESP (an HTTP server, say), or
+    /// it closed the connection without a byte: not a Redis/Valkey server. Only a connection's
+    /// handshake reports it (see [`Connector::not_resp`](crate::target::Connector::not_resp)).
+    #[error("not a Redis/Valkey server at {addr}: {answer}")]
+    NotRedis {
+        /// `host:port`.
+        addr: String,
+        /// What it answered: `it replied "HTTP/1.1 400 ..."` (the first bytes, escaped) or
+        /// `it closed the connection without a reply`.
+        answer: String,
+    },
     /// A Valkey Cluster redirect: the call did not run here. The load follows it (and counts
     /// it as a redirect, never as an error); counted as `server` if it ever reaches a count.
     #[error("cluster redirect: {0}")]
@@ -95,7 +106,7 @@ impl CallError {
             },
             CallError::Reply(_) => ErrorCode::Reply,
             CallError::Timeout => ErrorCode::Timeout,
-            CallError::Connection(_) => ErrorCode::Connection,
+            CallError::Connection(_) | CallError::NotRedis { .. } => ErrorCode::Connection,
             CallError::Redirect(_) => ErrorCode::Server,
         }
     }

@@ -7,38 +7,40 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::dist::Dist;
-use super::units::HumanDuration;
+use super::units::{Count, HumanDuration};
 
 /// The raw `[consumers]` table; every key is optional (defaults in [`Default`]).
 ///
 /// ```toml
 /// [consumers]
-/// count = 4            # consumer tasks, >= 0
-/// connections = 2      # >= 1 and <= count
-/// pipeline = 1         # claim/complete requests in flight per task, >= 1
+/// count = 4            # consumer tasks, 0..=100000
+/// connections = 2      # 1..=count, at most 4096
+/// pipeline = 1         # claim/complete requests in flight per task, 1..=10000;
+///                      # count x pipeline <= 250000, x batch x the largest payload <= 1 GiB
 /// batch = 10           # `claim` count ARGV, 1..=1000
-/// lease = "1s"         # `claim` lease_ms ARGV, >= 1ms
+/// lease = "1s"         # `claim` lease_ms ARGV, 1ms..=1h
 /// work = { uniform = ["0ms", "2ms"] }  # simulated work per job (duration distribution)
 /// fail = 0.05          # fraction of attempts that call `fail` (retried until max_attempts)
 /// backoff = { exponential = { base = "50ms", max = "5s" } }  # or { fixed = "100ms" }
 /// stall = 0.01         # fraction of attempts abandoned so the lease expires; fail + stall <= 1
 /// zombie = 0.5         # fraction of stalled jobs later completed with the stale token
 /// zombie_delay = "2s"  # when the zombie tries; default 2 x lease
-/// progress = 2         # `progress` calls per job, spread over the work
+/// progress = 2         # `progress` calls per job, spread over the work, 0..=1000
 /// extend = true        # false | true (every lease/2) | "200ms" (every 200ms); see below
-/// poll = "1ms"         # sleep after a claim that returned nothing
+/// poll = "1ms"         # sleep after a claim that returned nothing, at most 1h
+/// # every other duration (backoff, zombie_delay, extend, work) is at most 1h too
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Consumers {
     /// Number of consumer tasks.
-    pub count: u32,
+    pub count: Count,
     /// Connections shared by the tasks, round-robin.
-    pub connections: u32,
+    pub connections: Count,
     /// Requests in flight per task.
-    pub pipeline: u32,
+    pub pipeline: Count,
     /// Jobs asked for per `claim` call.
-    pub batch: u32,
+    pub batch: Count,
     /// Lease per claim.
     pub lease: HumanDuration,
     /// Simulated work per job; default a fixed 0s.
@@ -56,7 +58,7 @@ pub struct Consumers {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zombie_delay: Option<HumanDuration>,
     /// `progress` calls per job.
-    pub progress: u32,
+    pub progress: Count,
     /// Lease renewal while working, see [`ExtendSpec`].
     pub extend: ExtendSpec,
     /// Sleep after an empty claim.
@@ -66,10 +68,10 @@ pub struct Consumers {
 impl Default for Consumers {
     fn default() -> Self {
         Self {
-            count: 1,
-            connections: 1,
-            pipeline: 1,
-            batch: 1,
+            count: Count::from(1),
+            connections: Count::from(1),
+            pipeline: Count::from(1),
+            batch: Count::from(1),
             lease: HumanDuration::from_duration(Duration::from_secs(5)),
             work: Dist::Fixed(HumanDuration::from_duration(Duration::ZERO)),
             fail: 0.0,
@@ -77,7 +79,7 @@ impl Default for Consumers {
             stall: 0.0,
             zombie: 0.0,
             zombie_delay: None,
-            progress: 0,
+            progress: Count::from(0),
             extend: ExtendSpec::Enabled(false),
             poll: HumanDuration::from_duration(Duration::from_millis(1)),
         }

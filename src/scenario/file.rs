@@ -10,7 +10,7 @@ use super::consumers::Consumers;
 use super::maintenance::Maintenance;
 use super::producers::Producers;
 use super::target::Target;
-use super::units::HumanDuration;
+use super::units::{Count, HumanDuration};
 
 /// A scenario file exactly as written (the raw layer; see [`Plan`](super::Plan) for
 /// the resolved one). Serializable so a run's `summary.json` can carry it.
@@ -19,11 +19,11 @@ use super::units::HumanDuration;
 /// name = "smoke"              # required; 1-64 bytes of [A-Za-z0-9_.-] (used in result paths)
 /// description = "..."         # free text
 /// seed = 42                   # required; all randomness derives from it
-/// duration = "10s"            # run length ... (exactly one of duration / jobs)
-/// # jobs = 100000             # ... or total jobs to enqueue
-/// warmup = "1s"               # excluded from histograms; default "0s"
-/// drain = "30s"               # max wait for consumers after producers stop; default "30s"
-/// queues = 4                  # "name" (one queue) or N (bench-0 .. bench-(N-1)); default "bench"
+/// duration = "10s"            # run length, at most 7 days ... (exactly one of duration / jobs)
+/// # jobs = 100000             # ... or total jobs to enqueue, 1..=10000000
+/// warmup = "1s"               # excluded from histograms; default "0s"; at most 7 days
+/// drain = "30s"               # max wait for consumers after producers stop; default "30s"; <= 7 days
+/// queues = 4                  # "name" (one queue) or N in 1..=10000 (bench-0 .. bench-(N-1)); default "bench"
 /// [target] ... [producers] ... [consumers] ... [maintenance] ... [[faults]] ...
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,7 +41,7 @@ pub struct Scenario {
     pub duration: Option<HumanDuration>,
     /// Total jobs to enqueue over all producers; exclusive with `duration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub jobs: Option<u64>,
+    pub jobs: Option<Count>,
     /// Initial period whose latencies are not recorded.
     #[serde(default = "zero")]
     pub warmup: HumanDuration,

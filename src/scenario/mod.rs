@@ -5,16 +5,18 @@
 //! - the raw layer mirrors the file, one struct per TOML table, every struct
 //!   `#[serde(deny_unknown_fields)]` (habit 3): [`Scenario`] (`file.rs`),
 //!   [`Target`], [`Producers`], [`Consumers`], [`Maintenance`], with [`Dist`]
-//!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] (`units.rs`).
+//!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] / [`Count`] (`units.rs`).
 //!   Defaults live in the raw structs' `Default` impls, so a serialized
 //!   [`Scenario`] shows every value the run used.
 //! - [`validate`] resolves it into a [`Plan`] (`plan.rs`): `Duration`s, byte
-//!   counts, checked [`Fraction`]s, queue names, samplers.
+//!   counts, checked [`Fraction`]s, queue names, samplers; every count and size within
+//!   the upper bounds of [`bounds`], chosen so the largest scenario fits in memory.
 //!
 //! Errors: syntax, type, unknown-field and unit errors come from the toml crate
 //! with line, column and caret; rule violations are [`ScenarioError::Invalid`] with
 //! the file, the key's line, the field, the value found and what was expected.
 
+pub mod bounds;
 mod consumers;
 mod context;
 mod dist;
@@ -45,7 +47,7 @@ pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan,
 pub use producers::{Arrival, Producers};
 pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
 pub use target::{redact_url, Target};
-pub use units::{HumanDuration, HumanSize};
+pub use units::{Count, HumanDuration, HumanSize};
 
 /// Smallest payload in bytes: every payload starts with the harness's 20-byte
 /// header (used to check I4 payload-intact), so each configured size must fit it.

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use super::bounds::LANE_CALLS_PER_SEC;
 use super::error::ScenarioError;
 use super::file::Scenario;
 use super::producers::Arrival;
@@ -76,6 +77,29 @@ impl Plan {
             self.scenario.seed = s;
         }
         Ok(self)
+    }
+
+    /// What is legal but unwise in the plan, one message each (the caller prints them once,
+    /// at the start): an open-loop rate that the producers' requests in flight cannot carry
+    /// even at a loopback round trip ([`LANE_CALLS_PER_SEC`] per lane, Little's law), so the
+    /// sends fall behind the schedule and the latency measures the harness's own queue.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let p = &self.producers;
+        if let Some(open) = p.open_loop {
+            let lanes = f64::from(p.count) * f64::from(p.pipeline);
+            let needed = (open.rate_per_sec / LANE_CALLS_PER_SEC).ceil();
+            if needed > lanes {
+                out.push(format!(
+                    "{}: producers.rate = {} jobs/s needs at least {needed} requests in flight (one lane completes at \
+                     most ~{LANE_CALLS_PER_SEC} calls/s, at a loopback round trip), but producers.count × \
+                     producers.pipeline = {lanes}: sends will fall behind the schedule (counted as late)",
+                    self.source.display(),
+                    open.rate_per_sec,
+                ));
+            }
+        }
+        out
     }
 }
 

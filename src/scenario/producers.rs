@@ -5,34 +5,35 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::dist::Dist;
-use super::units::{HumanDuration, HumanSize};
+use super::units::{Count, HumanDuration, HumanSize};
 
 /// The raw `[producers]` table; every key is optional (defaults in [`Default`]).
 ///
 /// ```toml
 /// [producers]
-/// count = 4              # producer tasks, >= 0
-/// connections = 2        # >= 1 and <= count (tasks share connections round-robin)
-/// pipeline = 8           # enqueue requests in flight per task, >= 1
-/// rate = 2000.0          # jobs/s over all tasks => open loop; absent => closed loop
+/// count = 4              # producer tasks, 0..=100000
+/// connections = 2        # 1..=count, at most 4096 (tasks share connections round-robin)
+/// pipeline = 8           # enqueue requests in flight per task, 1..=10000;
+///                        # count x pipeline <= 250000, x the largest payload <= 1 GiB
+/// rate = 2000.0          # jobs/s over all tasks => open loop, at most 1e7; absent => closed loop
 /// arrival = "poisson"    # "poisson" | "uniform"; only with `rate`
-/// payload = { uniform = ["64B", "4KiB"] }  # size distribution, every size >= 20 bytes
+/// payload = { uniform = ["64B", "4KiB"] }  # size distribution, every size in 20 bytes..=64 MiB
 /// delayed = 0.1          # fraction sent with `enqueue_delayed`
 /// delay = "50ms"         # duration distribution of those delays
 /// priority = 0.2         # fraction sent with a non-zero priority drawn from `priorities`
-/// priorities = [1, 5, 9] # drawn uniformly; 0 is the highest priority
+/// priorities = [1, 5, 9] # drawn uniformly; 0 is the highest priority; at most 1000 entries
 /// duplicate = 0.01       # fraction that re-enqueue an already used id (must return 0)
-/// max_attempts = 3       # the `fail` script's max_attempts ARGV, >= 1
+/// max_attempts = 3       # the `fail` script's max_attempts ARGV, 1..=10000
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Producers {
     /// Number of producer tasks (0 = no producers, e.g. a drain-only run).
-    pub count: u32,
+    pub count: Count,
     /// Connections shared by the tasks, round-robin.
-    pub connections: u32,
+    pub connections: Count,
     /// Requests in flight per task.
-    pub pipeline: u32,
+    pub pipeline: Count,
     /// Total arrival rate in jobs/s; presence selects the open loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
@@ -52,15 +53,15 @@ pub struct Producers {
     /// Fraction of enqueues that repeat an already used id, in [0, 1].
     pub duplicate: f64,
     /// Attempts before `fail` moves a job to `failed`.
-    pub max_attempts: u32,
+    pub max_attempts: Count,
 }
 
 impl Default for Producers {
     fn default() -> Self {
         Self {
-            count: 1,
-            connections: 1,
-            pipeline: 1,
+            count: Count::from(1),
+            connections: Count::from(1),
+            pipeline: Count::from(1),
             rate: None,
             arrival: None,
             payload: Dist::Fixed(HumanSize::from_bytes(256)),
@@ -69,7 +70,7 @@ impl Default for Producers {
             priority: 0.0,
             priorities: Vec::new(),
             duplicate: 0.0,
-            max_attempts: 3,
+            max_attempts: Count::from(3),
         }
     }
 }

@@ -11,12 +11,16 @@ use rand::distr::Distribution;
 use rand::Rng;
 use rand_distr::LogNormal;
 
+use super::bounds::MAX_LIST;
 use super::dist::Dist;
 use super::error::Problem;
 use super::units::{HumanDuration, HumanSize};
 
 /// z-score of the 99th percentile of the standard normal: σ = ln(p99/median) / Z99.
 const Z99: f64 = 2.326_347_874_040_840_8;
+/// z-score of the 99.999th percentile: the largest of the ~10^5 sizes a lane draws in a long
+/// run, what its reused buffer grows to (a log-normal's clamp is reached about never).
+const Z99999: f64 = 4.264_890_793_922_602;
 
 /// Largest payload the harness sends (bytes); also the log-normal clamp.
 pub const MAX_SIZE: u64 = 64 * 1024 * 1024;
@@ -28,7 +32,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(3600);
 enum Shape {
     Fixed(u64),
     Uniform { lo: u64, hi: u64 },
-    LogNormal { dist: LogNormal<f64>, min: u64, max: u64 },
+    LogNormal { dist: LogNormal<f64>, min: u64, max: u64, p99999: u64 },
     Weighted { values: Vec<u64>, index: WeightedIndex<f64> },
 }
 
@@ -68,11 +72,17 @@ impl Shape {
                 }
                 let (mu, sigma) = ((median as f64).ln(), (p99 as f64 / median as f64).ln() / Z99);
                 let dist = LogNormal::new(mu, sigma).map_err(|e| Problem::new("lognormal", e, "a valid log-normal"))?;
-                Shape::LogNormal { dist, min, max }
+                // `as` saturates for f64 -> u64; the clamp keeps the range.
+                let p99999 = ((mu + Z99999 * sigma).exp().round() as u64).clamp(min, max);
+                Shape::LogNormal { dist, min, max, p99999 }
             }
             Dist::Weighted(pairs) => {
                 if pairs.is_empty() {
                     return Err(Problem::new("weighted", "[]", "at least one [VALUE, WEIGHT] pair"));
+                }
+                if pairs.len() > MAX_LIST {
+                    let found = format!("{} pairs", pairs.len());
+                    return Err(Problem::new("weighted", found, format!("at most {MAX_LIST} [VALUE, WEIGHT] pairs")));
                 }
                 let mut values = Vec::with_capacity(pairs.len());
                 for (i, (v, w)) in pairs.iter().enumerate() {
@@ -92,7 +102,7 @@ impl Shape {
         match self {
             Shape::Fixed(v) => *v,
             Shape::Uniform { lo, hi } => rng.random_range(*lo..=*hi),
-            Shape::LogNormal { dist, min, max } => {
+            Shape::LogNormal { dist, min, max, .. } => {
                 // `as` saturates for f64 -> u64 (NaN -> 0); the clamp keeps the range.
                 (dist.sample(rng).round() as u64).clamp(*min, *max)
             }
@@ -107,6 +117,15 @@ impl Shape {
             Shape::Uniform { hi, .. } => *hi,
             Shape::LogNormal { max, .. } => *max,
             Shape::Weighted { values, .. } => values.iter().copied().max().unwrap_or(0),
+        }
+    }
+
+    /// The largest value a long run draws: [`Shape::upper_bound`], but a log-normal's
+    /// 99.999th percentile instead of its clamp.
+    fn largest_drawn(&self) -> u64 {
+        match self {
+            Shape::LogNormal { p99999, .. } => *p99999,
+            other => other.upper_bound(),
         }
     }
 }
@@ -136,9 +155,16 @@ impl SizeSampler {
         self.0.sample(rng)
     }
 
-    /// The largest size this sampler can return, in bytes (for buffer sizing).
+    /// The largest size this sampler can return, in bytes.
     pub fn max_bytes(&self) -> u64 {
         self.0.upper_bound()
+    }
+
+    /// The largest size a long run draws, in bytes, what a reused payload buffer grows to:
+    /// [`SizeSampler::max_bytes`], except for a log-normal its 99.999th percentile (its
+    /// 64 MiB clamp is reached about never). Used to bound the payload bytes in flight.
+    pub fn largest_drawn_bytes(&self) -> u64 {
+        self.0.largest_drawn()
     }
 }
 
@@ -219,6 +245,17 @@ mod tests {
         assert!((median - 1000.0).abs() / 1000.0 < 0.05, "median {median}");
         let p99 = xs[xs.len() * 99 / 100] as f64;
         assert!((p99 - 10_000.0).abs() / 10_000.0 < 0.15, "p99 {p99}");
+    }
+
+    #[test]
+    fn a_lognormals_largest_drawn_size_is_its_p99999_not_its_clamp() {
+        let spec = LogNormalSpec { median: b(1000), p99: b(10_000) };
+        let s = SizeSampler::new(&Dist::LogNormal(spec), 16).unwrap();
+        assert_eq!(s.max_bytes(), MAX_SIZE);
+        // σ = ln 10 / Z99; p99.999 = 1000 · e^(Z99999 σ) ≈ 68 100 bytes.
+        assert!((68_000..68_300).contains(&s.largest_drawn_bytes()), "{}", s.largest_drawn_bytes());
+        let u = SizeSampler::new(&Dist::Uniform([b(16), b(4096)]), 16).unwrap();
+        assert_eq!(u.largest_drawn_bytes(), 4096);
     }
 
     #[test]

@@ -127,10 +127,10 @@ fn unknown_fields_are_refused_at_every_depth() {
 #[test]
 fn wrong_types_are_refused_with_the_line() {
     refused_raw("name = \"t\"\nseed = \"one\"\nduration = \"1s\"", &["line 2", "seed"]);
-    refused("[producers]\ncount = \"4\"", &["line 5", "u32"]);
+    refused("[producers]\ncount = \"4\"", &["line 5", "an integer count"]);
     refused("[consumers]\nextend = 3", &["true, false, or a renewal interval"]);
     refused("[producers]\npriorities = [1, -2]", &["line 5"]);
-    refused("[producers]\nmax_attempts = -1", &["line 5"]);
+    refused("[producers]\nmax_attempts = -1", &[":5: producers.max_attempts = -1, expected an integer in 1..=10000"]);
 }
 
 #[test]
@@ -164,7 +164,7 @@ fn rule_violations_name_field_found_expected_and_line() {
         &[":5: producers.payload.lognormal = median 1024 bytes, p99 64 bytes"],
     );
     refused("[producers]\npriority = 0.5", &[":5: producers.priorities = []"]);
-    refused("[producers]\npipeline = 0", &[":5: producers.pipeline = 0, expected at least 1"]);
+    refused("[producers]\npipeline = 0", &[":5: producers.pipeline = 0, expected an integer in 1..=10000"]);
     refused("[consumers]\npipeline = 0", &["consumers.pipeline = 0"]);
     refused("[producers]\ncount = 2\nconnections = 3", &[":6: producers.connections = 3"]);
     refused("[producers]\npayload = 8", &["producers.payload.fixed = 8 bytes", "between 20 bytes"]);
@@ -180,4 +180,128 @@ fn rule_violations_name_field_found_expected_and_line() {
     refused("[target]\ncacert = \"ca.pem\"", &["user and TLS keys only with a url"]);
     refused("[target]\nurl = \"redis://h\"\nserver = { io-threads = \"2\" }", &["target.server"]);
     refused_raw("name = \"a/b\"\nseed = 1\njobs = 1", &[":1: name"]);
+}
+
+/// Issue 10 item 8: every count and size has an upper bound, stated in the message with the
+/// file, line and field; values that overflow a u32, are negative or are floats get the same
+/// message, not the TOML reader's "expected u32".
+#[test]
+fn counts_have_upper_bounds_named_in_the_message() {
+    let tasks = "expected an integer in 0..=100000 (tasks)";
+    refused("[producers]\ncount = 4294967295", &[&format!(":5: producers.count = 4294967295, {tasks}")]);
+    refused("[producers]\ncount = 4294967296", &[&format!(":5: producers.count = 4294967296, {tasks}")]);
+    refused("[producers]\ncount = -1", &[&format!(":5: producers.count = -1, {tasks}")]);
+    refused("[consumers]\ncount = 1e8", &[&format!(":5: consumers.count = 100000000.0, {tasks}")]);
+    refused("[consumers]\ncount = 100000000", &[&format!(":5: consumers.count = 100000000, {tasks}")]);
+    let pipeline = "expected an integer in 1..=10000 (requests in flight per task)";
+    refused("[producers]\npipeline = 1000000", &[&format!(":5: producers.pipeline = 1000000, {pipeline}")]);
+    refused("[producers]\npipeline = 2e7", &[&format!(":5: producers.pipeline = 20000000.0, {pipeline}")]);
+    refused("[consumers]\npipeline = 10001", &[&format!(":5: consumers.pipeline = 10001, {pipeline}")]);
+    refused(
+        "[producers]\ncount = 10000\nconnections = 5000",
+        &[":6: producers.connections = 5000, expected 1..=4096 (at least 1, at most producers.count and at most 4096)"],
+    );
+    refused("[consumers]\ncount = 8\nconnections = 9", &[":6: consumers.connections = 9, expected 1..=8"]);
+    refused_raw(
+        "name = \"t\"\nseed = 1\njobs = 0",
+        &[":3: jobs = 0, expected an integer in 1..=10000000 (jobs to enqueue)"],
+    );
+    refused_raw(
+        "name = \"t\"\nseed = 1\njobs = 10000001",
+        &[":3: jobs = 10000001, expected an integer in 1..=10000000"],
+    );
+    refused_raw("name = \"t\"\nseed = 1\njobs = 1e6", &[":3: jobs = 1000000.0, expected an integer in 1..=10000000"]);
+    refused("[consumers]\nbatch = 0", &[":5: consumers.batch = 0, expected an integer in 1..=1000 (jobs per claim)"]);
+    refused("[consumers]\nprogress = 1001", &[":5: consumers.progress = 1001, expected an integer in 0..=1000"]);
+    refused(
+        "[producers]\nmax_attempts = 4294967295",
+        &[":5: producers.max_attempts = 4294967295, expected an integer in 1..=10000"],
+    );
+    refused(
+        "[maintenance]\nlimit = 100001",
+        &[":5: maintenance.limit = 100001, expected an integer in 1..=100000 (ids per call)"],
+    );
+    let many = (0..1001).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    refused(
+        &format!("[producers]\npriorities = [{many}]"),
+        &[":5: producers.priorities = 1001 entries, expected at most 1000"],
+    );
+    let pairs = (0..1001).map(|i| format!("[{}, 1]", 20 + i)).collect::<Vec<_>>().join(", ");
+    refused(
+        &format!("[producers]\npayload = {{ weighted = [{pairs}] }}"),
+        &[":5: producers.payload.weighted = 1001 pairs, expected at most 1000 [VALUE, WEIGHT] pairs"],
+    );
+    refused(
+        "[producers]\npayload = \"65MiB\"",
+        &[":5: producers.payload.fixed = 68157440 bytes, expected between 20 bytes and 67108864 bytes"],
+    );
+}
+
+/// A role's requests in flight (count × pipeline) and its payload bytes in flight have bounds
+/// of their own, with messages that spell the product.
+#[test]
+fn in_flight_products_are_bounded() {
+    refused(
+        "[producers]\ncount = 1000\npipeline = 1000",
+        &[":6: producers.count × producers.pipeline = 1000 × 1000 = 1000000, expected at most 250000 requests in flight per role"],
+    );
+    refused(
+        "[consumers]\ncount = 100000\npipeline = 3",
+        &[":6: consumers.count × consumers.pipeline = 100000 × 3 = 300000, expected at most 250000"],
+    );
+    refused(
+        "[producers]\ncount = 64\npipeline = 16\npayload = \"64MiB\"",
+        &[":7: producers.count × producers.pipeline × largest payload = 64 × 16 × 64.0 MiB = 64.0 GiB, \
+           expected at most 1.0 GiB of payload in flight per role"],
+    );
+    refused(
+        "[producers]\npayload = { uniform = [20, \"1MiB\"] }\n[consumers]\ncount = 4\npipeline = 4\nbatch = 1000",
+        &[":9: consumers.count × consumers.pipeline × consumers.batch × largest payload = 4 × 4 × 1000 × 1.0 MiB = 15.6 GiB"],
+    );
+    // The largest of each still resolves.
+    let p = ok("[producers]\ncount = 100000\nconnections = 4096\n[consumers]\ncount = 250\npipeline = 1000\n");
+    assert_eq!((p.producers.count, p.producers.connections), (100_000, 4096));
+    assert_eq!(p.consumers.count * p.consumers.pipeline, 250_000);
+    let p = ok("[producers]\ncount = 16\npayload = \"64MiB\"\n[consumers]\nbatch = 16\n");
+    assert_eq!(p.producers.payload.max_bytes(), 64 << 20);
+}
+
+/// Durations are bounded too: a run length past a week, or a lease, poll or interval past an
+/// hour, is refused (a `duration = "500000000000y"` panicked on an `Instant` overflow).
+#[test]
+fn durations_have_upper_bounds() {
+    refused_raw(
+        "name = \"t\"\nseed = 1\nduration = \"500000000000y\"",
+        &[":3: duration = \"500000000000y\", expected a duration of at most 7days"],
+    );
+    refused("drain = \"8days\"", &[":4: drain = \"8days\", expected a duration of at most 7days"]);
+    refused_raw(
+        "name = \"t\"\nseed = 1\njobs = 5\nwarmup = \"8days\"",
+        &[":4: warmup = \"8days\", expected a duration of at most 7days"],
+    );
+    refused(
+        "[consumers]\nlease = \"500000000000y\"",
+        &[":5: consumers.lease = \"500000000000y\", expected a lease of at least 1ms and at most 1h"],
+    );
+    refused("[consumers]\npoll = \"2h\"", &[":5: consumers.poll = \"2h\", expected a duration of at most 1h"]);
+    refused("[consumers]\nzombie_delay = \"2h\"", &[":5: consumers.zombie_delay"]);
+    refused("[consumers]\nbackoff = { fixed = \"2h\" }", &[":5: consumers.backoff.fixed"]);
+    refused(
+        "[consumers]\nbackoff = { exponential = { base = \"1s\", max = \"2h\" } }",
+        &["consumers.backoff.exponential.max"],
+    );
+    refused(
+        "[maintenance]\npromote = \"2h\"",
+        &[":5: maintenance.promote = \"2h\", expected an interval > 0 and at most 1h"],
+    );
+}
+
+/// Issue 10 item 9: a rate faster than anything can send is refused, not run as a closed loop.
+#[test]
+fn rates_beyond_pacing_are_refused() {
+    refused(
+        "[producers]\nrate = 1e12",
+        &[":5: producers.rate = 1000000000000, expected a rate of at most 10000000 jobs/s (the schedule's gap would be under 0.1 µs"],
+    );
+    assert_eq!(ok("[producers]\nrate = 1e7").producers.open_loop.unwrap().rate_per_sec, 1e7);
 }

@@ -1,9 +1,11 @@
-//! Units as written in a scenario file: durations (`"250ms"`) and sizes (`1024`, `"4KiB"`).
+//! Units as written in a scenario file: durations (`"250ms"`), sizes (`1024`, `"4KiB"`) and
+//! counts (`4`).
 //!
-//! Both types keep the text the user wrote, so the raw [`Scenario`](super::Scenario)
+//! Durations and sizes keep the text the user wrote, so the raw [`Scenario`](super::Scenario)
 //! serializes back (into `summary.json`) exactly as it was written, and both parse
 //! while the TOML is being read, so a bad value is reported by the toml crate with
-//! its line, column and caret.
+//! its line, column and caret. A count takes any number and leaves the range check to
+//! validation, whose message states the field's bound.
 
 use std::fmt;
 use std::str::FromStr;
@@ -152,6 +154,77 @@ impl<'de> Deserialize<'de> for HumanSize {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 HumanSize::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A count as written (`count = 4`, `jobs = 100000`): tasks, connections, requests, jobs, ...
+///
+/// TOML shape: an integer. Any TOML number is read, so that validation, not the TOML reader,
+/// refuses a negative, too large or fractional value (`count = 4294967296`, `pipeline = 2e7`)
+/// with the field's bound in the message, instead of "expected u32". Serializes as an integer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Count {
+    /// A TOML integer (any i64).
+    Int(i64),
+    /// A TOML float such as `1e8`: always refused by validation (a count is an integer).
+    Float(f64),
+}
+
+impl Count {
+    /// The value when it is an integer within `range`.
+    pub fn within(self, range: std::ops::RangeInclusive<u64>) -> Option<u64> {
+        match self {
+            Count::Int(n) => u64::try_from(n).ok().filter(|n| range.contains(n)),
+            Count::Float(_) => None,
+        }
+    }
+}
+
+impl From<u32> for Count {
+    fn from(n: u32) -> Self {
+        Count::Int(i64::from(n))
+    }
+}
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Count::Int(n) => write!(f, "{n}"),
+            // `{:?}` keeps the ".0" that says it was read as a float.
+            Count::Float(v) => write!(f, "{v:?}"),
+        }
+    }
+}
+
+impl Serialize for Count {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Count::Int(n) => s.serialize_i64(n),
+            Count::Float(v) => s.serialize_f64(v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer count")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(Count::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                // Only above i64::MAX, which TOML integers never are; saturate for the message.
+                Ok(Count::Int(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(Count::Float(v))
             }
         }
         d.deserialize_any(V)

@@ -7,16 +7,19 @@
 use std::path::Path;
 use std::time::Duration;
 
+use bytesize::ByteSize;
+
+use super::bounds::{
+    MAX_ATTEMPTS, MAX_BATCH, MAX_JOBS, MAX_LIMIT, MAX_LIST, MAX_PAYLOAD_IN_FLIGHT, MAX_PROGRESS, MAX_QUEUES, MAX_RATE,
+    MAX_RUN,
+};
 use super::consumers::{BackoffSpec, ExtendSpec};
 use super::context::Ctx;
 use super::error::ScenarioError;
 use super::file::{Queues, Scenario};
 use super::plan::{Backoff, ConsumerPlan, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
-use super::sampler::{DurationSampler, SizeSampler};
+use super::sampler::{DurationSampler, SizeSampler, MAX_DURATION};
 use super::MIN_PAYLOAD;
-
-/// Largest `queues = N` (a sanity bound, not a protocol rule).
-const MAX_QUEUES: u32 = 10_000;
 
 /// Resolves `raw` (parsed from `text`, read from `path`) into a [`Plan`].
 pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, ScenarioError> {
@@ -24,7 +27,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
     if !is_valid_name(&raw.name) {
         return Err(cx.err("name", format!("{:?}", raw.name), "1-64 bytes of [A-Za-z0-9_.-]"));
     }
-    let warmup = raw.warmup.get();
+    let warmup = cx.at_most("warmup", &raw.warmup, MAX_RUN)?;
     let stop = match (&raw.duration, raw.jobs) {
         (Some(_), Some(_)) => return Err(cx.err_at("jobs", "duration + jobs", "both set", "exactly one of them")),
         (None, None) => return Err(cx.err("duration + jobs", "neither set", "exactly one of them")),
@@ -32,10 +35,12 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
             let expected = format!("a duration longer than warmup ({})", raw.warmup);
             return Err(cx.err("duration", format!("{d:?}", d = d.as_str()), expected));
         }
-        (Some(d), None) => Stop::Duration(d.get()),
-        (None, Some(0)) => return Err(cx.err("jobs", 0, "at least 1")),
-        (None, Some(n)) => Stop::Jobs(n),
+        (Some(d), None) => Stop::Duration(cx.at_most("duration", d, MAX_RUN)?),
+        (None, Some(n)) => Stop::Jobs(u64::from(cx.count("jobs", n, 1, MAX_JOBS, "jobs to enqueue")?)),
     };
+    let producers = producers(&cx, &raw)?;
+    // Consumers claim what producers enqueued: their payloads are the producers' sizes.
+    let consumers = consumers(&cx, &raw, producers.payload.largest_drawn_bytes())?;
     Ok(Plan {
         source: path.to_owned(),
         name: raw.name.clone(),
@@ -43,11 +48,11 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         seed: raw.seed,
         stop,
         warmup,
-        drain: raw.drain.get(),
+        drain: cx.at_most("drain", &raw.drain, MAX_RUN)?,
         queues: queues(&cx, &raw.queues)?,
         target: target(&cx, &raw)?,
-        producers: producers(&cx, &raw)?,
-        consumers: consumers(&cx, &raw)?,
+        producers,
+        consumers,
         maintenance: maintenance(&cx, &raw)?,
         thresholds: super::thresholds::thresholds(&cx, &raw.thresholds)?,
         faults: super::faults::faults(
@@ -107,7 +112,7 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
 
 fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
     let p = &raw.producers;
-    cx.tasks("producers", p.count, p.connections, p.pipeline)?;
+    let tasks = cx.tasks("producers", p.count, p.connections, p.pipeline)?;
     let open_loop = match (p.rate, p.arrival) {
         (None, Some(a)) => {
             let found = format!("{a:?} without producers.rate").to_lowercase();
@@ -115,7 +120,13 @@ fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
         }
         (None, None) => None,
         (Some(r), _) if !(r.is_finite() && r > 0.0) => return Err(cx.err("producers.rate", r, "a rate in jobs/s > 0")),
-        (Some(_), _) if p.count == 0 => {
+        (Some(r), _) if r > MAX_RATE => {
+            let expected = format!(
+                "a rate of at most {MAX_RATE} jobs/s (the schedule's gap would be under 0.1 µs; nothing sends that fast)"
+            );
+            return Err(cx.err("producers.rate", r, expected));
+        }
+        (Some(_), _) if tasks.count == 0 => {
             return Err(cx.err("producers.count", 0, "at least 1 producer when rate is set"))
         }
         (Some(r), a) => Some(OpenLoop { rate_per_sec: r, arrival: a.unwrap_or_default() }),
@@ -125,33 +136,51 @@ fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
         let expected = "a non-empty list of priorities when producers.priority > 0";
         return Err(cx.err_at("producers.priority", "producers.priorities", "[]", expected));
     }
-    if p.max_attempts == 0 {
-        return Err(cx.err("producers.max_attempts", 0, "at least 1"));
+    if p.priorities.len() > MAX_LIST {
+        let found = format!("{} entries", p.priorities.len());
+        return Err(cx.err("producers.priorities", found, format!("at most {MAX_LIST} priorities")));
     }
+    let max_attempts = cx.count("producers.max_attempts", p.max_attempts, 1, MAX_ATTEMPTS, "claims per job")?;
+    let payload = SizeSampler::new(&p.payload, MIN_PAYLOAD).map_err(|e| cx.problem("producers.payload", e))?;
+    let largest = payload.largest_drawn_bytes();
+    cx.in_flight(
+        "producers.payload",
+        "producers.count × producers.pipeline × largest payload",
+        format!("{} × {} × {}", tasks.count, tasks.pipeline, ByteSize(largest)),
+        tasks.lanes().saturating_mul(largest),
+        MAX_PAYLOAD_IN_FLIGHT,
+    )?;
     Ok(ProducerPlan {
-        count: p.count,
-        connections: p.connections,
-        pipeline: p.pipeline,
+        count: tasks.count,
+        connections: tasks.connections,
+        pipeline: tasks.pipeline,
         open_loop,
-        payload: SizeSampler::new(&p.payload, MIN_PAYLOAD).map_err(|e| cx.problem("producers.payload", e))?,
+        payload,
         delayed: cx.fraction("producers.delayed", p.delayed)?,
         delay: DurationSampler::new(&p.delay).map_err(|e| cx.problem("producers.delay", e))?,
         priority,
         priorities: p.priorities.clone(),
         duplicate: cx.fraction("producers.duplicate", p.duplicate)?,
-        max_attempts: p.max_attempts,
+        max_attempts,
     })
 }
 
-fn consumers(cx: &Ctx, raw: &Scenario) -> Result<ConsumerPlan, ScenarioError> {
+/// `[consumers]`; `largest_payload` (bytes) is the producers' largest drawn, what a claim returns.
+fn consumers(cx: &Ctx, raw: &Scenario, largest_payload: u64) -> Result<ConsumerPlan, ScenarioError> {
     let c = &raw.consumers;
-    cx.tasks("consumers", c.count, c.connections, c.pipeline)?;
-    if !(1..=1000).contains(&c.batch) {
-        return Err(cx.err("consumers.batch", c.batch, "a claim count in 1..=1000"));
-    }
+    let tasks = cx.tasks("consumers", c.count, c.connections, c.pipeline)?;
+    let batch = cx.count("consumers.batch", c.batch, 1, MAX_BATCH, "jobs per claim")?;
+    cx.in_flight(
+        "consumers.batch",
+        "consumers.count × consumers.pipeline × consumers.batch × largest payload",
+        format!("{} × {} × {batch} × {}", tasks.count, tasks.pipeline, ByteSize(largest_payload)),
+        tasks.lanes().saturating_mul(u64::from(batch)).saturating_mul(largest_payload),
+        MAX_PAYLOAD_IN_FLIGHT,
+    )?;
     let lease = c.lease.get();
-    if lease < Duration::from_millis(1) {
-        return Err(cx.err("consumers.lease", format!("{:?}", c.lease.as_str()), "a lease of at least 1ms"));
+    if lease < Duration::from_millis(1) || lease > MAX_DURATION {
+        let expected = format!("a lease of at least 1ms and at most {}", humantime::format_duration(MAX_DURATION));
+        return Err(cx.err("consumers.lease", format!("{:?}", c.lease.as_str()), expected));
     }
     let (fail, stall) = (cx.fraction("consumers.fail", c.fail)?, cx.fraction("consumers.stall", c.stall)?);
     if fail.get() + stall.get() > 1.0 {
@@ -160,12 +189,15 @@ fn consumers(cx: &Ctx, raw: &Scenario) -> Result<ConsumerPlan, ScenarioError> {
     }
     let backoff = match &c.backoff {
         None => Backoff::None,
-        Some(BackoffSpec::Fixed(d)) => Backoff::Fixed(d.get()),
+        Some(BackoffSpec::Fixed(d)) => Backoff::Fixed(cx.at_most("consumers.backoff.fixed", d, MAX_DURATION)?),
         Some(BackoffSpec::Exponential { base, max }) if base.get().is_zero() || base.get() > max.get() => {
             let found = format!("base {base:?}, max {max:?}", base = base.as_str(), max = max.as_str());
             return Err(cx.err("consumers.backoff.exponential", found, "0 < base <= max"));
         }
-        Some(BackoffSpec::Exponential { base, max }) => Backoff::Exponential { base: base.get(), max: max.get() },
+        Some(BackoffSpec::Exponential { base, max }) => Backoff::Exponential {
+            base: base.get(),
+            max: cx.at_most("consumers.backoff.exponential.max", max, MAX_DURATION)?,
+        },
     };
     let extend_every = match &c.extend {
         ExtendSpec::Enabled(false) => None,
@@ -176,33 +208,36 @@ fn consumers(cx: &Ctx, raw: &Scenario) -> Result<ConsumerPlan, ScenarioError> {
         }
         ExtendSpec::Every(d) => Some(d.get()),
     };
+    let zombie_delay = match &c.zombie_delay {
+        Some(d) => cx.at_most("consumers.zombie_delay", d, MAX_DURATION)?,
+        None => lease * 2,
+    };
     Ok(ConsumerPlan {
-        count: c.count,
-        connections: c.connections,
-        pipeline: c.pipeline,
-        batch: c.batch,
+        count: tasks.count,
+        connections: tasks.connections,
+        pipeline: tasks.pipeline,
+        batch,
         lease,
         work: DurationSampler::new(&c.work).map_err(|e| cx.problem("consumers.work", e))?,
         fail,
         backoff,
         stall,
         zombie: cx.fraction("consumers.zombie", c.zombie)?,
-        zombie_delay: c.zombie_delay.as_ref().map_or(lease * 2, |d| d.get()),
-        progress: c.progress,
+        zombie_delay,
+        progress: cx.count("consumers.progress", c.progress, 0, MAX_PROGRESS, "progress calls per job")?,
         extend_every,
-        poll: c.poll.get(),
+        poll: cx.at_most("consumers.poll", &c.poll, MAX_DURATION)?,
     })
 }
 
 fn maintenance(cx: &Ctx, raw: &Scenario) -> Result<MaintenancePlan, ScenarioError> {
     let m = &raw.maintenance;
     for (field, d) in [("maintenance.reap", &m.reap), ("maintenance.promote", &m.promote)] {
-        if d.get().is_zero() {
-            return Err(cx.err(field, format!("{:?}", d.as_str()), "an interval > 0"));
+        if d.get().is_zero() || d.get() > MAX_DURATION {
+            let expected = format!("an interval > 0 and at most {}", humantime::format_duration(MAX_DURATION));
+            return Err(cx.err(field, format!("{:?}", d.as_str()), expected));
         }
     }
-    if !(1..=100_000).contains(&m.limit) {
-        return Err(cx.err("maintenance.limit", m.limit, "1..=100000 ids per call"));
-    }
-    Ok(MaintenancePlan { reap: m.reap.get(), promote: m.promote.get(), limit: m.limit })
+    let limit = cx.count("maintenance.limit", m.limit, 1, MAX_LIMIT, "ids per call")?;
+    Ok(MaintenancePlan { reap: m.reap.get(), promote: m.promote.get(), limit })
 }

@@ -34,6 +34,16 @@ pub fn take_reconnects() -> u64 {
     RECONNECTS.with(std::cell::Cell::take)
 }
 
+/// The bytes a RESP2 or RESP3 reply may start with (RESP2 `+ - : $ *`, RESP3 `_ , # ! = ( % ~
+/// > |`): a first answer that starts otherwise is not from a Redis/Valkey server.
+const RESP_FIRST: &[u8] = b"+-:$*_,#!=(%~>|";
+
+/// Appended to a non-RESP answer that a TLS port may have given to a plain connection.
+const TLS_HINT: &str = " (if the port speaks TLS, use rediss:// or --tls)";
+
+/// Bytes of a non-RESP answer quoted in the error.
+pub(crate) const QUOTED: usize = 64;
+
 /// Opens connections to one [`Target`]. Cheap to clone (shared config); `Send + Sync`, so
 /// every load thread holds a clone.
 #[derive(Clone)]
@@ -90,6 +100,34 @@ impl Connector {
     /// Errors: as [`Connector::new`].
     pub fn at(&self, host: &str, port: u16) -> Result<Connector, TargetError> {
         Connector::new(self.target.at(host, port))
+    }
+
+    /// The error for a new connection whose first answer, `first` (its first bytes, at least
+    /// one), does not start like a RESP reply: the endpoint is not a Redis/Valkey server (e.g.
+    /// an HTTP port). `None` when it does start like one: then the parser's own error says more.
+    /// Both transports call it on a failed handshake, so both say the same.
+    pub fn not_resp(&self, first: &[u8]) -> Option<CallError> {
+        let &byte = first.first()?;
+        if RESP_FIRST.contains(&byte) {
+            return None;
+        }
+        let more = if first.len() > QUOTED { "..." } else { "" };
+        let quoted = first[..first.len().min(QUOTED)].escape_ascii();
+        // 0x15, 0x16: a TLS alert or handshake record, a TLS port answering plain TCP.
+        let hint = if self.target.tls.is_none() && matches!(byte, 0x15 | 0x16) { TLS_HINT } else { "" };
+        Some(self.not_redis(format!("it replied \"{quoted}\"{more}{hint}")))
+    }
+
+    /// The error for a new connection closed (or reset) by the endpoint before it sent a byte
+    /// of a reply to the handshake: what a non-Redis service, or a TLS port spoken to in plain
+    /// TCP, does.
+    pub fn closed_without_reply(&self) -> CallError {
+        let hint = if self.target.tls.is_none() { TLS_HINT } else { "" };
+        self.not_redis(format!("it closed the connection without a reply{hint}"))
+    }
+
+    fn not_redis(&self, answer: String) -> CallError {
+        CallError::NotRedis { addr: format!("{}:{}", self.target.host, self.target.port), answer }
     }
 
     /// Connects within `timeout` (TCP, then the TLS handshake).

@@ -4,13 +4,16 @@
 //! `ConnectionManager` does (which cannot take a stream of ours). It is also the load's
 //! reference transport, `--transport redis-rs`.
 
-use super::connector::Connector;
+use super::connector::{Connector, Stream, QUOTED};
 use super::tls::TlsInfo;
 use crate::protocol::{CallError, ConnectOptions};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisFuture, Value};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Reconnect backoff: 10 ms doubling to 1 s.
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -126,9 +129,11 @@ async fn open(
         info = info.set_password(password.expose());
     }
     let config = AsyncConnectionConfig::new().set_response_timeout(Some(opts.response_timeout));
+    let (stream, first) = FirstBytes::new(stream);
     let setup = MultiplexedConnection::new_with_config(&info, stream, config);
     let (conn, driver) = match tokio::time::timeout(opts.response_timeout, setup).await {
-        Ok(opened) => opened.map_err(|e| CallError::from_redis(&e))?,
+        Ok(Ok(opened)) => opened,
+        Ok(Err(e)) => return Err(setup_error(connector, &first.lock().expect("first bytes"), &e)),
         Err(_) => return Err(CallError::Connection(format!("{}:{}: AUTH/SELECT timed out", t.host, t.port))),
     };
     tokio::spawn(driver);
@@ -142,6 +147,67 @@ async fn open(
             .map_err(|e| CallError::from_redis(&e))?;
     }
     Ok((conn, tls))
+}
+
+/// Why redis-rs' setup (CLIENT SETINFO, AUTH, SELECT: it always reads a reply) failed, given
+/// the first bytes the endpoint sent: not a Redis/Valkey server when they are not RESP, or
+/// when it closed the connection before sending any; else redis-rs' error, classified.
+fn setup_error(connector: &Connector, first: &[u8], err: &RedisError) -> CallError {
+    if let Some(not_redis) = connector.not_resp(first) {
+        return not_redis;
+    }
+    let closed = err.is_io_error() || err.is_connection_dropped();
+    if first.is_empty() && closed && !err.is_timeout() {
+        return connector.closed_without_reply();
+    }
+    CallError::from_redis(err)
+}
+
+/// The connector's stream, keeping a copy of the first [`QUOTED`] + 1 bytes read from it, so a
+/// failed setup can say what the endpoint answered (an HTTP server's `HTTP/1.1 400 ...`)
+/// instead of redis-rs' parser error. redis-rs owns the stream; the copy is shared.
+struct FirstBytes {
+    stream: Stream,
+    first: Arc<Mutex<Vec<u8>>>,
+    /// The copy is complete: later reads take no lock.
+    full: bool,
+}
+
+impl FirstBytes {
+    fn new(stream: Stream) -> (FirstBytes, Arc<Mutex<Vec<u8>>>) {
+        let first = Arc::new(Mutex::new(Vec::new()));
+        (FirstBytes { stream, first: first.clone(), full: false }, first)
+    }
+}
+
+impl AsyncRead for FirstBytes {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if !this.full && buf.filled().len() > before {
+            let mut first = this.first.lock().expect("first bytes");
+            let room = (QUOTED + 1).saturating_sub(first.len());
+            let new = &buf.filled()[before..];
+            first.extend_from_slice(&new[..new.len().min(room)]);
+            this.full = first.len() > QUOTED;
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for FirstBytes {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
 }
 
 impl ConnectionLike for Control {

@@ -23,6 +23,25 @@ pub fn connector(url: &str) -> emq_bench::target::Connector {
     emq_bench::target::Connector::new(target).unwrap()
 }
 
+/// A loopback port that does not speak RESP: each connection gets `reply` (after the client's
+/// first bytes are read) and is closed; an empty `reply` closes it at once. Serves until the
+/// test process ends. Returns the port.
+pub fn not_redis(reply: &'static [u8]) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            if !reply.is_empty() {
+                let _ = conn.read(&mut [0u8; 4096]);
+                let _ = conn.write_all(reply);
+            }
+        }
+    });
+    port
+}
+
 /// Starts a fresh server (dropped, and so stopped, at the end of the test).
 pub fn server() -> EmbeddedServer {
     EmbeddedServer::start(&ServerOptions::default()).expect("start valkey-server (run scripts/setup)")

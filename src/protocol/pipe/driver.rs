@@ -69,8 +69,9 @@ async fn reconnect(shared: &Shared, target: &Target) -> Stream {
 /// Opens a connection through the target's connector (TCP with TCP_NODELAY, then TLS when
 /// asked), then AUTH, SELECT and SCRIPT LOAD of every script, pipelined, each reply checked.
 ///
-/// Errors: connect/handshake failure or timeout as [`CallError::Connection`], or the
-/// handshake's error reply.
+/// Errors: connect/handshake failure or timeout as [`CallError::Connection`]; an endpoint
+/// whose first answer is not RESP, or that closes the connection before answering, as
+/// [`CallError::NotRedis`]; or the handshake's error reply.
 pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
     let t = target.connector.target();
     let lost =
@@ -97,18 +98,35 @@ pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
     for (request, _) in &steps {
         request.write_packed(&mut out);
     }
+    let connector = &target.connector;
     let handshake = async {
-        stream.write_all(&out).await.map_err(|e| lost("handshake write", &e))?;
+        // Nothing read yet: a write refused, a reset or an end of stream means the endpoint
+        // closed the connection without answering (not a Redis/Valkey server).
+        stream.write_all(&out).await.map_err(|_| connector.closed_without_reply())?;
         let mut buf = Vec::with_capacity(4096);
         let mut replies = Vec::with_capacity(steps.len());
         while replies.len() < steps.len() {
-            if stream.read_buf(&mut buf).await.map_err(|e| lost("handshake read", &e))? == 0 {
-                return Err(lost("handshake", &"the server closed the connection"));
+            let nothing_yet = replies.is_empty() && buf.is_empty();
+            match stream.read_buf(&mut buf).await {
+                Ok(0) | Err(_) if nothing_yet => return Err(connector.closed_without_reply()),
+                Ok(0) => return Err(lost("handshake", &"the server closed the connection")),
+                Err(e) => return Err(lost("handshake read", &e)),
+                Ok(_) => {}
             }
             let mut start = 0;
-            while let Some((value, used)) = reply::decode(&buf[start..]).map_err(|e| lost("handshake", &e))? {
-                replies.push(value);
-                start += used;
+            loop {
+                match reply::decode(&buf[start..]) {
+                    Ok(Some((value, used))) => {
+                        replies.push(value);
+                        start += used;
+                    }
+                    Ok(None) => break,
+                    // The first answer is not RESP at all: say what it was, not where it broke.
+                    Err(e) if replies.is_empty() => {
+                        return Err(connector.not_resp(&buf).unwrap_or(lost("handshake", &e)))
+                    }
+                    Err(e) => return Err(lost("handshake", &e)),
+                }
             }
             buf.drain(..start);
         }
