@@ -233,3 +233,19 @@ fn a_folder_that_cannot_be_completed_keeps_the_summary_and_the_keys() {
     let rows: u64 = redis::cmd("ZCARD").arg("emq:{bench}:completed").query(&mut conn).unwrap();
     assert_eq!(rows, 20_000, "the run's keys are still there for `emq-bench check`");
 }
+
+/// The shipped nemesis scenario, as a user runs it: every fault kind fires at least once, none
+/// fails to apply, and with its fsync-always AOF the checker finds nothing (exit 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_nemesis_scenario_fires_every_kind_and_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/nemesis.toml");
+    let result = run(support::run_args(&path, &tmp.path().join("out")), std::future::pending()).await.unwrap();
+    let kinds = injected(&result);
+    for kind in ["kill-connections", "pause", "script-flush", "maxmemory", "freeze", "restart", "failover"] {
+        assert!(kinds.iter().any(|(k, _)| k == kind), "{kind} never fired: {kinds:?}");
+    }
+    assert!(kinds.iter().all(|(_, detail)| !detail.starts_with("failed")), "{kinds:?}");
+    assert_eq!(violations(&result), 0, "{}", result.table);
+    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+}
