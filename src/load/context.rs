@@ -10,7 +10,7 @@ use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Where the run is. Producers send only in `Load`; consumers and maintenance work until `Stop`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -70,6 +70,9 @@ pub struct ThreadCtx {
     pub in_flight: std::cell::Cell<usize>,
     /// Wall-clock time from instants the lanes already hold (job ids carry a Unix ms stamp).
     pub wall: WallClock,
+    /// The thread's precise timer for open-loop sends (`None` in closed loop, or where no
+    /// timerfd could be made: then tokio's 1 ms timer paces).
+    pub pacer: Option<super::pacer::Pacer>,
 }
 
 /// Converts an [`Instant`] to Unix milliseconds from one anchor read at the start, so minting
@@ -92,10 +95,15 @@ impl WallClock {
     }
 }
 
-/// Open-loop sends more than this late are counted as late (the pacing tick is 1 ms).
-const LATE: Duration = Duration::from_millis(1);
-
 impl ThreadCtx {
+    /// Waits until `at`: on the thread's pacer (µs precision) when it has one.
+    pub async fn wait_until(&self, at: Instant) {
+        match &self.pacer {
+            Some(pacer) => pacer.until(at).await,
+            None => tokio::time::sleep_until(at.into()).await,
+        }
+    }
+
     /// Records one call of `script` sent and answered as `span` says: latency from `intended`
     /// (open loop) or, in closed loop, the service time itself; errors by code.
     pub fn record<T>(&self, script: Script, intended: Option<Instant>, span: Span, result: &Result<T, CallError>) {
@@ -106,8 +114,11 @@ impl ThreadCtx {
             Ok(_) => rec.record_ok(script, latency, span.service_us),
             Err(err) => rec.record_error(script, err.code(), latency),
         }
-        if intended.is_some_and(|at| span.sent > at + LATE) {
-            rec.record_late(script);
+        if let Some(at) = intended {
+            rec.record_lag(script, elapsed_us(at, span.sent));
+            if span.sent > at + self.plan.producers.late_after {
+                rec.record_late(script);
+            }
         }
     }
 

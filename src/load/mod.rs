@@ -5,6 +5,7 @@ pub mod backend;
 pub mod consumer;
 pub mod context;
 pub mod maintenance;
+pub mod pacer;
 pub mod pacing;
 pub mod payload;
 pub mod producer;

@@ -90,7 +90,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
         if let Some(at) = intended {
             // Sleep in slices, so a long gap at a low rate does not hold up the drain.
             while Instant::now() < at && ctx.phase() == Phase::Load {
-                tokio::time::sleep_until(at.min(Instant::now() + PHASE_POLL).into()).await;
+                ctx.wait_until(at.min(Instant::now() + PHASE_POLL)).await;
             }
             if ctx.phase() != Phase::Load {
                 break;

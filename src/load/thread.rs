@@ -123,6 +123,11 @@ async fn thread_main<W: Wire>(
     let plan = spec.plan.clone();
     let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
+    // Open-loop sends wake on a timerfd, not tokio's 1 ms wheel (see `pacer`).
+    let pacer = plan.producers.open_loop.and_then(|_| super::pacer::Pacer::new().ok());
+    if let Some(pacer) = &pacer {
+        tokio::task::spawn_local(pacer.clone().drive());
+    }
     let ctx = Rc::new(ThreadCtx {
         plan: plan.clone(),
         shared: spec.shared.clone(),
@@ -131,6 +136,7 @@ async fn thread_main<W: Wire>(
         history: RefCell::new(HistoryBuf::new(start)),
         in_flight: std::cell::Cell::new(0),
         wall: WallClock::now(),
+        pacer,
     });
     drop(sink);
     // Open-loop schedules start when the lanes do, not at the coordinator's start: the hand-off

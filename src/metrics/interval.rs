@@ -25,6 +25,9 @@ pub struct ScriptInterval {
     /// Failed calls, µs from the intended send time (kept apart: a fast refusal must not make the
     /// script look faster, and a timeout must not hide in the ok percentiles).
     pub(crate) error_latency: Option<Histogram<u64>>,
+    /// Open-loop sends, µs from the intended to the actual send time (how well the harness held
+    /// its schedule; every call, ok or not).
+    pub(crate) send_lag: Option<Histogram<u64>>,
 }
 
 impl ScriptInterval {
@@ -43,6 +46,11 @@ impl ScriptInterval {
         self.error_latency.as_ref()
     }
 
+    /// Open-loop send lag, µs.
+    pub fn send_lag(&self) -> Option<&Histogram<u64>> {
+        self.send_lag.as_ref()
+    }
+
     /// Total failed calls (all codes).
     pub fn error_total(&self) -> u64 {
         self.errors.iter().sum()
@@ -57,7 +65,9 @@ impl ScriptInterval {
         self.ok = 0;
         self.errors = [0; ErrorCode::COUNT];
         self.late = 0;
-        for h in [&mut self.latency, &mut self.service, &mut self.error_latency].into_iter().flatten() {
+        for h in
+            [&mut self.latency, &mut self.service, &mut self.error_latency, &mut self.send_lag].into_iter().flatten()
+        {
             h.reset();
         }
     }
@@ -119,6 +129,13 @@ impl IntervalData {
         record_us(slot(&mut s.error_latency, &mut self.allocations), latency_us);
     }
 
+    /// Record one open-loop send's lag behind its intended time, µs.
+    #[inline]
+    pub(crate) fn record_lag(&mut self, script: Script, lag_us: u64) {
+        let s = &mut self.scripts[script.index()];
+        record_us(slot(&mut s.send_lag, &mut self.allocations), lag_us);
+    }
+
     /// True when nothing at all was recorded (the recorder then skips sending it).
     pub fn is_empty(&self) -> bool {
         self.jobs.iter().all(|&n| n == 0) && self.scripts.iter().all(ScriptInterval::is_empty)
@@ -137,6 +154,7 @@ impl IntervalData {
             merge_slot(&mut dst.latency, &src.latency, &mut self.allocations);
             merge_slot(&mut dst.service, &src.service, &mut self.allocations);
             merge_slot(&mut dst.error_latency, &src.error_latency, &mut self.allocations);
+            merge_slot(&mut dst.send_lag, &src.send_lag, &mut self.allocations);
         }
         for (d, s) in self.jobs.iter_mut().zip(&other.jobs) {
             *d += s;

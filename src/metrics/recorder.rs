@@ -82,7 +82,13 @@ impl Recorder {
         self.current.record_error(script, code, latency_us);
     }
 
-    /// Count one late open-loop send of `script` (the caller applies the > 1 ms rule). Also bumps
+    /// Record one open-loop send's lag behind its intended time, µs.
+    #[inline]
+    pub fn record_lag(&mut self, script: Script, lag_us: u64) {
+        self.current.record_lag(script, lag_us);
+    }
+
+    /// Count one late open-loop send of `script` (the caller applies the scenario's `late_after` rule). Also bumps
     /// [`JobCounter::LateSends`], so the jobs line carries the total.
     #[inline]
     pub fn record_late(&mut self, script: Script) {

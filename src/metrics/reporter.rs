@@ -218,6 +218,7 @@ impl Reporter {
                     (&mut t.latency, s.latency()),
                     (&mut t.service, s.service()),
                     (&mut t.error_latency, s.error_latency()),
+                    (&mut t.send_lag, s.send_lag()),
                 ];
                 for (dst, src) in pairs {
                     if let Some(src) = src {

@@ -24,6 +24,8 @@ pub struct ScriptTotals {
     pub service: Histogram<u64>,
     /// Failed calls, µs from the intended send.
     pub error_latency: Histogram<u64>,
+    /// Open-loop sends, µs from the intended to the actual send (every call).
+    pub send_lag: Histogram<u64>,
 }
 
 impl ScriptTotals {
@@ -36,6 +38,7 @@ impl ScriptTotals {
             latency: new_histogram(),
             service: new_histogram(),
             error_latency: new_histogram(),
+            send_lag: new_histogram(),
         }
     }
 
@@ -141,6 +144,7 @@ impl RunMetrics {
             let _ = mine.latency.add(&theirs.latency);
             let _ = mine.service.add(&theirs.service);
             let _ = mine.error_latency.add(&theirs.error_latency);
+            let _ = mine.send_lag.add(&theirs.send_lag);
         }
         for (a, b) in self.jobs.iter_mut().zip(other.jobs) {
             *a += b;

@@ -98,6 +98,8 @@ mod tests {
             ops_per_sec: 0.0,
             latency_us: Default::default(),
             service_us: Default::default(),
+            error_latency_us: Default::default(),
+            send_lag_us: Default::default(),
             late: 0,
         }
     }

@@ -69,7 +69,15 @@ pub struct ScriptSummary {
     pub latency_us: Percentiles,
     /// Ok-call service time from the actual send, µs.
     pub service_us: Percentiles,
-    /// Open-loop sends later than intended.
+    /// Failed calls (timeouts included), µs from the intended send: kept apart so a fast
+    /// refusal cannot make a script look faster and a timeout cannot hide.
+    #[serde(default)]
+    pub error_latency_us: Percentiles,
+    /// Open-loop sends, µs from the intended to the actual send: how well the harness held its
+    /// schedule (all zero in closed loop).
+    #[serde(default)]
+    pub send_lag_us: Percentiles,
+    /// Open-loop sends later than the scenario's `late_after` behind their intended time.
     pub late: u64,
 }
 
@@ -100,6 +108,8 @@ pub fn summarize(run: &RunMetrics) -> Vec<ScriptSummary> {
             ops_per_sec: if secs > 0.0 { t.ok as f64 / secs } else { 0.0 },
             latency_us: Percentiles::of(&t.latency),
             service_us: Percentiles::of(&t.service),
+            error_latency_us: Percentiles::of(&t.error_latency),
+            send_lag_us: Percentiles::of(&t.send_lag),
             late: t.late,
         })
         .collect()

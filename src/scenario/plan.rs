@@ -169,6 +169,10 @@ pub struct ProducerPlan {
     pub pipeline: u32,
     /// `Some` = open loop at this rate; `None` = closed loop.
     pub open_loop: Option<OpenLoop>,
+    /// A send leaving later than this after its intended time is counted late.
+    pub late_after: Duration,
+    /// An open-loop rate the run could not hold does not fail the run.
+    pub allow_shortfall: bool,
     /// Payload sizes in bytes (each >= [`MIN_PAYLOAD`](super::MIN_PAYLOAD)).
     pub payload: SizeSampler,
     /// Share of jobs sent with `enqueue_delayed`.

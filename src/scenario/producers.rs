@@ -17,6 +17,8 @@ use super::units::{Count, HumanDuration, HumanSize};
 ///                        # count x pipeline <= 250000, x the largest payload <= 1 GiB
 /// rate = 2000.0          # jobs/s over all tasks => open loop, at most 1e7; absent => closed loop
 /// arrival = "poisson"    # "poisson" | "uniform"; only with `rate`
+/// late_after = "1ms"     # a send this much after its intended time counts as late; 10µs..=1h
+/// allow_shortfall = false # true: a rate the run could not hold (achieved < 95%) does not fail it
 /// payload = { uniform = ["64B", "4KiB"] }  # size distribution, every size in 20 bytes..=64 MiB
 /// delayed = 0.1          # fraction sent with `enqueue_delayed`
 /// delay = "50ms"         # duration distribution of those delays
@@ -40,6 +42,11 @@ pub struct Producers {
     /// Inter-arrival law for the open loop; default poisson. Refused without `rate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arrival: Option<Arrival>,
+    /// How far behind its intended time a send may leave before it counts as late; default
+    /// 1 ms (precise pacing leaves within tens of µs, so only overload crosses it).
+    pub late_after: HumanDuration,
+    /// When true, an open-loop rate the run could not hold does not fail the run.
+    pub allow_shortfall: bool,
     /// Payload size distribution (bytes); default a fixed 256 bytes.
     pub payload: Dist<HumanSize>,
     /// Fraction of jobs enqueued delayed, in [0, 1].
@@ -64,6 +71,8 @@ impl Default for Producers {
             pipeline: Count::from(1),
             rate: None,
             arrival: None,
+            late_after: HumanDuration::from_duration(Duration::from_millis(1)),
+            allow_shortfall: false,
             payload: Dist::Fixed(HumanSize::from_bytes(256)),
             delayed: 0.0,
             delay: Dist::Fixed(HumanDuration::from_duration(Duration::from_millis(100))),

@@ -150,11 +150,18 @@ fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
         tasks.lanes().saturating_mul(largest),
         MAX_PAYLOAD_IN_FLIGHT,
     )?;
+    let late_after = p.late_after.get();
+    if !(Duration::from_micros(10)..=Duration::from_secs(3600)).contains(&late_after) {
+        let expected = "10µs..=1h: how far behind its intended time a send may leave";
+        return Err(cx.err("producers.late_after", p.late_after.as_str(), expected));
+    }
     Ok(ProducerPlan {
         count: tasks.count,
         connections: tasks.connections,
         pipeline: tasks.pipeline,
         open_loop,
+        late_after,
+        allow_shortfall: p.allow_shortfall,
         payload,
         delayed: cx.fraction("producers.delayed", p.delayed)?,
         delay: DurationSampler::new(&p.delay).map_err(|e| cx.problem("producers.delay", e))?,
