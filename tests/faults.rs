@@ -26,6 +26,21 @@ fn scenario(dir: &Path, secs: u32, extra: &str) -> PathBuf {
     path
 }
 
+/// Waits (at most 20 s) until the server at `url` serves a run's scripts: a client whose last
+/// command was EVALSHA, so a test acts on a run that is under way, whatever its start-up took.
+fn wait_for_load(url: &str) {
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+        if list.contains("cmd=evalsha") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no load reached {url} within 20 s");
+}
+
 fn injected(result: &emq_bench::cmd::run::RunResult) -> Vec<(String, String)> {
     result.summary.faults.injected.iter().map(|f| (f.kind.clone(), f.detail.clone())).collect()
 }
@@ -59,6 +74,12 @@ async fn every_fault_kind_but_restart_leaves_no_violation_and_passes() {
     assert!(!result.summary.interrupted, "{:?}", result.summary.interrupt_reason);
     assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
     assert!(result.summary.faults.reconnects > 0, "the killed connections were re-opened");
+    // Each fault did what it says: maxmemory refused writes, the flushed scripts were loaded
+    // again before any call failed on NOSCRIPT.
+    let count =
+        |code: &str| result.summary.scripts.iter().map(|s| s.errors.get(code).copied().unwrap_or(0)).sum::<u64>();
+    assert!(count("OOM") > 0, "maxmemory took effect: {:?}", result.summary.scripts);
+    assert_eq!(count("NOSCRIPT"), 0, "scripts are loaded again after a flush");
     // The windows are in intervals.csv and under the table.
     let csv = std::fs::read_to_string(tmp.path().join("out/intervals.csv")).unwrap();
     for kind in ["kill-connections", "pause", "maxmemory", "freeze", "failover"] {
@@ -107,7 +128,8 @@ async fn connections_killed_from_outside_are_faults_seen_not_an_interruption() {
     a.url = Some(server.url());
     let url = server.url();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
+        wait_for_load(&url);
+        std::thread::sleep(Duration::from_millis(500));
         let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
         let killed: u64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("normal").query(&mut conn).unwrap();
         killed
@@ -120,7 +142,7 @@ async fn connections_killed_from_outside_are_faults_seen_not_an_interruption() {
     let faults = &result.summary.faults;
     assert!(faults.reconnects > 0, "{faults:?}");
     let reconnect = faults.seen.iter().find(|s| s.kind == "reconnects").expect("a reconnects span");
-    assert!((1.0..3.0).contains(&reconnect.from_s), "{reconnect:?}");
+    assert!(reconnect.count > 0 && reconnect.to_s > reconnect.from_s, "{reconnect:?}");
     assert!(result.table.contains("faults seen: "), "{}", result.table);
 }
 
@@ -156,7 +178,8 @@ fn a_second_stop_signal_aborts_at_once_and_keeps_the_keys() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for_load(&server.url());
+    std::thread::sleep(Duration::from_millis(500));
     let pid = child.id() as libc::pid_t;
     server.freeze(true);
     // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
@@ -165,7 +188,20 @@ fn a_second_stop_signal_aborts_at_once_and_keeps_the_keys() {
     let second = Instant::now();
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGTERM) };
-    let finished = child.wait_with_output().unwrap();
+    // Waited for on a thread: a broken abort fails the test after 60 s instead of hanging it.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(child.wait_with_output().unwrap());
+    });
+    let finished = match done_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(finished) => finished,
+        Err(_) => {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            server.freeze(false);
+            panic!("the run did not end within 60 s of a second SIGTERM");
+        }
+    };
     let took = second.elapsed();
     server.freeze(false);
     let err = String::from_utf8_lossy(&finished.stderr);

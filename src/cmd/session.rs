@@ -101,6 +101,31 @@ impl Session {
             Some(url) => Some(Connector::new(Target::resolve(url, &flags, |name| std::env::var(name).ok())?)?),
             None => None,
         };
+        // A pause or freeze as long as --give-up would end the run as unreachable: no soak.
+        if let Some(fault) = plan
+            .faults
+            .iter()
+            .find(|f| matches!(f.kind, FaultKind::Pause | FaultKind::Freeze) && f.duration >= args.give_up)
+        {
+            return Err(AppError::Usage(format!(
+                "{}: a {} of {} would outlast --give-up ({}): the run would end as unreachable; \
+                 shorten it or raise --give-up",
+                args.scenario.display(),
+                fault.kind.name(),
+                humantime::format_duration(fault.duration),
+                humantime::format_duration(args.give_up)
+            )));
+        }
+        if let scenario::Stop::Duration(load) = plan.stop {
+            for fault in plan.faults.iter().filter(|f| f.count_before(load) == 0) {
+                eprintln!(
+                    "emq-bench: warning: the {} fault at {} never fires: the load phase is {} long",
+                    fault.kind.name(),
+                    humantime::format_duration(fault.first),
+                    humantime::format_duration(load)
+                );
+            }
+        }
         // The scenario was checked without the flags: --url rules out the faults that act on
         // the embedded server's process.
         if let Some(fault) = plan.faults.iter().find(|f| f.kind.needs_embedded() && url_given.is_some()) {
@@ -125,7 +150,7 @@ impl Session {
         // Only a kill-connections fault needs the load's connections named (CLIENT SETNAME,
         // which a least-privilege user may not be allowed).
         let client_name =
-            plan.faults.iter().any(|f| f.kind == FaultKind::KillConnections).then_some(faults::LOAD_CLIENT_NAME);
+            plan.faults.iter().any(|f| f.kind == FaultKind::KillConnections).then(faults::load_client_name);
         let connect = ConnectOptions {
             response_timeout: args.timeout,
             transport: args.transport,
@@ -184,6 +209,9 @@ impl Session {
             if !stop.is_aborted() {
                 lock.release().await;
             }
+        }
+        if let Some(nemesis) = self.nemesis.take() {
+            nemesis.join().await;
         }
     }
 
@@ -276,6 +304,8 @@ impl Session {
             Some("the server could not be read at the end".to_string())
         } else if !lost.is_empty() {
             Some("the run lock was lost".to_string())
+        } else if check_error.is_some() {
+            Some("the invariant check could not run".to_string())
         } else {
             None
         };
@@ -302,13 +332,25 @@ impl Session {
             // Best effort: the small file may still fit where the large ones did not.
             let _ = write_json(&dir.join(SUMMARY_FILE), &summary);
         }
+        let mut delete_error = None;
         if kept.is_none() {
             for keys in &queues {
-                target::delete_queue(&mut self.plane.conn_for(keys), keys).await.map_err(AppError::Prepare)?;
+                if let Err(err) = target::delete_queue(&mut self.plane.conn_for(keys), keys).await {
+                    delete_error = Some(format!("queue {}: {err}", keys.queue));
+                    break;
+                }
             }
+        }
+        if let Some(err) = &delete_error {
+            // The folder said "deleted": it says what happened instead.
+            summary.keys = format!("kept: the deletion failed: {err}");
+            let _ = write_json(&dir.join(SUMMARY_FILE), &summary);
         }
 
         let mut failures = failures(&plan, &summary, &driven, args.timeout);
+        if let Some(err) = delete_error {
+            failures.push(format!("the run's keys could not be deleted ({err}); some are left on the server"));
+        }
         failures.extend(lost.into_iter().map(|line| format!("run lock lost: {line} (its keys were kept)")));
         if let Some(reason) = check_error {
             failures.push(format!("the invariant check could not run: {reason}"));
@@ -316,13 +358,19 @@ impl Session {
         for error in &write_errors {
             failures.push(format!("results folder incomplete: {error}"));
         }
-        if !write_errors.is_empty() || aborted {
+        if kept.is_some() && !keep {
             let queue_flags: Vec<String> = plan.queues.iter().map(|q| format!("--queue {q}")).collect();
-            failures.push(format!(
-                "the run's keys were kept for a later look: emq-bench check --url {} {}",
-                summary.target.url,
-                queue_flags.join(" ")
-            ));
+            failures.push(match self.embedded {
+                // The embedded server and its data go when the harness exits.
+                Some(_) => "the run's keys were kept, but on the embedded server, which stops with this run: \
+                            run against a server of your own (--url) to look at them later"
+                    .to_string(),
+                None => format!(
+                    "the run's keys were kept for a later look: emq-bench check --url {} {}",
+                    summary.target.url,
+                    queue_flags.join(" ")
+                ),
+            });
         }
         let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
         table.push_str(&format_table(&summary.scripts, &jobs));
@@ -533,6 +581,7 @@ fn summarize(
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
     let enqueued = all_jobs(metrics)[JobCounter::Enqueued.index()];
+    let same_process = !driven.faults.injected.iter().any(|f| f.kind == "restart" || f.kind == "failover");
     let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
     let (user_s, sys_s) = process_cpu();
     let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
@@ -557,11 +606,16 @@ fn summarize(
         warmup_secs: metrics.warmup_intervals,
         target,
         server_version: before.as_ref().map(|b| b.server_version.clone()),
-        server_cpu_s: before.as_ref().zip(after.as_ref()).map(|(b, a)| a.used_cpu_s - b.used_cpu_s),
+        // Differences between two processes (a restart, a failover) mean nothing.
+        server_cpu_s: before
+            .as_ref()
+            .zip(after.as_ref())
+            .filter(|_| same_process)
+            .map(|(b, a)| a.used_cpu_s - b.used_cpu_s),
         memory_bytes_per_job: before
             .as_ref()
             .zip(after.as_ref())
-            .filter(|_| enqueued > 0)
+            .filter(|_| enqueued > 0 && same_process)
             .map(|(b, a)| (a.used_memory as f64 - b.used_memory as f64) / enqueued as f64),
         server_before: before,
         server_after: after,
@@ -615,12 +669,14 @@ fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven, timeout: std::ti
             _ => false,
         })
     };
-    // Failures a fault explains are judged by the checker, not the 1% rule: the grace after a
-    // fault covers the calls that waited out the reply timeout and the reconnect backoff.
-    let grace = timeout + std::time::Duration::from_secs(2);
+    // Failures an injected fault explains are judged by the checker, not the 1% rule: the grace
+    // after a fault covers the calls that waited out the reply timeout (at most 10 s of it) and
+    // the reconnect backoff (1 s).
+    let grace = timeout.min(std::time::Duration::from_secs(10)) + std::time::Duration::from_secs(1);
     let explained = driven.faults.explained_errors(&driven.metrics, grace);
-    let explained_of = |name: &str| Script::ALL.iter().find(|s| s.name() == name).map_or(0, |s| explained[s.index()]);
+    let explained_of = |name: &str| Script::from_name(name).map_or(0, |s| explained[s.index()]);
     out.extend(gates::failures(&summary.scripts, &summary.jobs, intent, rate_gated, explained_of));
+    out.extend(fault_failures(plan, &driven.faults, driven.interrupted.is_some()));
     let dup = jobs[JobCounter::DuplicateAccepted.index()];
     if dup > 0 {
         out.push(format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"));
@@ -629,6 +685,38 @@ fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven, timeout: std::ti
     if !summary.drained && !summary.interrupted && plan.consumers.count > 0 {
         let left = driven.depths.map(|d| d.unfinished()).unwrap_or(0);
         out.push(format!("drain incomplete: {left} jobs unfinished after the drain limit"));
+    }
+    out
+}
+
+/// A soak under faults that did not get its faults is no pass: one line per fault that could
+/// not be applied or undone (a maxmemory left lowered), and per kind that fired fewer times
+/// than the schedule asked for within the load phase (a time-bounded run not interrupted).
+fn fault_failures(plan: &Plan, faults: &crate::faults::FaultsSeen, interrupted: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for span in faults.injected.iter().filter(|s| s.kind == "nemesis" || s.detail.starts_with("failed")) {
+        out.push(format!("fault {} at {:.1} s did not take effect: {}", span.kind, span.from_s, span.detail));
+    }
+    let scenario::Stop::Duration(load) = plan.stop else { return out };
+    if interrupted {
+        return out;
+    }
+    let mut kinds: Vec<FaultKind> = Vec::new();
+    for fault in &plan.faults {
+        if !kinds.contains(&fault.kind) {
+            kinds.push(fault.kind);
+        }
+    }
+    for kind in kinds {
+        let due: usize = plan.faults.iter().filter(|f| f.kind == kind).map(|f| f.count_before(load)).sum();
+        let fired = faults.injected.iter().filter(|s| s.kind == kind.name()).count();
+        if fired < due.min(faults::nemesis::MAX_FIRED) {
+            out.push(format!(
+                "faults not injected: {fired} of {due} scheduled {} faults fired within the load phase \
+                 (an earlier fault held the schedule up)",
+                kind.name()
+            ));
+        }
     }
     out
 }

@@ -1,6 +1,6 @@
 //! What each fault kind does to the target, and how it is undone.
 
-use super::nemesis::{hold, LOAD_CLIENT_NAME};
+use super::nemesis::{hold, load_client_name};
 use super::record::FaultSpan;
 use crate::scenario::{FaultKind, FaultPlan, PauseMode};
 use crate::server::EmbeddedServer;
@@ -15,8 +15,11 @@ use tokio::sync::watch;
 /// harness started it, the server process (the current primary) and its replica (for
 /// `failover`, which swaps the two).
 pub(crate) struct Target<'a> {
+    /// The nemesis's own connection per node (re-opened after a failover).
     pub plane: RefCell<Option<Plane>>,
+    /// The embedded server's current primary process, when the harness started it.
     pub server: Option<&'a Mutex<EmbeddedServer>>,
+    /// The embedded replica started for `failover` (after one, the old primary's process).
     pub replica: RefCell<Option<EmbeddedServer>>,
 }
 
@@ -75,8 +78,8 @@ where
     Ok((count, format!("{what} on {} node(s)", nodes.len())))
 }
 
-/// CLIENT KILL ID of every connection named [`LOAD_CLIENT_NAME`] on every node: the
-/// harness's own load connections, nobody else's.
+/// CLIENT KILL ID of every connection named [`load_client_name`] on every node: this run's
+/// load connections, nobody else's.
 async fn kill_connections(nodes: &[Control]) -> Result<Done, String> {
     let mut killed = 0;
     for node in nodes {
@@ -88,7 +91,7 @@ async fn kill_connections(nodes: &[Control]) -> Result<Done, String> {
             .query_async(&mut conn)
             .await
             .map_err(|e| e.to_string())?;
-        let name = format!("name={LOAD_CLIENT_NAME}");
+        let name = format!("name={}", load_client_name());
         for line in list.lines().filter(|l| l.split(' ').any(|field| field == name)) {
             let Some(id) = line.split(' ').find_map(|field| field.strip_prefix("id=")) else { continue };
             let n: u64 = redis::cmd("CLIENT")
@@ -137,54 +140,86 @@ async fn pause(
 }
 
 /// `maxmemory` lowered to each node's memory in use, policy `noeviction`, for `d`; then both
-/// set back to what they were.
+/// set back to what they were on every node lowered, each tried three times (also when
+/// lowering a later node failed). A limit not set back is an error (the run then fails).
 async fn maxmemory(nodes: &[Control], d: Duration, end: &mut watch::Receiver<bool>) -> Result<Done, String> {
-    let mut before = Vec::new();
+    let mut lowered = Vec::new();
     let mut lowered_to = Vec::new();
+    let mut failed = None;
     for node in nodes {
-        let mut conn = node.clone();
-        let get = |name: &'static str| {
-            let mut conn = node.clone();
-            async move {
-                let pair: Vec<String> = redis::cmd("CONFIG").arg("GET").arg(name).query_async(&mut conn).await?;
-                Ok::<String, RedisError>(pair.get(1).cloned().unwrap_or_default())
+        match lower(node).await {
+            Ok((limit, policy, used)) => {
+                lowered.push((node, limit, policy));
+                lowered_to.push(format!("{used} B"));
             }
-        };
-        let (limit, policy) = (get("maxmemory").await.map_err(|e| e.to_string())?, get("maxmemory-policy").await);
-        let policy = policy.map_err(|e| e.to_string())?;
-        let info: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await.map_err(|e| e.to_string())?;
-        let used = info
-            .lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or("INFO memory has no used_memory")?;
-        before.push((node.clone(), limit, policy));
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory-policy")
-            .arg("noeviction")
-            .arg("maxmemory")
-            .arg(used)
-            .exec_async(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        lowered_to.push(used);
+            Err(err) => {
+                failed = Some(err.to_string());
+                break;
+            }
+        }
     }
-    hold(d, end).await;
-    for (node, limit, policy) in before {
-        let mut conn = node;
-        redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory")
-            .arg(limit)
-            .arg("maxmemory-policy")
-            .arg(policy)
-            .exec_async(&mut conn)
-            .await
-            .map_err(|e| format!("maxmemory could not be set back: {e}"))?;
+    if failed.is_none() {
+        hold(d, end).await;
     }
-    let to: Vec<String> = lowered_to.iter().map(|b| format!("{b} B")).collect();
-    Ok((0, format!("maxmemory lowered to the memory in use ({}), noeviction, for {} ms", to.join(", "), d.as_millis())))
+    let mut not_restored = Vec::new();
+    for (node, limit, policy) in lowered {
+        let mut last = None;
+        for attempt in 0..3 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let mut conn = node.clone();
+            let mut set = redis::cmd("CONFIG");
+            set.arg("SET").arg("maxmemory").arg(&limit).arg("maxmemory-policy").arg(&policy);
+            match set.exec_async(&mut conn).await {
+                Ok(()) => {
+                    last = None;
+                    break;
+                }
+                Err(e) => last = Some(e.to_string()),
+            }
+        }
+        if let Some(err) = last {
+            not_restored.push(format!("{} (was {limit}, {policy}): {err}", node.connector().target().display()));
+        }
+    }
+    if !not_restored.is_empty() {
+        return Err(format!("maxmemory could not be set back on {}", not_restored.join("; ")));
+    }
+    if let Some(err) = failed {
+        return Err(err);
+    }
+    Ok((
+        0,
+        format!(
+            "maxmemory lowered to the memory in use ({}), noeviction, for {} ms",
+            lowered_to.join(", "),
+            d.as_millis()
+        ),
+    ))
+}
+
+/// Lowers one node's `maxmemory` to its memory in use with `noeviction`; returns the limit
+/// and policy it had, and the new limit.
+async fn lower(node: &Control) -> Result<(String, String, u64), RedisError> {
+    let mut conn = node.clone();
+    let limit: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory").query_async(&mut conn).await?;
+    let policy: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut conn).await?;
+    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await?;
+    let used = info.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse::<u64>().ok());
+    let Some(used) = used else {
+        return Err(RedisError::from((redis::ErrorKind::Parse, "INFO memory has no used_memory")));
+    };
+    let (limit, policy) = (limit.get(1).cloned().unwrap_or_default(), policy.get(1).cloned().unwrap_or_default());
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .arg("maxmemory")
+        .arg(used)
+        .exec_async(&mut conn)
+        .await?;
+    Ok((limit, policy, used))
 }
 
 /// SIGSTOP of the embedded server for `d`, then SIGCONT (at once when the run ends first).
@@ -263,37 +298,57 @@ async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Do
         .exec_async(&mut primary)
         .await
         .map_err(|e| e.to_string())?;
+    let promoted_by = Instant::now() + FAILOVER_WITHIN;
     loop {
         let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut replica).await.map_err(|e| e.to_string())?;
         if matches!(role.first(), Some(redis::Value::BulkString(b)) if b.as_slice() == b"master") {
             break;
         }
-        if Instant::now() > deadline {
+        if Instant::now() > promoted_by {
             let _ = redis::cmd("FAILOVER").arg("ABORT").exec_async(&mut primary).await;
             return Err(format!("the replica on port {replica_port} was not promoted within {FAILOVER_WITHIN:?}"));
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let (_, old_port) = connector.endpoint();
-    connector.follow("127.0.0.1", replica_port);
-    // Every other connection to the old primary (load, coordinator, run lock) reconnects, to
-    // the new one; this one is dropped with the old plane.
-    let killed: u64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query_async(&mut primary)
-        .await
-        .map_err(|e| e.to_string())?;
-    let reopened = plane.open_again().await.map_err(|e| format!("the new primary: {e}"))?;
-    *target.plane.borrow_mut() = Some(reopened);
+    // The roles changed: from here on the processes and the connectors say so first, so a
+    // step that fails below cannot leave a later freeze or restart acting on the replica.
     {
         let mut current = server.lock().expect("server");
         let mut replica = target.replica.borrow_mut();
         std::mem::swap(&mut *current, replica.as_mut().expect("checked above"));
     }
+    let (_, old_port) = connector.endpoint();
+    connector.follow("127.0.0.1", replica_port);
+    // Every other connection to the old primary (load, coordinator, run lock) is killed and
+    // reconnects to the new one. A connection that read the old endpoint just before `follow`
+    // may connect after a kill: kill again until only this one is left (a READONLY reply alone
+    // would not move it).
+    let mut killed = 0u64;
+    for _ in 0..20 {
+        let n: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query_async(&mut primary)
+            .await
+            .map_err(|e| e.to_string())?;
+        killed += n;
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("normal")
+            .query_async(&mut primary)
+            .await
+            .map_err(|e| e.to_string())?;
+        if list.lines().count() <= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reopened = plane.open_again().await.map_err(|e| format!("the new primary: {e}"))?;
+    *target.plane.borrow_mut() = Some(reopened);
     Ok((
         1,
         format!(

@@ -6,5 +6,5 @@ mod kinds;
 pub mod nemesis;
 pub mod record;
 
-pub use nemesis::{Nemesis, Running, LOAD_CLIENT_NAME};
+pub use nemesis::{load_client_name, Nemesis, Running};
 pub use record::{FaultSpan, FaultsSeen};

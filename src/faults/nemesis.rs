@@ -20,17 +20,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// The client name of every load connection (CLIENT SETNAME), so `kill-connections` kills
-/// the load's connections and only those.
-pub const LOAD_CLIENT_NAME: &str = "emq-bench-load";
+/// The client name of this process's load connections (CLIENT SETNAME),
+/// `emq-bench-load-<pid>`, so `kill-connections` kills this run's load connections and
+/// nobody else's (not even another emq-bench run's on other queues of the same server).
+pub fn load_client_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| format!("emq-bench-load-{}", std::process::id()))
+}
 
 /// At most this many faults fire in one run (a 100 ms `every` over a 2 h soak is 72 000).
-const MAX_FIRED: usize = 100_000;
+pub const MAX_FIRED: usize = 100_000;
 
-/// A handle on the nemesis thread. Clones share it; the thread ends when the last is dropped.
+/// A handle on the nemesis thread. Clones share it; the thread ends when the last is dropped
+/// (or [`Nemesis::join`]ed).
 #[derive(Clone)]
 pub struct Nemesis {
     commands: mpsc::UnboundedSender<Command>,
+    thread: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 struct Command {
@@ -64,6 +70,8 @@ impl Nemesis {
     /// Starts the nemesis thread for `faults`: its own connections to every node of `plane`,
     /// `server` when the harness started the server (`freeze`, `restart` and `failover` need
     /// it) and the `replica` started for `failover` (owned by the thread from now on).
+    ///
+    /// Panics when the OS cannot start a thread.
     pub fn start(
         faults: Vec<FaultPlan>,
         plane: &Plane,
@@ -72,13 +80,14 @@ impl Nemesis {
     ) -> Nemesis {
         let (commands, mut received) = mpsc::unbounded_channel::<Command>();
         let plane = plane.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("emq-nemesis".into())
             .spawn(move || {
                 let runtime =
                     tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
                 runtime.block_on(async move {
-                    // Opened lazily: a failure is said in the span of each fault it spoils.
+                    // Opened once; when it fails, every schedule reports one `nemesis` span saying
+                    // so (and the run fails: no fault was injected).
                     let own = plane.open_again().await.map_err(|e| e.to_string());
                     let target = kinds::Target {
                         plane: std::cell::RefCell::new(own.as_ref().ok().cloned()),
@@ -101,7 +110,18 @@ impl Nemesis {
                 });
             })
             .expect("spawn the nemesis thread");
-        Nemesis { commands }
+        Nemesis { commands, thread: Arc::new(Mutex::new(Some(thread))) }
+    }
+
+    /// Ends the thread and waits for it (it stops the replica it owns on the way out), so the
+    /// servers' shutdown does not race this process's exit. Call it on the last handle; a
+    /// handle still held elsewhere keeps the thread waiting for commands.
+    pub async fn join(self) {
+        let thread = self.thread.lock().expect("nemesis thread").take();
+        drop(self);
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
     }
 
     /// Starts injecting: times count from `start`; nothing fires at or after `until` (the end

@@ -13,7 +13,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FaultSpan {
     /// What: an injected kind (`kill-connections`, `pause`, `script-flush`, `maxmemory`,
-    /// `freeze`, `restart`) or a seen one (`unreachable`, `reconnects`, `unknown_outcomes`).
+    /// `freeze`, `restart`, `failover`; `nemesis` when the nemesis could not inject at all) or a
+    /// seen one (`unreachable`, `reconnects`, `unknown_outcomes`).
     pub kind: String,
     /// Start, seconds since the run start.
     pub from_s: f64,
@@ -112,19 +113,19 @@ impl FaultsSeen {
         self.injected.is_empty() && self.seen.is_empty() && self.reconnects == 0
     }
 
-    /// Per script, the failed calls a fault explains: the codes a fault causes (timeout,
-    /// connection lost, a server refusal: OOM, LOADING, READONLY, BUSY, NOSCRIPT, other) in the seconds
-    /// an injected fault, an unreachable span or a reconnect touched, widened by `grace` after
-    /// each (the reply timeout plus the reconnect backoff). Protocol refusals (`EMQ*`) and
-    /// malformed replies are never explained by a fault. Indexed by [`Script::index`].
+    /// Per script, the failed calls an injected fault explains: the codes a fault causes
+    /// (timeout, connection lost, OOM, LOADING, READONLY, BUSY, NOSCRIPT) in the seconds an
+    /// injected fault touched, widened by `grace` after its end (calls in flight wait up to
+    /// the reply timeout, then the reconnect backoff). Only injected faults explain errors:
+    /// a seen one (a reconnect after a timeout, an unreachable span) may be the very failure
+    /// under test, a slow script's. Protocol refusals (`EMQ*`), malformed replies and other
+    /// server errors (a Lua runtime error) are never explained. Indexed by [`Script::index`].
     pub fn explained_errors(&self, metrics: &RunMetrics, grace: Duration) -> [u64; Script::COUNT] {
-        let windows: Vec<&FaultSpan> =
-            self.injected.iter().chain(self.seen.iter().filter(|s| s.kind != "unknown_outcomes")).collect();
         let mut out = [0; Script::COUNT];
         for rec in &metrics.intervals {
             let from = rec.start_us as f64 / 1e6;
             let to = from + rec.duration_us as f64 / 1e6;
-            if !windows.iter().any(|w| w.touches(from, to, grace)) {
+            if !self.injected.iter().any(|w| w.touches(from, to, grace)) {
                 continue;
             }
             for s in &rec.scripts {
@@ -168,11 +169,10 @@ impl FaultsSeen {
     }
 }
 
-/// The error codes a fault (not the protocol) causes.
-const FAULT_CODES: [ErrorCode; 8] = [
+/// The error codes a fault (not the protocol, not a script's own bug) causes.
+const FAULT_CODES: [ErrorCode; 7] = [
     ErrorCode::Timeout,
     ErrorCode::Connection,
-    ErrorCode::Server,
     ErrorCode::Oom,
     ErrorCode::Loading,
     ErrorCode::ReadOnly,
@@ -203,6 +203,25 @@ mod tests {
         assert!(!pause.touches(6.0, 7.0, Duration::from_millis(1500)));
         let instant = span("kill-connections", 3.0, 3.0);
         assert!(instant.touches(3.0, 4.0, Duration::ZERO));
+    }
+
+    /// Only injected faults explain errors, and only the codes a fault causes: a timeout that
+    /// made its own reconnect (a slow script) is no excuse, nor is a Lua runtime error.
+    #[test]
+    fn only_injected_faults_explain_and_only_fault_codes() {
+        let mut run = crate::report::tests::sample_run();
+        let second = run.intervals.iter_mut().find(|r| r.index == 2).expect("second 2");
+        let complete = second.scripts.iter_mut().find(|s| s.script == Script::Complete).expect("complete");
+        complete.errors[ErrorCode::Timeout.index()] = 5;
+        complete.errors[ErrorCode::Server.index()] = 7;
+        let complete = Script::Complete.index();
+        let mut faults = FaultsSeen::default();
+        faults.seen.push(span("reconnects", 2.0, 3.0));
+        faults.seen.push(span("unreachable", 2.0, 3.0));
+        assert_eq!(faults.explained_errors(&run, Duration::from_secs(5))[complete], 0, "seen faults explain nothing");
+        faults.injected.push(span("pause", 0.2, 0.5));
+        assert_eq!(faults.explained_errors(&run, Duration::from_millis(500))[complete], 0, "outside its window");
+        assert_eq!(faults.explained_errors(&run, Duration::from_secs(2))[complete], 5, "timeouts, not Lua errors");
     }
 
     #[test]

@@ -323,8 +323,13 @@ pub async fn drive(
             None
         }
     };
+    // The nemesis undoes a lasting fault (maxmemory, pause, freeze) before it reports: waited
+    // for, also after an abort (2 s at most then), so the run does not exit with it in place.
     let injected = match faults_running {
-        Some(running) => stop.unless_aborted(running.finish()).await.unwrap_or_default(),
+        Some(running) if stop.is_aborted() => {
+            tokio::time::timeout(Duration::from_secs(2), running.finish()).await.unwrap_or_default()
+        }
+        Some(running) => running.finish().await,
         None => Vec::new(),
     };
     let reconnects = all_reconnects(&metrics);

@@ -18,11 +18,12 @@ pub enum CallError {
         /// The text after the code, as the script wrote it.
         message: String,
     },
-    /// Any other server error reply (Lua runtime error, OOM, ...).
+    /// Any other server error reply (a Lua runtime error; OOM, LOADING, READONLY and BUSY are
+    /// counted under their own codes, see [`CallError::code`]).
     #[error("server error: {0}")]
     Server(String),
     /// `NOSCRIPT`: the server has no script with that SHA (restarted, `SCRIPT FLUSH`). The
-    /// registry reloads and retries once before this reaches a caller; counted as `server`.
+    /// registry reloads and retries once before this reaches a caller; counted as `NOSCRIPT`.
     #[error("server error: NOSCRIPT {0}")]
     NoScript(String),
     /// A success reply whose shape the protocol does not allow for this script.

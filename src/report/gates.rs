@@ -3,9 +3,10 @@
 //! a scenario with producers; nothing finished by a scenario with consumers; errors beyond 1%
 //! of a script's calls. EMQFENCE and EMQSTATE refusals of the fenced verbs do not count toward
 //! the 1%: they are the protocol refusing stale holders, which stalls, zombies and expired
-//! leases provoke on purpose (the checker's I6 judges them). Neither do the failures a fault
-//! explains (timeouts, lost connections and server errors in the seconds of an injected or
-//! seen fault: `load::faults`): the checker judges what they did to the jobs. A scenario's own
+//! leases provoke on purpose (the checker's I6 judges them). Neither do the failures an
+//! injected fault explains (timeouts, lost connections, OOM, LOADING, READONLY, ... in the
+//! seconds of a `[[faults]]` entry: `faults::record`): the checker judges what they did to
+//! the jobs. Faults from outside are held to the rule (set `errors.rate` to allow them). A scenario's own
 //! `errors.rate` threshold replaces the 1% rule for the scripts it covers.
 
 use super::ScriptSummary;

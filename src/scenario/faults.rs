@@ -148,6 +148,18 @@ pub struct FaultPlan {
 }
 
 impl FaultPlan {
+    /// How many times it fires before `until` (what [`FaultPlan::times`] would list, without
+    /// a limit or a list).
+    pub fn count_before(&self, until: Duration) -> usize {
+        if self.first >= until {
+            return 0;
+        }
+        match self.every {
+            None => 1,
+            Some(every) => ((until - self.first).as_nanos().saturating_sub(1) / every.as_nanos().max(1)) as usize + 1,
+        }
+    }
+
     /// The times it fires before `until` (the end of the load phase), in order; at most
     /// `limit` of them.
     pub fn times(&self, until: Duration, limit: usize) -> Vec<Duration> {
@@ -266,6 +278,9 @@ mod tests {
         .unwrap();
         assert_eq!(plan[0].kind, FaultKind::Pause);
         assert_eq!(plan[0].times(Duration::from_secs(10), 100), [3, 6, 9].map(Duration::from_secs));
+        assert_eq!(plan[0].count_before(Duration::from_secs(10)), 3);
+        assert_eq!(plan[0].count_before(Duration::from_secs(9)), 2, "9 s is not before 9 s");
+        assert_eq!(plan[1].count_before(Duration::from_secs(2)), 0);
         assert_eq!(plan[1].times(Duration::from_secs(10), 100), [Duration::from_secs(2)]);
         assert_eq!(plan[1].signal, super::RestartSignal::Kill);
     }

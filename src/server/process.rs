@@ -224,8 +224,9 @@ fn ping(port: u16) -> std::io::Result<()> {
     }
 }
 
-/// Asks the kernel to SIGTERM the server if this process dies (even by SIGKILL), so a killed
-/// test run or harness never leaves a server behind.
+/// Asks the kernel to SIGKILL the server if this process dies (even by SIGKILL), so a killed
+/// test run or harness never leaves a server behind. SIGKILL, not SIGTERM: a server frozen by
+/// the nemesis (SIGSTOP) would never act on a SIGTERM.
 ///
 /// The kernel ties this to the *thread* that started the server, not the process: start a
 /// server from a thread that outlives it (not a short-lived helper thread, not tokio's
@@ -235,7 +236,7 @@ fn die_with_parent(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }

@@ -39,7 +39,7 @@ pub fn take_reconnects() -> u64 {
 const RESP_FIRST: &[u8] = b"+-:$*_,#!=(%~>|";
 
 /// Appended to a non-RESP answer that a TLS port may have given to a plain connection.
-const TLS_HINT: &str = " (if the port speaks TLS, use rediss:// or --tls)";
+pub(crate) const TLS_HINT: &str = " (if the port speaks TLS, use rediss:// or --tls)";
 
 /// Bytes of a non-RESP answer quoted in the error.
 pub(crate) const QUOTED: usize = 64;

@@ -53,7 +53,7 @@ impl Control {
             CallError::Connection(msg) => {
                 // A plain connection to a TLS port is cut at the first command.
                 let hint = if target.tls.is_none() && (msg.contains("reset") || msg.contains("closed")) {
-                    " (if the port speaks TLS, use rediss:// or --tls)"
+                    super::connector::TLS_HINT
                 } else {
                     ""
                 };

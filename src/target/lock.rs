@@ -156,7 +156,13 @@ fn renew_thread(
             let mut all = true;
             for keys in &keys {
                 match renew(&plane, keys, &run_id).await {
-                    Ok(1 | 2) => {}
+                    Ok(1) => {}
+                    // Taken again, but in between another run could have held it: the verdict
+                    // cannot rest on the queue having been this run's alone.
+                    Ok(2) => say(format!(
+                        "queue {}: the run lock {} had vanished (the server lost its data?) and was taken again",
+                        keys.queue, keys.lock
+                    )),
                     Ok(_) => {
                         say(format!(
                             "queue {}: the run lock {} was no longer this run's (another run may have used the queue)",
