@@ -285,3 +285,21 @@ async fn the_shipped_nemesis_scenario_fires_every_kind_and_passes() {
     assert_eq!(violations(&result), 0, "{}", result.table);
     assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
 }
+
+/// Issue 11 item 6: every second of an outage is a row of intervals.csv (zeros), not a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_second_of_an_outage_is_a_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = scenario(tmp.path(), 6, "[[faults]]\nkind = \"freeze\"\nat = \"1500ms\"\nduration = \"2500ms\"\n");
+    let result = run(support::run_args(&path, &tmp.path().join("out")), std::future::pending()).await.unwrap();
+    assert_eq!(injected(&result).len(), 1);
+    let csv = std::fs::read_to_string(tmp.path().join("out/intervals.csv")).unwrap();
+    let enqueue: Vec<Vec<&str>> =
+        csv.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()).filter(|r| r[1] == "enqueue").collect();
+    let seconds: Vec<&str> = enqueue.iter().map(|r| r[0]).collect();
+    for s in 0..6 {
+        assert!(seconds.contains(&s.to_string().as_str()), "no row for second {s}: {seconds:?}");
+    }
+    let frozen = enqueue.iter().find(|r| r[0] == "2").expect("second 2");
+    assert_eq!((frozen[2], frozen[8]), ("0", "freeze"), "no enqueue completes in a frozen second: {frozen:?}");
+}

@@ -85,3 +85,48 @@ async fn open_loop_latency_counts_from_the_intended_send_time() {
     assert!(enqueue.latency_us.p99 >= 200_000, "latency from intended must grow: {:?}", enqueue.latency_us);
     assert!(enqueue.late > 50, "late sends are counted: {}", enqueue.late);
 }
+
+/// Issue 11 item 1: open-loop sends leave close to their intended time. At 1 000/s on this
+/// VM the send lag's p50 is tens of µs (it was ~1 ms with tokio's timer); 400 µs leaves room
+/// for a loaded CI box without letting a 1 ms timer pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_sends_leave_within_microseconds_of_their_intended_time() {
+    let _turn = TURN.lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(
+        tmp.path(),
+        "name = \"lag\"\nseed = 1\nduration = \"3s\"\nwarmup = \"1s\"\n\
+         [producers]\ncount = 1\npipeline = 4\nrate = 1000.0\n[consumers]\ncount = 0\n",
+    );
+    let result = run(args(&scenario, tmp.path()), never()).await.unwrap();
+    let enqueue = script(&result, "enqueue");
+    assert!(enqueue.send_lag_us.p50 <= 400, "send lag p50 {} µs: {:?}", enqueue.send_lag_us.p50, enqueue.send_lag_us);
+    assert!(enqueue.send_lag_us.max > 0, "the lag is recorded");
+    // Producers are rated over the load phase (after warmup), not load + drain.
+    assert_eq!((enqueue.window.as_str(), enqueue.window_secs.round()), ("load", 2.0));
+    assert!((enqueue.ops_per_sec - 1000.0).abs() < 100.0, "enqueue at {} ops/s", enqueue.ops_per_sec);
+    let rates = result.summary.producers.as_ref().expect("open loop");
+    assert!(rates.held, "{rates:?}");
+}
+
+/// Issue 11 item 4: a rate the run could not hold is said, with what was never sent, and
+/// fails the run unless the scenario allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_that_was_not_held_fails_the_run_and_says_what_was_never_sent() {
+    let _turn = TURN.lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let text = "name = \"over\"\nseed = 1\nduration = \"2s\"\n\
+         [producers]\ncount = 1\npipeline = 1\nrate = 1000000.0\n[consumers]\ncount = 0\n";
+    let scenario = write_scenario(tmp.path(), text);
+    let result = run(args(&scenario, &tmp.path().join("a")), never()).await.unwrap();
+    let rates = result.summary.producers.clone().expect("open loop");
+    assert!(!rates.held && rates.never_sent > 1_000_000, "{rates:?}");
+    assert!(rates.bottleneck.is_some());
+    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Failed);
+    assert!(result.failures.iter().any(|f| f.contains("RATE NOT HELD")), "{:?}", result.failures);
+    let allowed =
+        write_scenario(tmp.path(), &text.replace("rate = 1000000.0", "rate = 1000000.0\nallow_shortfall = true"));
+    let result = run(args(&allowed, &tmp.path().join("b")), never()).await.unwrap();
+    assert!(result.table.contains("RATE NOT HELD"), "still said: {}", result.table);
+    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}", result.failures);
+}

@@ -16,6 +16,7 @@ use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
 use crate::protocol::ids::run_tag;
 use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
+use crate::report::rates::ProducerRates;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::SUMMARY_FILE;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
@@ -378,6 +379,10 @@ impl Session {
         if redirects > 0 || summary.target.topology.kind == target::topology::Kind::Cluster {
             table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
         }
+        if let Some(rates) = &summary.producers {
+            table.push_str(&rates.line());
+            table.push('\n');
+        }
         table.push_str(&summary.faults.footer());
         if let Some(outcome) = &checked {
             let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
@@ -585,8 +590,15 @@ fn summarize(
     let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
     let (user_s, sys_s) = process_cpu();
     let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
-    let scripts = scripts_of(metrics);
+    let mut scripts = scripts_of(metrics);
+    // The producers' scripts are rated over the load phase (after warmup), the rest over the
+    // whole measured run.
+    crate::report::over_load_phase(&mut scripts, driven.load_secs - metrics.warmup_intervals as f64);
     let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
+    let producers = plan
+        .producers
+        .open_loop
+        .map(|open| ProducerRates::new(open.rate_per_sec, driven.load_secs, driven.sent, driven.busy.clone()));
     RunSummary {
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
@@ -621,6 +633,8 @@ fn summarize(
         server_after: after,
         scripts,
         jobs: jobs_map(&all_jobs(metrics)),
+        jobs_measured: jobs_map(&metrics.jobs),
+        producers,
         depths_end: driven.depths,
         check: None,
         history_bytes_per_job: None,
@@ -677,6 +691,11 @@ fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven, timeout: std::ti
     let explained_of = |name: &str| Script::from_name(name).map_or(0, |s| explained[s.index()]);
     out.extend(gates::failures(&summary.scripts, &summary.jobs, intent, rate_gated, explained_of));
     out.extend(fault_failures(plan, &driven.faults, driven.interrupted.is_some()));
+    if let Some(rates) = summary.producers.as_ref().filter(|r| !r.held) {
+        if !plan.producers.allow_shortfall && driven.interrupted.is_none() {
+            out.push(format!("{} (set producers.allow_shortfall = true to accept it)", rates.line()));
+        }
+    }
     let dup = jobs[JobCounter::DuplicateAccepted.index()];
     if dup > 0 {
         out.push(format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"));

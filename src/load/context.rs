@@ -35,6 +35,11 @@ pub struct RunShared {
     /// Set by an abort (a second stop signal): the threads stop waiting for the replies of
     /// requests in flight and hand over their history at once.
     pub aborted: std::sync::atomic::AtomicBool,
+    /// Producer sends made, over all threads (each thread adds its count once, at its end).
+    pub sent: AtomicU64,
+    /// Each load thread's CPU share of its running time, 0..1 (user + sys over wall, from
+    /// getrusage(RUSAGE_THREAD)), by thread index, filled as the threads end (once each).
+    pub busy: std::sync::Mutex<Vec<(usize, f64)>>,
 }
 
 impl RunShared {
@@ -73,6 +78,8 @@ pub struct ThreadCtx {
     /// The thread's precise timer for open-loop sends (`None` in closed loop, or where no
     /// timerfd could be made: then tokio's 1 ms timer paces).
     pub pacer: Option<super::pacer::Pacer>,
+    /// Producer sends made by this thread (added to [`RunShared::sent`] at its end).
+    pub sends: std::cell::Cell<u64>,
 }
 
 /// Converts an [`Instant`] to Unix milliseconds from one anchor read at the start, so minting

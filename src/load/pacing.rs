@@ -34,10 +34,19 @@ pub enum Schedule {
 }
 
 impl Schedule {
-    /// An open-loop schedule of `rate_per_sec` (> 0) jobs/s starting at `start`.
-    pub fn open(rate_per_sec: f64, arrival: Arrival, start: Instant, seed: u64) -> Schedule {
+    /// An open-loop schedule of `rate_per_sec` (> 0) jobs/s starting at `start`, its first
+    /// uniform send `phase` (0..1) of a gap after it: producer i of N takes i/N, so N uniform
+    /// producers interleave instead of firing together (32 producers at 8 000/s: service p50
+    /// 0.92 ms in phase against 0.41 ms with Poisson arrivals, issue 11). Poisson arrivals are
+    /// random already and start at `start`.
+    pub fn open(rate_per_sec: f64, arrival: Arrival, start: Instant, seed: u64, phase: f64) -> Schedule {
         let rng = SmallRng::seed_from_u64(seed);
-        Schedule::Open { start, next_s: 0.0, mean_gap_s: 1.0 / rate_per_sec, arrival, rng }
+        let mean_gap_s = 1.0 / rate_per_sec;
+        let next_s = match arrival {
+            Arrival::Uniform => phase.clamp(0.0, 1.0) * mean_gap_s,
+            Arrival::Poisson => 0.0,
+        };
+        Schedule::Open { start, next_s, mean_gap_s, arrival, rng }
     }
 
     /// The intended send time of the next request (`None` in closed loop), and advances.
@@ -64,7 +73,7 @@ mod tests {
     fn open_loop_schedules_hit_their_rate() {
         let start = Instant::now();
         for arrival in [Arrival::Uniform, Arrival::Poisson] {
-            let mut schedule = Schedule::open(1000.0, arrival, start, 42);
+            let mut schedule = Schedule::open(1000.0, arrival, start, 42, 0.0);
             let mut last = start;
             for _ in 0..10_000 {
                 last = schedule.next_intended().unwrap();
@@ -75,6 +84,23 @@ mod tests {
         assert!(Schedule::Closed.next_intended().is_none());
     }
 
+    /// Uniform producers are spread over the gap: no two of N share an intended time.
+    #[test]
+    fn uniform_producers_are_dephased() {
+        let start = Instant::now();
+        let n = 32;
+        let mut all: Vec<Instant> = (0..n)
+            .flat_map(|i| {
+                let mut s = Schedule::open(250.0, Arrival::Uniform, start, i, i as f64 / n as f64);
+                (0..100).map(move |_| s.next_intended().unwrap()).collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort();
+        let closest = all.windows(2).map(|w| w[1] - w[0]).min().unwrap();
+        // 32 × 250/s = 8 000/s: 125 µs apart, give or take float rounding.
+        assert!(closest >= Duration::from_micros(124), "two sends only {closest:?} apart");
+    }
+
     /// Gaps of a third of a microsecond (3 million jobs/s) and of a fraction of a nanosecond
     /// both keep the rate: rounding each gap to whole nanoseconds ran 0.1% fast at the first,
     /// and never advanced at the second (a closed loop).
@@ -82,7 +108,7 @@ mod tests {
     fn fast_schedules_keep_their_rate() {
         let start = Instant::now();
         for (rate, sends) in [(3e6, 3_000_000u32), (4e9, 4_000_000)] {
-            let mut schedule = Schedule::open(rate, Arrival::Uniform, start, 1);
+            let mut schedule = Schedule::open(rate, Arrival::Uniform, start, 1, 0.0);
             let mut last = start;
             for _ in 0..=sends {
                 last = schedule.next_intended().unwrap();

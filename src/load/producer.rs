@@ -96,6 +96,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                 break;
             }
         }
+        ctx.sends.set(ctx.sends.get() + 1);
         let size = plan.payload.sample(&mut rng) as usize;
         match job {
             Job::New { queue, number, id, id_ms, delay, priority } => {

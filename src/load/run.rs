@@ -78,6 +78,12 @@ pub struct Driven {
     pub streams: Vec<Vec<u8>>,
     /// Job numbers handed out (`0..issued`; the last ones may not have been sent).
     pub issued: u64,
+    /// The load phase's length, s (from the start to the drain, or to an early end).
+    pub load_secs: f64,
+    /// Producer sends made (new jobs and duplicates, ok or not), the whole run.
+    pub sent: u64,
+    /// Each load thread's CPU share of its running time, 0..1, by thread index.
+    pub busy: Vec<f64>,
 }
 
 /// The five ZCARDs of one queue in one script (atomic; redirects reported, see [`depths`]).
@@ -202,6 +208,7 @@ pub async fn drive(
     let mut last_depths = None;
     let mut drain_started = None;
     let mut unreachable = Unreachable::default();
+    let mut load_ended: Option<Instant> = None;
     let mut next_progress = start + Duration::from_secs(1);
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     while interrupted.is_none() {
@@ -254,6 +261,7 @@ pub async fn drive(
                 if done {
                     shared.advance(Phase::Drain);
                     drain_started = Some(now);
+                    load_ended.get_or_insert(now);
                     // Faults belong to the load phase: the drain shows whether the run recovers.
                     if let Some(running) = &faults_running {
                         running.stop();
@@ -335,7 +343,25 @@ pub async fn drive(
     let reconnects = all_reconnects(&metrics);
     let faults = FaultsSeen::build(injected, unreachable.spans, &metrics, reconnects);
     let issued = shared.issued.load(Ordering::Relaxed);
-    Driven { metrics, started, ended: SystemTime::now(), interrupted, faults, drained, depths, streams, issued }
+    let load_secs = (load_ended.unwrap_or(end) - start).as_secs_f64();
+    let sent = shared.sent.load(Ordering::Relaxed);
+    let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
+    busy.sort_by_key(|(index, _)| *index);
+    let busy = busy.into_iter().map(|(_, b)| b).collect();
+    Driven {
+        metrics,
+        started,
+        ended: SystemTime::now(),
+        interrupted,
+        faults,
+        drained,
+        depths,
+        streams,
+        issued,
+        load_secs,
+        sent,
+        busy,
+    }
 }
 
 /// How long the last depth reading may keep failing before the run is called unreadable.

@@ -135,6 +135,7 @@ async fn thread_main<W: Wire>(
         pool,
         history: RefCell::new(HistoryBuf::new(start)),
         in_flight: std::cell::Cell::new(0),
+        sends: std::cell::Cell::new(0),
         wall: WallClock::now(),
         pacer,
     });
@@ -147,7 +148,14 @@ async fn thread_main<W: Wire>(
         let ops = EchoOps::new(pconns[k % pconns.len()].clone(), routes.clone(), queues.clone());
         let schedule = match plan.producers.open_loop {
             Some(open) => {
-                Schedule::open(open.rate_per_sec / f64::from(plan.producers.count), open.arrival, begin, seed(1, p, 0))
+                let phase = p as f64 / f64::from(plan.producers.count);
+                Schedule::open(
+                    open.rate_per_sec / f64::from(plan.producers.count),
+                    open.arrival,
+                    begin,
+                    seed(1, p, 0),
+                    phase,
+                )
             }
             None => Schedule::Closed,
         };
@@ -201,6 +209,9 @@ async fn thread_main<W: Wire>(
     ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
     ctx.recorder.borrow_mut().flush_final();
     let stream = ctx.history.borrow_mut().take();
+    ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
+    let busy = thread_cpu_s() / begin.elapsed().as_secs_f64().max(1e-9);
+    ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
     stream
 }
 
@@ -220,4 +231,16 @@ async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallErr
     let nodes = spec.nodes.iter().map(|c| (c.target().host.clone(), c.target().port)).collect();
     let routes = Rc::new(Routes::new(&spec.placement, nodes));
     Ok((queues, routes, pconns, cconns, mconn))
+}
+
+/// This thread's user + system CPU so far, seconds (getrusage(RUSAGE_THREAD), Linux).
+fn thread_cpu_s() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we own; no other precondition.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }

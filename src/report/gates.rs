@@ -97,6 +97,8 @@ mod tests {
             ok,
             errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
             ops_per_sec: 0.0,
+            window: "measured".into(),
+            window_secs: 0.0,
             latency_us: Default::default(),
             service_us: Default::default(),
             error_latency_us: Default::default(),

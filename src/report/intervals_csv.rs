@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::{ms3, write_atomic, ReportError};
 use crate::faults::FaultsSeen;
 use crate::metrics::RunMetrics;
+use crate::protocol::Script;
 
 /// One row of intervals.csv; the header is the field names.
 #[derive(Serialize)]
@@ -30,28 +31,42 @@ struct Row<'a> {
 /// one), 1 decimal; latencies are that second's ok-call latency from the intended send, ms with 3
 /// decimals (0.000 when the script had only errors). `faults` names the faults that touched
 /// the second (injected kinds and `unreachable`, `;`-separated, empty for none), so errors and
-/// latency can be read against them. Seconds with no call are absent.
+/// latency can be read against them. Every measured second has a row for every script the run
+/// called, zeros included: an outage shows as zeros, not as a gap a plot would bridge.
 ///
 /// # Errors
 /// [`ReportError::Csv`] or [`ReportError::Io`], naming `path`.
 pub fn write_intervals_csv(path: &Path, run: &RunMetrics, faults: &FaultsSeen) -> Result<(), ReportError> {
     let csv_err = |source| ReportError::Csv { path: path.to_path_buf(), source };
+    let called: Vec<Script> = run.scripts.iter().filter(|t| t.calls() > 0 || t.late > 0).map(|t| t.script).collect();
+    let first = run.warmup_intervals;
+    let end_us = first * 1_000_000 + run.measured_us;
+    let seconds = end_us.div_ceil(1_000_000).saturating_sub(first);
     write_atomic(path, |w| {
         let mut out = csv::Writer::from_writer(w);
-        for rec in &run.intervals {
-            let secs = rec.duration_us.max(1) as f64 / 1e6;
-            let from = rec.start_us as f64 / 1e6;
+        let mut recs = run.intervals.iter().peekable();
+        for k in first..first + seconds {
+            while recs.peek().is_some_and(|r| r.index < k) {
+                recs.next();
+            }
+            let rec = recs.peek().filter(|r| r.index == k);
+            let start_us = k * 1_000_000;
+            let duration_us = rec.map_or_else(|| (end_us - start_us).min(1_000_000), |r| r.duration_us);
+            let secs = duration_us.max(1) as f64 / 1e6;
+            let from = start_us as f64 / 1e6;
             let active = faults.active_in(from, from + secs);
-            for s in &rec.scripts {
+            for &script in &called {
+                let s = rec.and_then(|r| r.scripts.iter().find(|s| s.script == script));
+                let (ok, errors) = s.map_or((0, 0), |s| (s.ok, s.error_total()));
                 out.serialize(Row {
-                    t_s: rec.start_us / 1_000_000,
-                    script: s.script.name(),
-                    ok: s.ok,
-                    errors: s.error_total(),
-                    ops_per_sec: format!("{:.1}", s.ok as f64 / secs),
-                    p50_ms: ms3(s.p50_us),
-                    p99_ms: ms3(s.p99_us),
-                    max_ms: ms3(s.max_us),
+                    t_s: k,
+                    script: script.name(),
+                    ok,
+                    errors,
+                    ops_per_sec: format!("{:.1}", ok as f64 / secs),
+                    p50_ms: ms3(s.map_or(0, |s| s.p50_us)),
+                    p99_ms: ms3(s.map_or(0, |s| s.p99_us)),
+                    max_ms: ms3(s.map_or(0, |s| s.max_us)),
                     faults: &active,
                 })
                 .map_err(csv_err)?;
@@ -83,9 +98,31 @@ mod tests {
         let rows: Vec<Vec<String>> = r.records().map(|rec| rec.unwrap().iter().map(str::to_owned).collect()).collect();
         let keys: Vec<(&str, &str, &str, &str)> =
             rows.iter().map(|r| (r[0].as_str(), r[1].as_str(), r[2].as_str(), r[3].as_str())).collect();
-        assert_eq!(keys, [("1", "enqueue", "20", "0"), ("1", "complete", "5", "0"), ("2", "complete", "5", "2"),]);
+        assert_eq!(
+            keys,
+            [
+                ("1", "enqueue", "20", "0"),
+                ("1", "complete", "5", "0"),
+                ("2", "enqueue", "0", "0"),
+                ("2", "complete", "5", "2")
+            ],
+            "every second has a row for every called script, zeros included"
+        );
         assert_eq!(rows[0][4], "20.0");
-        assert_eq!(rows[2][7], "2.000");
-        assert_eq!((rows[0][8].as_str(), rows[2][8].as_str()), ("", "pause"), "the fault's second is marked");
+        assert_eq!(rows[3][7], "2.000");
+        assert_eq!((rows[0][8].as_str(), rows[3][8].as_str()), ("", "pause"), "the fault's second is marked");
+    }
+
+    /// A second without any call (a 1 s outage) is a row of zeros, not a gap.
+    #[test]
+    fn an_outage_is_a_row_of_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("intervals.csv");
+        let mut run = sample_run();
+        run.intervals.retain(|r| r.index != 1);
+        write_intervals_csv(&path, &run, &FaultsSeen::default()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\n1,enqueue,0,0,0.0,0.000,0.000,0.000,\n1,complete,0,0,0.0,"), "{text}");
+        assert!(text.contains("\n2,complete,5,2,"), "{text}");
     }
 }

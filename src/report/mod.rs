@@ -20,6 +20,7 @@ pub mod gates;
 mod hlog;
 mod intervals_csv;
 mod json;
+pub mod rates;
 pub mod run_summary;
 mod scripts_csv;
 mod summary;
@@ -30,7 +31,7 @@ pub use hlog::write_hlog;
 pub use intervals_csv::write_intervals_csv;
 pub use json::write_json;
 pub use scripts_csv::write_scripts_csv;
-pub use summary::{summarize, Percentiles, ScriptSummary};
+pub use summary::{over_load_phase, summarize, Percentiles, ScriptSummary};
 pub use table::format_table;
 
 use std::fs::{self, File};

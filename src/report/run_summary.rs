@@ -101,8 +101,14 @@ pub struct RunSummary {
     /// One entry per called script: calls, errors by code, ops/s, latency µs.
     pub scripts: Vec<ScriptSummary>,
     /// Job counters of the whole run (warmup included: job accounting, unlike latency, has no
-    /// warmup), by name.
+    /// warmup; the checker sees every job), by name.
     pub jobs: BTreeMap<&'static str, u64>,
+    /// The same counters over the measured part only (warmup excluded), the window of the
+    /// per-script counts, so the two can be compared.
+    pub jobs_measured: BTreeMap<&'static str, u64>,
+    /// Open loop: the requested and achieved rates over the load phase, and what was never
+    /// sent (`null` in closed loop).
+    pub producers: Option<super::rates::ProducerRates>,
     /// Jobs left in each location set at the end (None when the server was unreachable).
     pub depths_end: Option<Depths>,
     /// The harness's own CPU cost.
