@@ -595,10 +595,9 @@ fn summarize(
     // whole measured run.
     crate::report::over_load_phase(&mut scripts, driven.load_secs - metrics.warmup_intervals as f64);
     let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
-    let producers = plan
-        .producers
-        .open_loop
-        .map(|open| ProducerRates::new(open.rate_per_sec, driven.load_secs, driven.sent, driven.busy.clone()));
+    let producers = plan.producers.open_loop.map(|open| {
+        ProducerRates::new(open.rate_per_sec, driven.load_secs, driven.sent, driven.never_sent, driven.busy.clone())
+    });
     RunSummary {
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),

@@ -37,6 +37,9 @@ pub struct RunShared {
     pub aborted: std::sync::atomic::AtomicBool,
     /// Producer sends made, over all threads (each thread adds its count once, at its end).
     pub sent: AtomicU64,
+    /// Open-loop sends whose intended time came before the load phase ended but that were
+    /// never made (the backlog at the stop), over all threads, added once per thread.
+    pub never_sent: AtomicU64,
     /// Each load thread's CPU share of its running time, 0..1 (user + sys over wall, from
     /// getrusage(RUSAGE_THREAD)), by thread index, filled as the threads end (once each).
     pub busy: std::sync::Mutex<Vec<(usize, f64)>>,
@@ -80,6 +83,8 @@ pub struct ThreadCtx {
     pub pacer: Option<super::pacer::Pacer>,
     /// Producer sends made by this thread (added to [`RunShared::sent`] at its end).
     pub sends: std::cell::Cell<u64>,
+    /// This thread's intended-but-never-sent open-loop sends (added to [`RunShared::never_sent`]).
+    pub backlog: std::cell::Cell<u64>,
 }
 
 /// Converts an [`Instant`] to Unix milliseconds from one anchor read at the start, so minting

@@ -49,6 +49,15 @@ impl Schedule {
         Schedule::Open { start, next_s, mean_gap_s, arrival, rng }
     }
 
+    /// The intended send time the next [`Schedule::next_intended`] returns, without advancing
+    /// (`None` in closed loop).
+    pub fn peek(&self) -> Option<Instant> {
+        match self {
+            Schedule::Closed => None,
+            Schedule::Open { start, next_s, .. } => Some(*start + Duration::from_secs_f64(*next_s)),
+        }
+    }
+
     /// The intended send time of the next request (`None` in closed loop), and advances.
     pub fn next_intended(&mut self) -> Option<Instant> {
         match self {

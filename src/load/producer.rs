@@ -93,6 +93,10 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
                 ctx.wait_until(at.min(Instant::now() + PHASE_POLL)).await;
             }
             if ctx.phase() != Phase::Load {
+                // Due before the stop and never sent: the backlog of a rate not held.
+                if at <= Instant::now() {
+                    ctx.backlog.set(ctx.backlog.get() + 1);
+                }
                 break;
             }
         }
@@ -150,6 +154,18 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
             }
         }
     }
+    // Intended times before the stop that no lane drew yet (a producer far behind its
+    // schedule): counted by the first lane out, drawing them (bounded: 100 million).
+    let now = Instant::now();
+    let mut p = producer.borrow_mut();
+    let mut undrawn = 0u64;
+    let timed = matches!(ctx.plan.stop, Stop::Duration(_));
+    while timed && p.schedule.peek().is_some_and(|at| at <= now) && undrawn < 100_000_000 {
+        p.schedule.next_intended();
+        undrawn += 1;
+    }
+    drop(p);
+    ctx.backlog.set(ctx.backlog.get() + undrawn);
     ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
 }
 

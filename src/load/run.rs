@@ -82,6 +82,8 @@ pub struct Driven {
     pub load_secs: f64,
     /// Producer sends made (new jobs and duplicates, ok or not), the whole run.
     pub sent: u64,
+    /// Open-loop sends due before the load phase ended but never made.
+    pub never_sent: u64,
     /// Each load thread's CPU share of its running time, 0..1, by thread index.
     pub busy: Vec<f64>,
 }
@@ -345,6 +347,7 @@ pub async fn drive(
     let issued = shared.issued.load(Ordering::Relaxed);
     let load_secs = (load_ended.unwrap_or(end) - start).as_secs_f64();
     let sent = shared.sent.load(Ordering::Relaxed);
+    let never_sent = shared.never_sent.load(Ordering::Relaxed);
     let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
     busy.sort_by_key(|(index, _)| *index);
     let busy = busy.into_iter().map(|(_, b)| b).collect();
@@ -360,6 +363,7 @@ pub async fn drive(
         issued,
         load_secs,
         sent,
+        never_sent,
         busy,
     }
 }

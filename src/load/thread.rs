@@ -136,6 +136,7 @@ async fn thread_main<W: Wire>(
         history: RefCell::new(HistoryBuf::new(start)),
         in_flight: std::cell::Cell::new(0),
         sends: std::cell::Cell::new(0),
+        backlog: std::cell::Cell::new(0),
         wall: WallClock::now(),
         pacer,
     });
@@ -210,6 +211,7 @@ async fn thread_main<W: Wire>(
     ctx.recorder.borrow_mut().flush_final();
     let stream = ctx.history.borrow_mut().take();
     ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
+    ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
     let busy = thread_cpu_s() / begin.elapsed().as_secs_f64().max(1e-9);
     ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
     stream
