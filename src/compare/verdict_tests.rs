@@ -69,6 +69,20 @@ fn a_noisy_side_is_inconclusive() {
     assert!(m.reason.contains("CV") && m.reason.contains("NEW"), "{}", m.reason);
 }
 
+/// A change far larger than the noise is decided despite it: a side with a CV of ~13 % cannot
+/// make a 3x slowdown.
+#[test]
+fn a_change_that_dwarfs_the_noise_is_decided() {
+    let noisy =
+        |center: f64| -> Vec<f64> { tight(center).iter().enumerate().map(|(i, v)| v * [0.87, 1.13][i % 2]).collect() };
+    let m = judge(p99(), noisy(100.0), tight(350.0), &options());
+    assert!(m.base.cv.unwrap() > 0.1, "noisy base: {:?}", m.base.cv);
+    assert_eq!(m.verdict, Verdict::Regressed, "{}", m.reason);
+    // The same noise with a change it could have made stays inconclusive.
+    let m = judge(p99(), noisy(100.0), tight(130.0), &options());
+    assert_eq!(m.verdict, Verdict::Inconclusive, "{}", m.reason);
+}
+
 #[test]
 fn a_metric_missing_on_one_side_is_inconclusive() {
     let m = judge(p99(), tight(1000.0), vec![], &options());
