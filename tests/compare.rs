@@ -56,7 +56,7 @@ fn summary(shape: Shape, only: Option<&str>, rng: &mut SmallRng) -> serde_json::
     let measured_secs = 10.0;
     let completed = (jitter(1900.0 * shape.throughput) * measured_secs).round() as u64;
     serde_json::json!({
-        "schema_version": 1, "interrupted": false, "measured_secs": measured_secs,
+        "schema_version": 2, "interrupted": false, "measured_secs": measured_secs,
         "jobs": {"completed": completed}, "scripts": scripts,
     })
 }

@@ -146,7 +146,7 @@ mod tests {
     fn write_run(dir: &Path, p50: u64) {
         std::fs::create_dir_all(dir).unwrap();
         let summary = serde_json::json!({
-            "schema_version": 1, "interrupted": false, "measured_secs": 10.0,
+            "schema_version": 2, "interrupted": false, "measured_secs": 10.0,
             "jobs": {"completed": 1000},
             "scripts": [{"script": "claim", "ops_per_sec": 100.0,
                          "latency_us": {"p50": p50, "p99": 900, "p999": 1500}}],

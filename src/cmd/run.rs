@@ -47,12 +47,16 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut folders = Vec::new();
         let mut last = None;
         let mut failures = Vec::new();
+        // The producers' windows summed over the repetitions: merged ops/s use the same
+        // windows as each repetition's own.
+        let mut load_window_s = 0.0;
         for k in 1..=repeat {
             let name = format!("rep-{k:03}");
             let keep = args.keep && k == repeat;
             let (result, metrics) =
                 session.rep(registry.clone(), &args.lua_dir, &dir.join(&name), keep, stop.clone()).await?;
             failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
+            load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
             folders.push(name);
             match merged.as_mut() {
                 Some(all) => all.absorb(&metrics),
@@ -65,7 +69,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             }
         }
         let merged = merged.expect("at least one repetition");
-        let scripts = scripts_of(&merged);
+        let mut scripts = scripts_of(&merged);
+        crate::report::over_load_phase(&mut scripts, load_window_s);
         write_scripts_csv(&dir.join("scripts.csv"), &scripts)?;
         write_json(
             &dir.join("merged.json"),

@@ -596,7 +596,10 @@ fn summarize(
     crate::report::over_load_phase(&mut scripts, driven.load_secs - metrics.warmup_intervals as f64);
     let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
     let producers = plan.producers.open_loop.map(|open| {
-        ProducerRates::new(open.rate_per_sec, driven.load_secs, driven.sent, driven.never_sent, driven.busy.clone())
+        let late = all_jobs(metrics)[JobCounter::LateSends.index()];
+        let jobs_bounded = matches!(plan.stop, scenario::Stop::Jobs(_));
+        let (load, sent, never) = (driven.load_secs, driven.sent, driven.never_sent);
+        ProducerRates::new(open.rate_per_sec, load, sent, never, late, jobs_bounded, driven.busy.clone())
     });
     RunSummary {
         schema_version: SCHEMA_VERSION,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::metric::{Measure, Metric};
 
 /// The `summary.json` schema version this reader understands.
-pub const SUMMARY_SCHEMA: u32 = 1;
+pub const SUMMARY_SCHEMA: u32 = crate::report::run_summary::SCHEMA_VERSION;
 
 /// Which latency a comparison reads from each summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]

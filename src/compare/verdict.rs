@@ -201,7 +201,8 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
         ));
     }
     let spread = m.base.cv.unwrap_or(0.0).max(m.new.cv.unwrap_or(0.0));
-    let dwarfs_noise = m.ci.is_some_and(|ci| ci.lo > 1.0 + 3.0 * spread || ci.hi < 1.0 - 3.0 * spread);
+    // In log space, so a fall counts as much as the rise it undoes (3x slower and 3x fewer ops/s).
+    let dwarfs_noise = m.ci.is_some_and(|ci| ci.lo > 1.0 + 3.0 * spread || ci.hi < 1.0 / (1.0 + 3.0 * spread));
     for (side, s) in [("BASE", &m.base), ("NEW", &m.new)] {
         if let Some(cv) = s.cv.filter(|cv| *cv > o.max_cv && !dwarfs_noise) {
             return inconclusive(format!("CV {:.1}% on {side} > {:.1}%", cv * 100.0, o.max_cv * 100.0));

@@ -129,7 +129,8 @@ impl FaultsSeen {
                 continue;
             }
             for s in &rec.scripts {
-                out[s.script.index()] += FAULT_CODES.iter().map(|c| s.errors[c.index()]).sum::<u64>();
+                out[s.script.index()] +=
+                    ErrorCode::ALL.iter().filter(|c| c.is_fault_caused()).map(|c| s.errors[c.index()]).sum::<u64>();
             }
         }
         out
@@ -168,17 +169,6 @@ impl FaultsSeen {
         out
     }
 }
-
-/// The error codes a fault (not the protocol, not a script's own bug) causes.
-const FAULT_CODES: [ErrorCode; 7] = [
-    ErrorCode::Timeout,
-    ErrorCode::Connection,
-    ErrorCode::Oom,
-    ErrorCode::Loading,
-    ErrorCode::ReadOnly,
-    ErrorCode::Busy,
-    ErrorCode::NoScript,
-];
 
 fn unknown_of(errors: &[u64; ErrorCode::COUNT]) -> u64 {
     errors[ErrorCode::Timeout.index()] + errors[ErrorCode::Connection.index()]

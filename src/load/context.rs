@@ -35,6 +35,9 @@ pub struct RunShared {
     /// Set by an abort (a second stop signal): the threads stop waiting for the replies of
     /// requests in flight and hand over their history at once.
     pub aborted: std::sync::atomic::AtomicBool,
+    /// When the load phase ended (set once, by the coordinator, as it moves to the drain):
+    /// what a send must have been due before to count as never sent.
+    pub load_end: std::sync::OnceLock<std::time::Instant>,
     /// Producer sends made, over all threads (each thread adds its count once, at its end).
     pub sent: AtomicU64,
     /// Open-loop sends whose intended time came before the load phase ended but that were
@@ -111,8 +114,8 @@ impl ThreadCtx {
     /// Waits until `at`: on the thread's pacer (µs precision) when it has one.
     pub async fn wait_until(&self, at: Instant) {
         match &self.pacer {
-            Some(pacer) => pacer.until(at).await,
-            None => tokio::time::sleep_until(at.into()).await,
+            Some(pacer) if !pacer.is_broken() => pacer.until(at).await,
+            _ => tokio::time::sleep_until(at.into()).await,
         }
     }
 

@@ -58,6 +58,21 @@ impl Schedule {
         }
     }
 
+    /// How many intended send times, from the next one on, fall at or before `end` (0 in
+    /// closed loop), without drawing them: exact for uniform arrivals, the expectation (rate ×
+    /// span) for Poisson ones, so counting a backlog of millions costs nothing.
+    pub fn due_until(&self, end: Instant) -> u64 {
+        let Schedule::Open { start, next_s, mean_gap_s, arrival, .. } = self else { return 0 };
+        let span_s = end.saturating_duration_since(*start).as_secs_f64() - *next_s;
+        if span_s < 0.0 {
+            return 0;
+        }
+        match arrival {
+            Arrival::Uniform => (span_s / *mean_gap_s).floor() as u64 + 1,
+            Arrival::Poisson => (span_s / *mean_gap_s).round() as u64,
+        }
+    }
+
     /// The intended send time of the next request (`None` in closed loop), and advances.
     pub fn next_intended(&mut self) -> Option<Instant> {
         match self {

@@ -27,12 +27,14 @@ pub struct Producer {
     schedule: Schedule,
     /// The last accepted job (queue, id), the id a duplicate enqueue re-sends.
     last: Option<(usize, JobId)>,
+    /// True once a lane counted the schedule's undrawn backlog (once per producer).
+    backlog_counted: bool,
 }
 
 impl Producer {
     /// A producer of the run with seed `run_seed` (the ids' run tag), paced by `schedule`.
     pub fn new(run_seed: u64, schedule: Schedule) -> Rc<RefCell<Producer>> {
-        Rc::new(RefCell::new(Producer { ids: JobIdGen::new(run_seed), schedule, last: None }))
+        Rc::new(RefCell::new(Producer { ids: JobIdGen::new(run_seed), schedule, last: None, backlog_counted: false }))
     }
 }
 
@@ -88,13 +90,22 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
             (intended, job)
         };
         if let Some(at) = intended {
-            // Sleep in slices, so a long gap at a low rate does not hold up the drain.
-            while Instant::now() < at && ctx.phase() == Phase::Load {
-                ctx.wait_until(at.min(Instant::now() + PHASE_POLL)).await;
+            // Sleep in slices on tokio's coarse timer, so a long gap at a low rate does not hold
+            // up the drain; only the last wait goes to the precise pacer.
+            loop {
+                let now = Instant::now();
+                if now >= at || ctx.phase() != Phase::Load {
+                    break;
+                }
+                if at - now > PHASE_POLL {
+                    tokio::time::sleep(PHASE_POLL).await;
+                } else {
+                    ctx.wait_until(at).await;
+                }
             }
             if ctx.phase() != Phase::Load {
-                // Due before the stop and never sent: the backlog of a rate not held.
-                if at <= Instant::now() {
+                // Due before the load phase ended and never sent: the backlog of a rate not held.
+                if ctx.shared.load_end.get().is_some_and(|end| at <= *end) {
                     ctx.backlog.set(ctx.backlog.get() + 1);
                 }
                 break;
@@ -154,18 +165,15 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer
             }
         }
     }
-    // Intended times before the stop that no lane drew yet (a producer far behind its
-    // schedule): counted by the first lane out, drawing them (bounded: 100 million).
-    let now = Instant::now();
+    // Intended times before the load phase ended that no lane drew yet (a producer far
+    // behind its schedule): counted once per producer, by the first lane out, in closed form.
     let mut p = producer.borrow_mut();
-    let mut undrawn = 0u64;
-    let timed = matches!(ctx.plan.stop, Stop::Duration(_));
-    while timed && p.schedule.peek().is_some_and(|at| at <= now) && undrawn < 100_000_000 {
-        p.schedule.next_intended();
-        undrawn += 1;
+    if let (Some(end), false) = (ctx.shared.load_end.get(), p.backlog_counted) {
+        p.backlog_counted = true;
+        let undrawn = p.schedule.due_until(*end);
+        ctx.backlog.set(ctx.backlog.get() + undrawn);
     }
     drop(p);
-    ctx.backlog.set(ctx.backlog.get() + undrawn);
     ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
 }
 

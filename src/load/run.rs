@@ -261,9 +261,13 @@ pub async fn drive(
                     Stop::Jobs(_) => shared.producers_live.load(Ordering::Relaxed) == 0,
                 };
                 if done {
+                    // The instant producers are told to stop: what the never-sent count and the
+                    // producers' rate window are measured against.
+                    let ended = Instant::now();
+                    let _ = shared.load_end.set(ended);
                     shared.advance(Phase::Drain);
                     drain_started = Some(now);
-                    load_ended.get_or_insert(now);
+                    load_ended.get_or_insert(ended);
                     // Faults belong to the load phase: the drain shows whether the run recovers.
                     if let Some(running) = &faults_running {
                         running.stop();
@@ -289,8 +293,9 @@ pub async fn drive(
             Phase::Stop => break,
         }
     }
-    shared.advance(Phase::Stop);
     let end = Instant::now();
+    let _ = shared.load_end.set(end);
+    shared.advance(Phase::Stop);
     let _ = stop_tx.send(true);
     // A fault still lasting (a freeze, a pause) is undone now, before anything waits on the server.
     if let Some(running) = &faults_running {

@@ -124,7 +124,13 @@ async fn thread_main<W: Wire>(
     let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
     // Open-loop sends wake on a timerfd, not tokio's 1 ms wheel (see `pacer`).
-    let pacer = plan.producers.open_loop.and_then(|_| super::pacer::Pacer::new().ok());
+    let pacer = plan.producers.open_loop.and_then(|_| match super::pacer::Pacer::new() {
+        Ok(pacer) => Some(pacer),
+        Err(err) => {
+            eprintln!("emq-bench: warning: no timerfd ({err}): open-loop sends are paced by tokio's 1 ms timer");
+            None
+        }
+    });
     if let Some(pacer) = &pacer {
         tokio::task::spawn_local(pacer.clone().drive());
     }
@@ -182,12 +188,19 @@ async fn thread_main<W: Wire>(
     }
     // Idle threads still hand over their data every second; cluster redirects followed by the
     // lanes are counted here, not per call.
+    // The thread's CPU share over the load phase (what says whether the harness held a rate
+    // back), read at the first flush after it: the drain's idling must not dilute it.
+    let load_busy = Rc::new(std::cell::Cell::new(None::<f64>));
+    let busy_now = move || thread_cpu_s() / begin.elapsed().as_secs_f64().max(1e-9);
     let flusher = {
-        let (ctx, routes) = (ctx.clone(), routes.clone());
+        let (ctx, routes, load_busy) = (ctx.clone(), routes.clone(), load_busy.clone());
         async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
             loop {
                 tick.tick().await;
+                if load_busy.get().is_none() && ctx.phase() != super::context::Phase::Load {
+                    load_busy.set(Some(busy_now()));
+                }
                 ctx.bump(JobCounter::Redirects, routes.take_redirects());
                 ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
                 ctx.recorder.borrow_mut().maybe_flush(Instant::now());
@@ -212,7 +225,7 @@ async fn thread_main<W: Wire>(
     let stream = ctx.history.borrow_mut().take();
     ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
     ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
-    let busy = thread_cpu_s() / begin.elapsed().as_secs_f64().max(1e-9);
+    let busy = load_busy.get().unwrap_or_else(busy_now);
     ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
     stream
 }

@@ -157,4 +157,15 @@ impl ErrorCode {
     pub fn is_unknown_outcome(self) -> bool {
         matches!(self, ErrorCode::Timeout | ErrorCode::Connection)
     }
+
+    /// True for what a fault (a lost connection, a full memory, a restart, a failover, a
+    /// busy or flushed server) causes, not the protocol or a script's own bug: the errors an
+    /// injected fault may explain (`faults::record`).
+    pub fn is_fault_caused(self) -> bool {
+        self.is_unknown_outcome()
+            || matches!(
+                self,
+                ErrorCode::Oom | ErrorCode::Loading | ErrorCode::ReadOnly | ErrorCode::Busy | ErrorCode::NoScript
+            )
+    }
 }

@@ -41,7 +41,10 @@ pub fn write_intervals_csv(path: &Path, run: &RunMetrics, faults: &FaultsSeen) -
     let called: Vec<Script> = run.scripts.iter().filter(|t| t.calls() > 0 || t.late > 0).map(|t| t.script).collect();
     let first = run.warmup_intervals;
     let end_us = first * 1_000_000 + run.measured_us;
-    let seconds = end_us.div_ceil(1_000_000).saturating_sub(first);
+    // Replies read after the stop (the wait for requests in flight) fall in later intervals:
+    // those rows are kept too.
+    let last = run.intervals.last().map_or(0, |r| r.index + 1);
+    let seconds = end_us.div_ceil(1_000_000).max(last).saturating_sub(first);
     write_atomic(path, |w| {
         let mut out = csv::Writer::from_writer(w);
         let mut recs = run.intervals.iter().peekable();
@@ -51,7 +54,8 @@ pub fn write_intervals_csv(path: &Path, run: &RunMetrics, faults: &FaultsSeen) -
             }
             let rec = recs.peek().filter(|r| r.index == k);
             let start_us = k * 1_000_000;
-            let duration_us = rec.map_or_else(|| (end_us - start_us).min(1_000_000), |r| r.duration_us);
+            let duration_us =
+                rec.map_or_else(|| end_us.saturating_sub(start_us).clamp(1, 1_000_000), |r| r.duration_us);
             let secs = duration_us.max(1) as f64 / 1e6;
             let from = start_us as f64 / 1e6;
             let active = faults.active_in(from, from + secs);

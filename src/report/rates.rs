@@ -25,8 +25,12 @@ pub struct ProducerRates {
     pub sent: u64,
     /// Intended sends never made (the backlog when the load phase ended).
     pub never_sent: u64,
-    /// True when at least [`HELD_SHARE`] of the intended sends were made.
+    /// True when at least [`HELD_SHARE`] of the intended sends were made; in a run bounded by
+    /// `jobs` (whose load phase lasts until the budget is sent, so nothing is left unsent),
+    /// when at least that share left on time (not later than `late_after`).
     pub held: bool,
+    /// Sends that left later than `late_after` behind their intended time.
+    pub late: u64,
     /// Each load thread's CPU share of its running time, 0..1.
     pub thread_busy: Vec<f64>,
     /// When not held: what held it back (`the harness: load thread 0 at 99% CPU`, or the
@@ -38,10 +42,23 @@ impl ProducerRates {
     /// The rates of a run that asked for `requested` jobs/s and made `sent` sends in
     /// `load_secs`, with `never_sent` more due before the stop, its load threads `busy`
     /// (0..1 each).
-    pub fn new(requested: f64, load_secs: f64, sent: u64, never_sent: u64, busy: Vec<f64>) -> ProducerRates {
+    /// `late` of the sends left late; `jobs_bounded` when the run is bounded by `jobs`.
+    pub fn new(
+        requested: f64,
+        load_secs: f64,
+        sent: u64,
+        never_sent: u64,
+        late: u64,
+        jobs_bounded: bool,
+        busy: Vec<f64>,
+    ) -> ProducerRates {
         let achieved = if load_secs > 0.0 { sent as f64 / load_secs } else { 0.0 };
         let intended = sent + never_sent;
-        let held = sent as f64 >= HELD_SHARE * intended as f64;
+        let held = if jobs_bounded {
+            late as f64 <= (1.0 - HELD_SHARE) * sent as f64
+        } else {
+            sent as f64 >= HELD_SHARE * intended as f64
+        };
         let bottleneck = (!held).then(|| {
             let (index, most) = busy.iter().copied().enumerate().fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
             if most >= BUSY_THREAD {
@@ -62,6 +79,7 @@ impl ProducerRates {
             sent,
             never_sent,
             held,
+            late,
             thread_busy: busy,
             bottleneck,
         }
@@ -81,7 +99,10 @@ impl ProducerRates {
             share * 100.0
         );
         if let Some(why) = &self.bottleneck {
-            out.push_str(&format!(": RATE NOT HELD, {} intended sends never sent; bottleneck: {why}", self.never_sent));
+            out.push_str(&format!(
+                ": RATE NOT HELD, {} intended sends never sent, {} left late; bottleneck: {why}",
+                self.never_sent, self.late
+            ));
         }
         out
     }
@@ -93,23 +114,27 @@ mod tests {
 
     #[test]
     fn a_rate_not_held_says_how_much_and_why() {
-        let held = ProducerRates::new(1000.0, 10.0, 9_990, 10, vec![0.2]);
+        let held = ProducerRates::new(1000.0, 10.0, 9_990, 10, 3, false, vec![0.2]);
         assert!(held.held && held.bottleneck.is_none());
         assert_eq!((held.intended, held.never_sent), (10_000, 10));
         assert_eq!(
             held.line(),
             "producers: requested 1000.0/s, achieved 999.0/s over 10.0 s, 9990 of 10000 intended sends made (99.9%)"
         );
-        let harness = ProducerRates::new(200_000.0, 10.0, 430_000, 1_570_000, vec![0.99, 0.5]);
+        let harness = ProducerRates::new(200_000.0, 10.0, 430_000, 1_570_000, 400_000, false, vec![0.99, 0.5]);
         assert!(!harness.held);
         assert_eq!(harness.never_sent, 1_570_000);
         assert!(
-            harness.line().contains("(21.5%): RATE NOT HELD, 1570000 intended sends never sent"),
+            harness.line().contains("(21.5%): RATE NOT HELD, 1570000 intended sends never sent, 400000 left late"),
             "{}",
             harness.line()
         );
         assert!(harness.bottleneck.as_deref().unwrap().starts_with("the harness: load thread 0 at 99% CPU"));
-        let server = ProducerRates::new(50_000.0, 10.0, 100_000, 400_000, vec![0.3]);
+        let server = ProducerRates::new(50_000.0, 10.0, 100_000, 400_000, 90_000, false, vec![0.3]);
         assert!(server.bottleneck.as_deref().unwrap().starts_with("the server or the network"));
+        // Bounded by jobs: nothing is left unsent, lateness decides.
+        let jobs = ProducerRates::new(1000.0, 10.0, 10_000, 0, 9_000, true, vec![0.4]);
+        assert!(!jobs.held, "{jobs:?}");
+        assert!(ProducerRates::new(1000.0, 10.0, 10_000, 0, 20, true, vec![0.4]).held);
     }
 }

@@ -10,8 +10,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Version of the `summary.json` layout; bumped on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the `summary.json` layout; bumped on any incompatible change. 2: the producers'
+/// `ops_per_sec` is over the load phase (`window`), not load + drain.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The target of a run as the report shows it.
 #[derive(Debug, Clone, Serialize)]

@@ -107,7 +107,11 @@ pub fn over_load_phase(scripts: &mut [ScriptSummary], load_secs: f64) {
     if load_secs <= 0.0 {
         return;
     }
-    for s in scripts.iter_mut().filter(|s| s.script.starts_with("enqueue")) {
+    let producers = [crate::protocol::Script::Enqueue, crate::protocol::Script::EnqueueDelayed];
+    for s in scripts
+        .iter_mut()
+        .filter(|s| crate::protocol::Script::from_name(&s.script).is_some_and(|x| producers.contains(&x)))
+    {
         s.ops_per_sec = s.ok as f64 / load_secs;
         s.window = "load".to_string();
         s.window_secs = load_secs;
