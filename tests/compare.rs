@@ -201,10 +201,16 @@ fn unreadable_folders_are_errors_naming_the_path() {
     let err = load_results(&bad).unwrap_err();
     assert!(matches!(err, LoadError::Parse { .. }) && err.to_string().contains("rep-001/summary.json"), "{err}");
     let future = tmp.path().join("future");
-    let mut v2 = summary(SAME, None, &mut SmallRng::seed_from_u64(13));
-    v2["schema_version"] = 2.into();
-    write_json(&future, &v2);
-    assert!(matches!(load_results(&future), Err(LoadError::Schema { found: 2, .. })));
+    let mut v3 = summary(SAME, None, &mut SmallRng::seed_from_u64(13));
+    v3["schema_version"] = 3.into();
+    write_json(&future, &v3);
+    assert!(matches!(load_results(&future), Err(LoadError::Schema { found: 3, .. })));
+    // Version 1 rated enqueue over load + drain: not comparable with today's load window.
+    let past = tmp.path().join("past");
+    let mut v1 = summary(SAME, None, &mut SmallRng::seed_from_u64(13));
+    v1["schema_version"] = 1.into();
+    write_json(&past, &v1);
+    assert!(matches!(load_results(&past), Err(LoadError::Schema { found: 1, .. })));
     let dead = tmp.path().join("dead");
     std::fs::create_dir_all(dead.join("rep-001")).unwrap();
     let err = load_results(&dead).unwrap_err();
