@@ -174,7 +174,16 @@ pub async fn drive(
     // Every thread connects (and loads the scripts) before the clock starts.
     let mut interrupted = None;
     for ready in readies {
-        match ready.await {
+        // A stop while the threads connect (a frozen server holds a connect up to the reply
+        // timeout) ends the run before it starts.
+        let ready = tokio::select! {
+            ready = ready => ready,
+            _ = stop.stopped() => {
+                interrupted.get_or_insert(Interruption::Stopped);
+                break;
+            }
+        };
+        match ready {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
                 interrupted.get_or_insert_with(|| Interruption::Connect(err.to_string()));

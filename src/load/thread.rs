@@ -105,7 +105,11 @@ async fn thread_main<W: Wire>(
     go: oneshot::Receiver<Go>,
     mut stop: watch::Receiver<bool>,
 ) -> Vec<u8> {
-    let connected = connect_all::<W>(&spec).await;
+    // A run stopped while this thread connects ends it here, not after the connect timeout.
+    let connected = tokio::select! {
+        connected = connect_all::<W>(&spec) => connected,
+        _ = stop.wait_for(|stop| *stop) => return Vec::new(),
+    };
     // Built before the start too: filling the pool takes milliseconds.
     let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
     let (queues, routes, pconns, cconns, mconn) = match connected {
