@@ -588,7 +588,7 @@ fn summarize(
     let enqueued = all_jobs(metrics)[JobCounter::Enqueued.index()];
     let same_process = !driven.faults.injected.iter().any(|f| f.kind == "restart" || f.kind == "failover");
     let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
-    let (user_s, sys_s) = process_cpu();
+    let (user_s, sys_s) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Process);
     let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
     let mut scripts = scripts_of(metrics);
     // The producers' scripts are rated over the load phase (after warmup), the rest over the
@@ -648,18 +648,6 @@ fn summarize(
             us_per_request: if calls > 0 { (user_s + sys_s) * 1e6 / calls as f64 } else { 0.0 },
         },
     }
-}
-
-/// User and system CPU of this process so far, seconds (getrusage(2)).
-fn process_cpu() -> (f64, f64) {
-    // SAFETY: getrusage writes into the zeroed struct we own; no other precondition.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_stime))
 }
 
 /// The reasons a finished run is a failure (exit 1).

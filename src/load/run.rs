@@ -219,7 +219,6 @@ pub async fn drive(
     let mut last_depths = None;
     let mut drain_started = None;
     let mut unreachable = Unreachable::default();
-    let mut load_ended: Option<Instant> = None;
     let mut next_progress = start + Duration::from_secs(1);
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     while interrupted.is_none() {
@@ -276,7 +275,6 @@ pub async fn drive(
                     let _ = shared.load_end.set(ended);
                     shared.advance(Phase::Drain);
                     drain_started = Some(now);
-                    load_ended.get_or_insert(ended);
                     // Faults belong to the load phase: the drain shows whether the run recovers.
                     if let Some(running) = &faults_running {
                         running.stop();
@@ -329,7 +327,8 @@ pub async fn drive(
     }
     abort_watch.abort();
     let metrics = reporter.await.expect("reporter task").finish(end);
-    unreachable.end(start, end);
+    // A streak still in progress ends with the load.
+    unreachable.reached(start, end);
     // The last reading decides whether the run can be checked; a server restarting at the
     // very end gets a few seconds (at most the give-up window) to come back.
     let patience = opts.give_up.min(END_READ_PATIENCE);
@@ -359,7 +358,8 @@ pub async fn drive(
     let reconnects = all_reconnects(&metrics);
     let faults = FaultsSeen::build(injected, unreachable.spans, &metrics, reconnects);
     let issued = shared.issued.load(Ordering::Relaxed);
-    let load_secs = (load_ended.unwrap_or(end) - start).as_secs_f64();
+    // Set at the drain, or at the loop's end when the run ended in its load phase.
+    let load_secs = (*shared.load_end.get().unwrap_or(&end) - start).as_secs_f64();
     let sent = shared.sent.load(Ordering::Relaxed);
     let never_sent = shared.never_sent.load(Ordering::Relaxed);
     let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
@@ -429,10 +429,5 @@ impl Unreachable {
                 detail: error,
             });
         }
-    }
-
-    /// The load ended at `end`: a streak still in progress ends there.
-    fn end(&mut self, start: Instant, end: Instant) {
-        self.reached(start, end);
     }
 }

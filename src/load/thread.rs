@@ -195,7 +195,10 @@ async fn thread_main<W: Wire>(
     // The thread's CPU share over the load phase (what says whether the harness held a rate
     // back), read at the first flush after it: the drain's idling must not dilute it.
     let load_busy = Rc::new(std::cell::Cell::new(None::<f64>));
-    let busy_now = move || thread_cpu_s() / begin.elapsed().as_secs_f64().max(1e-9);
+    let busy_now = move || {
+        let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);
+        (user + sys) / begin.elapsed().as_secs_f64().max(1e-9)
+    };
     let flusher = {
         let (ctx, routes, load_busy) = (ctx.clone(), routes.clone(), load_busy.clone());
         async move {
@@ -250,16 +253,4 @@ async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallErr
     let nodes = spec.nodes.iter().map(|c| (c.target().host.clone(), c.target().port)).collect();
     let routes = Rc::new(Routes::new(&spec.placement, nodes));
     Ok((queues, routes, pconns, cconns, mconn))
-}
-
-/// This thread's user + system CPU so far, seconds (getrusage(RUSAGE_THREAD), Linux).
-fn thread_cpu_s() -> f64 {
-    // SAFETY: getrusage writes into the zeroed struct we own; no other precondition.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }

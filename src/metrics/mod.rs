@@ -21,6 +21,7 @@
 
 mod compact;
 mod counters;
+pub mod cpu;
 mod interval;
 mod recorder;
 mod reporter;

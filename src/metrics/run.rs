@@ -51,6 +51,12 @@ impl ScriptTotals {
     pub fn calls(&self) -> u64 {
         self.ok + self.error_total()
     }
+
+    /// True when the script was called (or an open-loop send of it was late) in the measured
+    /// part: the scripts a summary, scripts.csv and intervals.csv have rows for.
+    pub fn was_called(&self) -> bool {
+        self.calls() > 0 || self.late > 0
+    }
 }
 
 /// One script within one measured interval (only scripts with at least one call or late send).

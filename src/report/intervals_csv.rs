@@ -38,7 +38,7 @@ struct Row<'a> {
 /// [`ReportError::Csv`] or [`ReportError::Io`], naming `path`.
 pub fn write_intervals_csv(path: &Path, run: &RunMetrics, faults: &FaultsSeen) -> Result<(), ReportError> {
     let csv_err = |source| ReportError::Csv { path: path.to_path_buf(), source };
-    let called: Vec<Script> = run.scripts.iter().filter(|t| t.calls() > 0 || t.late > 0).map(|t| t.script).collect();
+    let called: Vec<Script> = run.scripts.iter().filter(|t| t.was_called()).map(|t| t.script).collect();
     let first = run.warmup_intervals;
     let end_us = first * 1_000_000 + run.measured_us;
     // Replies read after the stop (the wait for requests in flight) fall in later intervals:

@@ -125,7 +125,7 @@ pub fn summarize(run: &RunMetrics) -> Vec<ScriptSummary> {
     let secs = run.measured_secs();
     run.scripts
         .iter()
-        .filter(|t| t.calls() > 0 || t.late > 0)
+        .filter(|t| t.was_called())
         .map(|t| ScriptSummary {
             script: t.script.name().to_owned(),
             calls: t.calls(),
