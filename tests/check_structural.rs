@@ -80,6 +80,14 @@ impl Fixture {
     fn row_key(&self, id: &JobId) -> String {
         self.q.job_key(id)
     }
+
+    /// SCAN calls the server has counted (INFO commandstats).
+    async fn scan_calls(&mut self) -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut self.conn).await.unwrap();
+        info.lines()
+            .find_map(|line| line.strip_prefix("cmdstat_scan:calls="))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
 }
 
 /// Asserts `found` is exactly one violation, of `invariant` for `job`, whose found text
@@ -93,8 +101,10 @@ fn assert_one(found: &[Violation], invariant: Invariant, job: &str, text: &str) 
 
 #[tokio::test]
 async fn a_queue_driven_by_the_scripts_is_clean() {
-    let f = fixture().await;
+    let mut f = fixture().await;
     let state = scan(&f.conn, std::slice::from_ref(&f.q)).await.unwrap();
+    // DBSIZE equals the keys the sets led to (rows, sets): nothing to SCAN for.
+    assert_eq!(f.scan_calls().await, 0);
     assert_eq!(check_structural(&state), vec![]);
     assert_eq!(checked_jobs(&state), 6);
     let queue = &state.queues[0];
@@ -158,6 +168,8 @@ async fn a_row_in_no_set_is_i2() {
     let (delayed, id) = (f.q.delayed.clone(), f.delayed.to_string());
     f.raw(&[b"ZREM", delayed.as_bytes(), id.as_bytes()]).await;
     assert_one(&f.violations().await, Invariant::I2, &id, "member of no location set");
+    // The row no set names made DBSIZE exceed what the sets led to: the queue was SCANned.
+    assert!(f.scan_calls().await > 0);
 }
 
 #[tokio::test]

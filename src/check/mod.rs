@@ -10,6 +10,7 @@
 
 pub mod history;
 pub mod report;
+pub mod rows;
 pub mod run;
 pub mod scan;
 pub mod state;

@@ -71,6 +71,11 @@ impl Control {
         &self.inner.connector
     }
 
+    /// The options the connection was opened with (the checker opens its row stream with them).
+    pub fn opts(&self) -> ConnectOptions {
+        self.inner.opts
+    }
+
     /// What the first TLS handshake negotiated (`None` for plain TCP).
     pub fn tls_info(&self) -> Option<TlsInfo> {
         self.inner.state.lock().expect("control state").tls.clone()

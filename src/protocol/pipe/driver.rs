@@ -2,10 +2,12 @@
 //! silent server, reconnect when the connection is lost.
 
 use super::{reply, Shared, State, Target};
+use crate::protocol::client::ConnectOptions;
 use crate::protocol::error::CallError;
+use crate::protocol::registry::ScriptRegistry;
 use crate::protocol::request::Request;
 use crate::protocol::script::Script;
-use crate::target::Stream;
+use crate::target::{Connector, Stream};
 use redis::Value;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -73,10 +75,23 @@ async fn reconnect(shared: &Shared, target: &Target) -> Stream {
 /// whose first answer is not RESP, or that closes the connection before answering, as
 /// [`CallError::NotRedis`]; or the handshake's error reply.
 pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
-    let t = target.connector.target();
+    open_stream(&target.connector, &target.opts, Some(&target.registry)).await
+}
+
+/// [`open`] without the pipe's driver: a handshaken stream (AUTH, SELECT, CLIENT SETNAME as
+/// `opts` asks, and SCRIPT LOAD of every script when `registry` is given) for a caller that
+/// speaks RESP itself (the checker's row reader).
+///
+/// Errors: as [`open`].
+pub(crate) async fn open_stream(
+    connector: &Connector,
+    opts: &ConnectOptions,
+    registry: Option<&ScriptRegistry>,
+) -> Result<Stream, CallError> {
+    let t = connector.target();
     let lost =
         |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
-    let mut stream = target.connector.connect(target.opts.connect_timeout).await?;
+    let mut stream = connector.connect(opts.connect_timeout).await?;
     let mut steps: Vec<(Request, Option<Script>)> = Vec::new();
     if let Some(password) = &t.password {
         let auth = match &t.user {
@@ -88,17 +103,18 @@ pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
     if t.db != 0 {
         steps.push((Request::from_args(&["SELECT", &t.db.to_string()]), None));
     }
-    if let Some(name) = target.opts.client_name {
+    if let Some(name) = opts.client_name {
         steps.push((Request::from_args(&["CLIENT", "SETNAME", name]), None));
     }
-    for script in Script::ALL {
-        steps.push((target.registry.load_request(script), Some(script)));
+    if let Some(registry) = registry {
+        for script in Script::ALL {
+            steps.push((registry.load_request(script), Some(script)));
+        }
     }
     let mut out = Vec::new();
     for (request, _) in &steps {
         request.write_packed(&mut out);
     }
-    let connector = &target.connector;
     let handshake = async {
         // Nothing read yet: a write refused, a reset or an end of stream means the endpoint
         // closed the connection without answering (not a Redis/Valkey server).
@@ -132,16 +148,16 @@ pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
         }
         Ok(replies)
     };
-    let replies = match tokio::time::timeout(target.opts.response_timeout, handshake).await {
+    let replies = match tokio::time::timeout(opts.response_timeout, handshake).await {
         Ok(replies) => replies?,
         Err(_) => return Err(lost("handshake", &"timed out")),
     };
     for ((_, script), value) in steps.iter().zip(replies) {
         let value = value?;
-        match script {
-            Some(script) => target.registry.check_loaded(*script, &value)?,
-            None if value == Value::Okay => {}
-            None => return Err(CallError::Reply(format!("AUTH/SELECT/CLIENT SETNAME replied {value:?}"))),
+        match (script, registry) {
+            (Some(script), Some(registry)) => registry.check_loaded(*script, &value)?,
+            _ if value == Value::Okay => {}
+            _ => return Err(CallError::Reply(format!("AUTH/SELECT/CLIENT SETNAME replied {value:?}"))),
         }
     }
     Ok(stream)

@@ -28,6 +28,8 @@
 mod driver;
 pub mod reply;
 
+pub(crate) use driver::open_stream;
+
 use super::client::ConnectOptions;
 use super::error::CallError;
 use super::registry::ScriptRegistry;
