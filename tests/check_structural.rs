@@ -81,12 +81,17 @@ impl Fixture {
         self.q.job_key(id)
     }
 
-    /// SCAN calls the server has counted (INFO commandstats).
-    async fn scan_calls(&mut self) -> u64 {
+    /// Calls of `command` the server has counted (INFO commandstats).
+    async fn calls(&mut self, command: &str) -> u64 {
         let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut self.conn).await.unwrap();
+        let prefix = format!("cmdstat_{command}:calls=");
         info.lines()
-            .find_map(|line| line.strip_prefix("cmdstat_scan:calls="))
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
             .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
+    async fn scan_calls(&mut self) -> u64 {
+        self.calls("scan").await
     }
 }
 
@@ -187,6 +192,10 @@ async fn a_stray_key_is_i1() {
     // Keys of other queues are not this queue's business.
     f.raw(&[b"SET", b"emq:{other}:junk", b"1"]).await;
     assert_one(&f.violations().await, Invariant::I1, "emq:{q}:junk", "key emq:{q}:junk");
+    // DBSIZE exceeded what the sets could lead to: SCANned while the sets were read, and each
+    // row read once although both the sets and the SCAN named it.
+    assert!(f.scan_calls().await > 0);
+    assert_eq!(f.calls("hgetall").await, 6);
 }
 
 #[tokio::test]

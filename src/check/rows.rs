@@ -49,8 +49,9 @@ enum Expect {
 }
 
 /// Reads one queue into its [`QueueState`]: first the members of the location sets and their
-/// rows ([`KeyReader::new`], [`KeyReader::run`]); then, when asked ([`KeyReader::scan_too`]), SCAN
-/// pages with the queue's pattern and the rows they list that were not read yet.
+/// rows ([`KeyReader::new`], [`KeyReader::run`]); and, when asked ([`KeyReader::scan_too`]) before
+/// or after that run, SCAN pages with the queue's pattern and the rows they list that were not
+/// read yet. Each row is read once, whichever of the two names it first.
 pub struct KeyReader<'a> {
     keys: &'a QueueKeys,
     queue: &'a mut QueueState,
@@ -64,6 +65,10 @@ pub struct KeyReader<'a> {
     listed: VecDeque<JobId>,
     /// Ids read that have no row (no key, or a key that is not a HASH).
     rowless: HashSet<JobId>,
+    /// Ids listed since SCAN began (by a set or a page): while both list ids, a row is read
+    /// once. Empty when not scanning (the membership map dedups the sets' ids).
+    requested: HashSet<JobId>,
+    scanning: bool,
     /// Row keys read that hold another type (each is also in `queue.stray_keys`).
     not_hashes: usize,
     expect: VecDeque<Expect>,
@@ -89,6 +94,8 @@ impl<'a> KeyReader<'a> {
             scan_in_flight: false,
             listed: VecDeque::new(),
             rowless: HashSet::new(),
+            requested: HashSet::new(),
+            scanning: false,
             not_hashes: 0,
             expect: VecDeque::new(),
             rows_in_flight: 0,
@@ -101,6 +108,7 @@ impl<'a> KeyReader<'a> {
     /// lists that was not read yet, and filing other keys as strays.
     pub fn scan_too(&mut self) {
         self.cursor = Some(0);
+        self.scanning = true;
     }
 
     /// The row keys read that exist (rows, and keys of another type).
@@ -218,10 +226,9 @@ impl<'a> KeyReader<'a> {
         out
     }
 
-    /// Whether row `id` was read already (in this run or an earlier one). An id SCAN lists
-    /// twice while it waits is read twice: the later read wins.
+    /// Whether row `id` was read or asked for already (in this run or an earlier one).
     fn read_already(&self, id: &JobId) -> bool {
-        self.queue.rows.contains_key(id) || self.rowless.contains(id)
+        self.queue.rows.contains_key(id) || self.rowless.contains(id) || self.requested.contains(id)
     }
 
     /// Takes one reply; `raw` is its bytes, which `frame`'s ranges index.
@@ -240,7 +247,10 @@ impl<'a> KeyReader<'a> {
                     match classify(self.keys, key) {
                         // SCAN may list a key twice (rehashing), and most rows were read by
                         // member already: each row is read once.
-                        KeyKind::Row(id) if !self.read_already(&id) => self.listed.push_back(id),
+                        KeyKind::Row(id) if !self.read_already(&id) => {
+                            self.requested.insert(id);
+                            self.listed.push_back(id);
+                        }
                         KeyKind::Row(_) | KeyKind::Set(_) => {}
                         KeyKind::Stray => self.queue.stray_keys.push(String::from_utf8_lossy(key).into_owned()),
                     }
@@ -296,7 +306,7 @@ impl<'a> KeyReader<'a> {
                 self.queue.deadlines.insert(id, score);
             }
             let mask = self.queue.members.entry(id).or_insert(0);
-            if *mask == 0 {
+            if *mask == 0 && (!self.scanning || self.requested.insert(id)) {
                 self.listed.push_back(id);
             }
             *mask |= loc.bit();
