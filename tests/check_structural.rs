@@ -81,18 +81,22 @@ impl Fixture {
         self.q.job_key(id)
     }
 
-    /// Calls of `command` the server has counted (INFO commandstats).
     async fn calls(&mut self, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut self.conn).await.unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
-        info.lines()
-            .find_map(|line| line.strip_prefix(prefix.as_str()))
-            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+        calls(&mut self.conn, command).await
     }
 
     async fn scan_calls(&mut self) -> u64 {
         self.calls("scan").await
     }
+}
+
+/// Calls of `command` the server has counted (INFO commandstats).
+async fn calls(conn: &mut Control, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
 /// Asserts `found` is exactly one violation, of `invariant` for `job`, whose found text
@@ -300,7 +304,7 @@ async fn a_location_set_of_the_wrong_type_and_an_ill_formed_member_are_named() {
 
 #[tokio::test]
 async fn a_queue_larger_than_one_batch_is_read_whole() {
-    const JOBS: u32 = 25_000; // more than one SCAN page, row batch and ZRANGE chunk
+    const JOBS: u32 = 25_000; // more than one SCAN page, ZRANGE chunk and HGETALL window
     let server = server();
     let mut conn = client(&server).await.connection().clone();
     let q = keys("big");
@@ -324,4 +328,37 @@ async fn a_queue_larger_than_one_batch_is_read_whole() {
     let state = scan(&conn, std::slice::from_ref(&q)).await.unwrap();
     assert_eq!(check_structural(&state), vec![]);
     assert_eq!((checked_jobs(&state), state.queues[0].rows.len()), (JOBS as usize, JOBS as usize));
+    assert_eq!(calls(&mut conn, "scan").await, 0);
+
+    // A key of someone else's on the server: now the queue is SCANned too, across several
+    // pages, while its sets are read, and still each row is read once.
+    let _: () = redis::cmd("SET").arg("other-tenant:key").arg("1").query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.unwrap();
+    let state = scan(&conn, std::slice::from_ref(&q)).await.unwrap();
+    assert_eq!(check_structural(&state), vec![]);
+    assert_eq!(checked_jobs(&state), JOBS as usize);
+    assert!(calls(&mut conn, "scan").await > 2);
+    assert_eq!(calls(&mut conn, "hgetall").await, u64::from(JOBS));
+}
+
+#[tokio::test]
+async fn a_held_run_lock_is_counted_and_one_stray_key_beside_it_is_found() {
+    let mut f = fixture().await;
+    f.raw(&[b"SET", b"emq-lock:{q}", b"run-1"]).await;
+    assert_eq!(f.violations().await, vec![]);
+    assert_eq!(f.scan_calls().await, 0, "the lock is one of the keys found");
+    // With the lock there, one stray key takes DBSIZE past what the sets can lead to.
+    f.raw(&[b"SET", b"emq:{q}:junk", b"1"]).await;
+    assert_one(&f.violations().await, Invariant::I1, "emq:{q}:junk", "key emq:{q}:junk");
+    assert!(f.scan_calls().await > 0);
+}
+
+#[tokio::test]
+async fn one_stray_key_without_a_lock_is_found() {
+    let mut f = fixture().await;
+    // DBSIZE (12) is no more than the sets can lead to (6 members, 5 sets, a lock): only the
+    // count after the reads (11) shows the stray, and the second pass SCANs.
+    f.raw(&[b"SET", b"emq:{q}:junk", b"1"]).await;
+    assert_one(&f.violations().await, Invariant::I1, "emq:{q}:junk", "key emq:{q}:junk");
+    assert!(f.scan_calls().await > 0);
 }

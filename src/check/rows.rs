@@ -13,8 +13,9 @@
 //! Flow control: at most [`RANGES_AHEAD`] `ZRANGE` chunks in flight and [`LISTED_AHEAD`] ids
 //! waiting for their `HGETALL` before more members or SCAN pages are asked for; the `HGETALL`s
 //! in flight are bounded by count ([`MAX_IN_FLIGHT`]) and by the reply bytes they may bring
-//! ([`IN_FLIGHT_BYTES`], from the mean reply size so far), so a queue of 64 MiB payloads does
-//! not make the server buffer gigabytes of replies.
+//! ([`IN_FLIGHT_BYTES`] over the largest reply so far; the window opens from 4), so a queue
+//! of 64 MiB payloads makes the server buffer about one reply, not gigabytes. Rows much larger
+//! than every earlier one can still overshoot the byte bound once, by the window then open.
 
 use super::scan::{classify, reduce_pairs, set_key, KeyKind, Reduced, RANGE_CHUNK, SCAN_COUNT};
 use super::state::{Location, QueueState};
@@ -33,11 +34,11 @@ pub const RANGES_AHEAD: usize = 4;
 pub const LISTED_AHEAD: usize = 2 * SCAN_COUNT as usize;
 /// `HGETALL`s in flight at most: enough to keep the server busy across a round trip.
 pub const MAX_IN_FLIGHT: usize = 8_000;
-/// Reply bytes in flight at most (estimated from the mean reply so far): what the server may
-/// have to buffer for this connection.
+/// Reply bytes in flight at most (estimated from the largest reply so far): what the server
+/// may have to buffer for this connection.
 pub const IN_FLIGHT_BYTES: usize = 32 << 20;
 /// `HGETALL`s in flight before any reply size is known.
-const FIRST_WINDOW: usize = 256;
+const FIRST_WINDOW: usize = 4;
 /// Socket read size.
 const READ_CHUNK: usize = 1 << 20;
 
@@ -73,9 +74,9 @@ pub struct KeyReader<'a> {
     not_hashes: usize,
     expect: VecDeque<Expect>,
     rows_in_flight: usize,
-    /// Replies to HGETALL so far and their bytes: the mean sets the window.
+    /// Replies to HGETALL so far, and the largest: they set the window.
     replies: usize,
-    reply_bytes: usize,
+    largest_reply: usize,
 }
 
 impl<'a> KeyReader<'a> {
@@ -100,7 +101,7 @@ impl<'a> KeyReader<'a> {
             expect: VecDeque::new(),
             rows_in_flight: 0,
             replies: 0,
-            reply_bytes: 0,
+            largest_reply: 0,
         }
     }
 
@@ -117,7 +118,8 @@ impl<'a> KeyReader<'a> {
     }
 
     /// Sends what is due and reads every reply over `stream` until nothing is left to ask.
-    /// `timeout` bounds every wait for a reply.
+    /// `timeout` bounds every wait for a reply (a write waits as long as the socket does, but
+    /// ends with the read that timed out).
     ///
     /// Errors: a lost connection, a reply not within `timeout`, a malformed reply, an error reply
     /// to ZRANGE or SCAN, or one to HGETALL other than WRONGTYPE (MOVED, ASK, LOADING, ...: the
@@ -129,9 +131,11 @@ impl<'a> KeyReader<'a> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
         let write = async move {
             while let Some(out) = rx.recv().await {
-                writer.write_all(&out).await?;
+                writer.write_all(&out).await.map_err(|e| lost(&format!("write: {e}")))?;
+                // TLS may hold encrypted bytes of what it accepted until flushed.
+                writer.flush().await.map_err(|e| lost(&format!("write: {e}")))?;
             }
-            Ok::<(), std::io::Error>(())
+            Ok::<(), CallError>(())
         };
         let read = async move {
             let mut buf = Vec::with_capacity(READ_CHUNK);
@@ -139,6 +143,7 @@ impl<'a> KeyReader<'a> {
             loop {
                 let out = self.top_up();
                 if !out.is_empty() && tx.send(out).is_err() {
+                    // The writer failed: try_join! reports its error.
                     return Err(lost("the writer stopped"));
                 }
                 if self.expect.is_empty() {
@@ -167,17 +172,17 @@ impl<'a> KeyReader<'a> {
                 }
             }
         };
-        let (written, read) = tokio::join!(write, read);
-        read?;
-        written.map_err(|e| lost(&e.to_string()))
+        // The first error ends both: a reader that timed out must not wait for a write that a
+        // stalled server never accepts.
+        tokio::try_join!(write, read).map(|_| ())
     }
 
-    /// The HGETALLs allowed in flight now.
+    /// The HGETALLs allowed in flight now: [`IN_FLIGHT_BYTES`] over the largest reply so far,
+    /// and at most four per reply read so far (so the window opens gradually, from
+    /// [`FIRST_WINDOW`], before large rows are known).
     fn window(&self) -> usize {
-        match self.reply_bytes.checked_div(self.replies) {
-            None => FIRST_WINDOW,
-            Some(mean) => (IN_FLIGHT_BYTES / mean.max(1)).clamp(1, MAX_IN_FLIGHT),
-        }
+        let by_bytes = IN_FLIGHT_BYTES / self.largest_reply.max(1);
+        by_bytes.min(FIRST_WINDOW.max(4 * self.replies)).clamp(1, MAX_IN_FLIGHT)
     }
 
     /// Frames the commands the flow control allows: member chunks and the next SCAN page while
@@ -260,7 +265,7 @@ impl<'a> KeyReader<'a> {
             Some(Expect::Row(id)) => {
                 self.rows_in_flight -= 1;
                 self.replies += 1;
-                self.reply_bytes += raw.len();
+                self.largest_reply = self.largest_reply.max(raw.len());
                 match reduce_frame(&id, frame, raw)? {
                     Reduced::Row(row) => {
                         self.queue.rows.insert(id, row);
@@ -380,12 +385,15 @@ fn reduce_frame(id: &JobId, frame: RangeFrame, raw: &[u8]) -> Result<Reduced, Ca
             _ => Err(CallError::from_error_reply(code, detail)),
         };
     }
-    let RangeFrame::Array(items) = frame else { return Ok(Reduced::NotAHash) };
+    // Only WRONGTYPE says the key is there and not a HASH: any other shape is not an HGETALL
+    // reply, and counting it as a key would let it stand in for a key the check never saw.
+    let bad = || CallError::Reply(format!("HGETALL {}: not a field/value list", id.as_str()));
+    let RangeFrame::Array(items) = frame else { return Err(bad()) };
     if items.is_empty() {
         return Ok(Reduced::Absent);
     }
-    if items.len() % 2 != 0 {
-        return Ok(Reduced::NotAHash);
+    if items.len() % 2 != 0 || items.iter().any(|item| !matches!(item, RangeFrame::BulkString(_))) {
+        return Err(bad());
     }
     let slice = |item: &RangeFrame| match item {
         RangeFrame::BulkString((start, end)) => Some(&raw[*start..*end]),
@@ -422,8 +430,9 @@ mod tests {
         assert_eq!(reduce_frame(&id, decoded(raw), raw).unwrap(), Reduced::NotAHash);
         let raw = b"-MOVED 3999 127.0.0.1:6381\r\n";
         assert!(reduce_frame(&id, decoded(raw), raw).is_err());
-        let raw = b"*2\r\n:1\r\n$1\r\nx\r\n";
-        assert_eq!(reduce_frame(&id, decoded(raw), raw).unwrap(), Reduced::NotAHash);
+        for raw in [&b"*2\r\n:1\r\n$1\r\nx\r\n"[..], b"*1\r\n$1\r\nx\r\n", b":3\r\n", b"$-1\r\n"] {
+            assert!(reduce_frame(&id, decoded(raw), raw).is_err(), "{raw:?}");
+        }
     }
 
     #[test]
@@ -432,9 +441,11 @@ mod tests {
         let mut queue = QueueState::default();
         let mut reader = KeyReader::new(&keys, &mut queue, &[(Location::Active, 3)]);
         assert_eq!(reader.window(), FIRST_WINDOW);
-        (reader.replies, reader.reply_bytes) = (10, 1_000);
+        (reader.replies, reader.largest_reply) = (10, 100);
+        assert_eq!(reader.window(), 40);
+        (reader.replies, reader.largest_reply) = (100_000, 100);
         assert_eq!(reader.window(), MAX_IN_FLIGHT);
-        (reader.replies, reader.reply_bytes) = (1, 64 << 20);
+        (reader.replies, reader.largest_reply) = (100_000, 64 << 20);
         assert_eq!(reader.window(), 1);
         // The first top-up asks for the members only; a SCAN only when asked for.
         let out = reader.top_up();
