@@ -47,6 +47,8 @@ pub enum Command {
     Compare(crate::cmd::compare::CompareArgs),
     /// A/B two script directories: run them interleaved against one server (--repeat pairs), then compare; exit 1 on a regression, 3 when inconclusive.
     Ab(crate::cmd::ab::AbArgs),
+    /// Measure what each script costs the server per call (each script in a phase of its own, INFO commandstats); with two --lua-dir, compare them: exit 1 on a regression, 3 when inconclusive.
+    Cost(crate::cmd::cost::CostArgs),
 }
 
 /// `emq-bench check`.

@@ -5,11 +5,13 @@
 //! - [`cli`]: the command line (clap derive), no logic.
 //! - [`protocol`]: keyspace builders, job ids, the script registry and one typed function per verb.
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
+//! - [`cost`]: each script's server cost per call, one phase per script.
 
 pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
+pub mod cost;
 pub mod error;
 pub mod faults;
 pub mod history;

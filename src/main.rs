@@ -102,6 +102,20 @@ fn main() -> ExitCode {
                 }
                 Ok(if result.failures.is_empty() { outcome } else { Outcome::Failed })
             }
+            Command::Cost(args) => {
+                let json = args.json;
+                let result = cmd::cost::cost(args).await?;
+                if json {
+                    out(&(serde_json::to_string_pretty(&result.report).expect("report serializes") + "\n"));
+                } else {
+                    out(&result.table);
+                }
+                Ok(match result.report.verdict {
+                    None | Some(Overall::Pass) => Outcome::Success,
+                    Some(Overall::Regression) => Outcome::Failed,
+                    Some(Overall::Inconclusive) => Outcome::Inconclusive,
+                })
+            }
             Command::Check(args) => {
                 let json = args.json;
                 let result = cmd::check::check(args).await?;

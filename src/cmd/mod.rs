@@ -4,6 +4,7 @@
 pub mod ab;
 pub mod check;
 pub mod compare;
+pub mod cost;
 pub mod run;
 pub mod server;
 pub mod session;

@@ -135,7 +135,7 @@ struct ScriptFile {
 /// the maximum, whose spread makes every comparison inconclusive).
 fn enough_samples(measure: Measure, ok: Option<u64>) -> bool {
     let need = match measure {
-        Measure::OpsPerSec => 0,
+        Measure::OpsPerSec | Measure::ServerUs => 0,
         Measure::P50 => 100,
         Measure::P99 => 1_000,
         Measure::P999 => 10_000,

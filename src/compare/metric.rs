@@ -15,6 +15,9 @@ pub enum Measure {
     P99,
     /// 99.9th percentile latency, µs; lower is better.
     P999,
+    /// Server time inside the script per call, µs (`emq-bench cost`, from `INFO
+    /// commandstats`); lower is better. Not in [`Measure::ALL`]: runs do not measure it.
+    ServerUs,
 }
 
 impl Measure {
@@ -25,7 +28,7 @@ impl Measure {
     pub fn better(self) -> Better {
         match self {
             Measure::OpsPerSec => Better::Higher,
-            Measure::P50 | Measure::P99 | Measure::P999 => Better::Lower,
+            Measure::P50 | Measure::P99 | Measure::P999 | Measure::ServerUs => Better::Lower,
         }
     }
 
@@ -36,12 +39,13 @@ impl Measure {
             Measure::P50 => "p50",
             Measure::P99 => "p99",
             Measure::P999 => "p99.9",
+            Measure::ServerUs => "server µs/call",
         }
     }
 
     /// True for the latency percentiles (values in µs).
     pub fn is_latency(self) -> bool {
-        self != Measure::OpsPerSec
+        matches!(self, Measure::P50 | Measure::P99 | Measure::P999)
     }
 }
 

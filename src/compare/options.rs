@@ -16,6 +16,10 @@ pub struct CompareOptions {
     pub noise_p50: f64,
     /// Noise band of tail latency, p99 and p99.9 (default 0.15: tails move more run to run).
     pub noise_tail: f64,
+    /// Noise band of a script's server cost per call (default 0.03: measured over thousands of
+    /// calls on an idle server, it moves 1-2 % between repetitions here).
+    #[serde(default = "default_noise_cost")]
+    pub noise_cost: f64,
     /// Largest coefficient of variation (sample std / mean) a side may have before its metric
     /// is called inconclusive (default 0.10).
     pub max_cv: f64,
@@ -36,6 +40,7 @@ impl Default for CompareOptions {
             noise_throughput: 0.05,
             noise_p50: 0.05,
             noise_tail: 0.15,
+            noise_cost: default_noise_cost(),
             max_cv: 0.10,
             min_repetitions: 3,
             confidence: 0.95,
@@ -45,6 +50,10 @@ impl Default for CompareOptions {
     }
 }
 
+fn default_noise_cost() -> f64 {
+    0.03
+}
+
 impl CompareOptions {
     /// The noise band of a measure, as a fraction of the base median.
     pub fn noise(&self, measure: Measure) -> f64 {
@@ -52,6 +61,7 @@ impl CompareOptions {
             Measure::OpsPerSec => self.noise_throughput,
             Measure::P50 => self.noise_p50,
             Measure::P99 | Measure::P999 => self.noise_tail,
+            Measure::ServerUs => self.noise_cost,
         }
     }
 
@@ -71,6 +81,7 @@ impl CompareOptions {
             ("noise-throughput", self.noise_throughput),
             ("noise-p50", self.noise_p50),
             ("noise-tail", self.noise_tail),
+            ("noise-cost", self.noise_cost),
         ] {
             if !(0.0..1.0).contains(&v) {
                 return Err(format!("{name} must be a fraction in [0, 1) such as 0.05 or 5%, found {v}"));
