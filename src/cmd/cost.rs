@@ -1,15 +1,16 @@
 //! `emq-bench cost [--lua-dir A [--lua-dir B]]`: what each script costs the server per call
-//! (see [`crate::cost`]), on a fresh embedded server; with two directories, the two arms are
-//! measured alternately (A B, B A, ...) and compared per script with the verdict rule of
-//! `compare` (Mann–Whitney, bootstrap interval, noise band `--noise-cost`).
+//! (see [`crate::cost`]), on a fresh embedded server. With two directories the two arms run in
+//! alternating blocks (A B, B A, ...) and are compared per script pair by pair
+//! ([`judge_paired`]: sign test, bootstrap interval of the median ratio, noise band
+//! `--noise-cost`).
 
 use super::compare::parse_fraction;
 use crate::cli::ServerArgs;
-use crate::compare::verdict::{judge, MetricComparison, Overall};
+use crate::compare::verdict::{judge_paired, MetricComparison, Overall};
 use crate::compare::{CompareOptions, Measure, Metric};
-use crate::cost::{measure, ScriptCost, MAX_CALLS, MIN_CALLS};
+use crate::cost::{block_size, measure, ScriptCost, MAX_CALLS, MIN_CALLS};
 use crate::error::AppError;
-use crate::protocol::{ConnectOptions, EchoClient, PipeConn, Script, ScriptRegistry};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Script, ScriptRegistry};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
 use crate::target::{Connector, Control, Target, TargetFlags};
@@ -24,17 +25,19 @@ pub struct CostArgs {
     /// The script directory to measure (default `lua`), or two, BASE then NEW, to compare.
     #[arg(long = "lua-dir", value_name = "DIR", num_args = 1)]
     pub lua_dirs: Vec<PathBuf>,
-    /// Calls per script and repetition (100..=1000000; promote and reap: jobs, 100 per call).
+    /// Calls per script, arm and repetition (100..=1000000; promote and reap: jobs, 100 per call).
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(MIN_CALLS as i64..=MAX_CALLS as i64))]
     pub calls: u32,
-    /// Measured repetitions per arm (1..=100), after one unrecorded warm-up of each.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Measured repetitions (1..=100), each every phase on a fresh keyspace, after one short
+    /// unrecorded warm-up; their blocks are pooled.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Noise band: the smallest change of a script's cost that can be called a regression or an
     /// improvement, e.g. 3% or 0.03 [default: 3%].
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub noise_cost: Option<f64>,
-    /// Largest coefficient of variation of a side before its verdict is inconclusive [default: 10%].
+    /// Half the widest 95% interval of a script's median paired ratio that still gives a
+    /// verdict inside the noise band [default: 10%].
     #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
     pub max_cv: Option<f64>,
     /// Print JSON instead of the table.
@@ -45,18 +48,19 @@ pub struct CostArgs {
     pub server: ServerArgs,
 }
 
-/// One script's costs over the repetitions, per arm, and with two arms their comparison.
+/// One script's costs over the blocks of every repetition, per arm, and with two arms their
+/// comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScriptCosts {
     /// The script.
     pub script: &'static str,
-    /// Calls per repetition.
+    /// Calls per repetition and arm.
     pub calls: u64,
-    /// Per arm, server µs per call inside the script, one value per repetition.
+    /// Per arm, server µs per call inside the script, one value per block.
     pub us_per_call: Vec<Vec<f64>>,
-    /// Per arm, server CPU µs per call (the script plus I/O), one value per repetition.
+    /// Per arm, server CPU µs per call (the script plus I/O), one value per block.
     pub cpu_us_per_call: Vec<Vec<f64>>,
-    /// With two arms: NEW against BASE.
+    /// With two arms: NEW against BASE, pair by pair (see [`judge_paired`]).
     pub comparison: Option<MetricComparison>,
 }
 
@@ -67,7 +71,7 @@ pub struct CostReport {
     pub lua_dirs: Vec<String>,
     /// The server's version.
     pub server_version: String,
-    /// Repetitions per arm.
+    /// Measured repetitions.
     pub repeat: u32,
     /// Per script.
     pub scripts: Vec<ScriptCosts>,
@@ -114,32 +118,31 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     let server_version =
         field("valkey_version:").or_else(|| field("redis_version:")).unwrap_or_else(|| "unknown".into());
 
-    // Per arm, per repetition, the costs of every script.
-    let mut runs: Vec<Vec<Vec<ScriptCost>>> = vec![Vec::new(); dirs.len()];
+    // Every block of every repetition, in the order it ran.
+    let block = block_size(args.calls);
+    let mut blocks: Vec<(u32, ScriptCost)> = Vec::new();
     let local = tokio::task::LocalSet::new();
     local
         .run_until(async {
-            // Repetition 0 is the warm-up; arms alternate A B, B A, ... so drift hits both.
+            // Repetition 0 is a short warm-up (caches, allocator, Lua), not recorded.
             for rep in 0..=args.repeat {
-                let mut order: Vec<usize> = (0..dirs.len()).collect();
-                if rep % 2 == 1 {
-                    order.reverse();
+                let _: () = redis::cmd("FLUSHALL")
+                    .arg("SYNC")
+                    .query_async(&mut control.clone())
+                    .await
+                    .map_err(|e| AppError::Prepare(CallError::from_redis(&e)))?;
+                let mut clients = Vec::with_capacity(registries.len());
+                for registry in &registries {
+                    let client = EchoClient::<PipeConn>::open(&connector, opts, registry.clone()).await;
+                    clients.push(client.map_err(AppError::Prepare)?);
                 }
-                for arm in order {
-                    let _: () = redis::cmd("FLUSHALL")
-                        .arg("SYNC")
-                        .query_async(&mut control.clone())
-                        .await
-                        .map_err(|e| AppError::Prepare(crate::protocol::CallError::from_redis(&e)))?;
-                    let client = EchoClient::<PipeConn>::open(&connector, opts, registries[arm].clone())
-                        .await
-                        .map_err(AppError::Prepare)?;
-                    let costs = measure(&client, &control, args.calls, u64::from(rep) + 1, &format!("{rep}-{arm}"))
-                        .await
-                        .map_err(|e| AppError::Usage(format!("cost of {}: {e}", dirs[arm].display())))?;
-                    if rep > 0 {
-                        runs[arm].push(costs);
-                    }
+                let calls = if rep == 0 { (args.calls / 10).max(MIN_CALLS) } else { args.calls };
+                let seed = u64::from(rep) + 1;
+                let costs = measure(&clients, &control, calls, block.min(calls as usize), seed, &rep.to_string())
+                    .await
+                    .map_err(|e| AppError::Usage(format!("cost: {e}")))?;
+                if rep > 0 {
+                    blocks.extend(costs.into_iter().map(|c| (rep, c)));
                 }
             }
             Ok::<(), AppError>(())
@@ -150,13 +153,15 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     let mut scripts = Vec::new();
     for script in Script::ALL {
         let of = |arm: usize, f: fn(&ScriptCost) -> f64| -> Vec<f64> {
-            runs[arm].iter().filter_map(|rep| rep.iter().find(|c| c.script == script)).map(f).collect()
+            blocks.iter().filter(|(_, c)| c.script == script && c.arm == arm).map(|(_, c)| f(c)).collect()
         };
         let us: Vec<Vec<f64>> = (0..dirs.len()).map(|arm| of(arm, |c| c.us_per_call)).collect();
         let cpu: Vec<Vec<f64>> = (0..dirs.len()).map(|arm| of(arm, |c| c.cpu_us_per_call)).collect();
-        let calls = runs[0].first().and_then(|rep| rep.iter().find(|c| c.script == script)).map_or(0, |c| c.calls);
-        let comparison = (dirs.len() == 2)
-            .then(|| judge(Metric::script(script.name(), Measure::ServerUs), us[0].clone(), us[1].clone(), &options));
+        let calls = blocks.iter().filter(|(rep, c)| *rep == 1 && c.script == script).map(|(_, c)| c.calls).sum::<u64>()
+            / dirs.len() as u64;
+        let comparison = (dirs.len() == 2).then(|| {
+            judge_paired(Metric::script(script.name(), Measure::ServerUs), &pairs_of(&blocks, script), &options)
+        });
         scripts.push(ScriptCosts { script: script.name(), calls, us_per_call: us, cpu_us_per_call: cpu, comparison });
     }
     let verdict =
@@ -172,13 +177,30 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     Ok(CostResult { report, table })
 }
 
+/// The (BASE, NEW) µs-per-call pairs of `script`'s blocks: consecutive blocks of one repetition
+/// (the arms take turns A B B A ..., so each pair is one block of each, back to back).
+fn pairs_of(blocks: &[(u32, ScriptCost)], script: Script) -> Vec<(f64, f64)> {
+    let mut pairs = Vec::new();
+    let mut open: Option<(u32, ScriptCost)> = None;
+    for (rep, cost) in blocks.iter().filter(|(_, c)| c.script == script) {
+        match open.take() {
+            Some((at, first)) if at == *rep && first.arm != cost.arm => {
+                let (base, new) = if first.arm == 0 { (first, *cost) } else { (*cost, first) };
+                pairs.push((base.us_per_call, new.us_per_call));
+            }
+            _ => open = Some((*rep, *cost)),
+        }
+    }
+    pairs
+}
+
 /// The table: one row per script, the median µs per call of each arm (and its CV), and with
 /// two arms the change, its interval and the verdict, then the overall verdict.
 fn table(report: &CostReport, options: &CompareOptions) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "server cost per call, medians of {} repetitions on valkey {} (µs inside the script; CPU = script + I/O):",
+        "server cost per call, medians over the blocks of {} repetition(s) on valkey {} (µs inside the script; CPU = script + I/O):",
         report.repeat, report.server_version
     );
     let med = |xs: &[f64]| stats::median(xs).unwrap_or(f64::NAN);

@@ -208,8 +208,14 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
             return inconclusive(format!("CV {:.1}% on {side} > {:.1}%", cv * 100.0, o.max_cv * 100.0));
         }
     }
+    band_verdict(m, o)
+}
+
+/// The last step of the rule, shared by [`judge`] and [`judge_paired`]: significant and the
+/// whole interval beyond the noise band in one direction, or no change.
+fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
     let (Some(ci), Some(p_worse), Some(p_better)) = (m.ci, m.p_worse, m.p_better) else {
-        return inconclusive("no interval: the base median is 0".to_owned());
+        return (Verdict::Inconclusive, "no interval: the base median is 0".to_owned());
     };
     // Beyond the band in the worse / better direction, as a ratio new/base.
     let (worse_beyond, better_beyond) = match m.better {
@@ -232,6 +238,69 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
     } else {
         (Verdict::NoChange, format!("not significant at α = {}", o.alpha))
     }
+}
+
+/// Compares one metric measured in pairs (`pairs`: (base, new) values taken back to back, the
+/// order alternating), for measurements whose level drifts more between pairs than within one
+/// (`emq-bench cost` on a shared VM): the ratio new/base of each pair carries the change, and
+/// the drift cancels in it.
+///
+/// The rule: at least `min_repetitions` pairs, and enough for the one-sided sign test to reach
+/// `alpha`; the bootstrap interval of the median ratio no wider than `2 × max_cv` unless it lies
+/// wholly beyond the noise band; then regressed (improved) when the sign test is significant
+/// and that interval lies wholly beyond the noise band, as in [`judge`]. The sides' values
+/// and medians are reported as they are; `change` is the median ratio − 1.
+pub fn judge_paired(metric: Metric, pairs: &[(f64, f64)], options: &CompareOptions) -> MetricComparison {
+    let better = metric.measure.better();
+    let ratios: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, n)| n / b).collect();
+    let (worse_above, better_above) = match better {
+        Better::Lower => (true, false),
+        Better::Higher => (false, true),
+    };
+    let median_ratio = stats::median(&ratios);
+    let noise = options.noise(metric.measure);
+    let mut out = MetricComparison {
+        label: metric.label(),
+        metric,
+        better,
+        change: median_ratio.map(|r| r - 1.0),
+        ci: match ratios.len() {
+            0 | 1 => None,
+            _ => stats::median_ci(&ratios, options.confidence, options.resamples, options.seed),
+        },
+        p_worse: stats::sign_test(&ratios, worse_above).or(Some(1.0).filter(|_| !ratios.is_empty())),
+        p_better: stats::sign_test(&ratios, better_above).or(Some(1.0).filter(|_| !ratios.is_empty())),
+        test: None,
+        noise,
+        verdict: Verdict::Inconclusive,
+        reason: String::new(),
+        base: Side::of(pairs.iter().map(|p| p.0).collect()),
+        new: Side::of(pairs.iter().map(|p| p.1).collect()),
+    };
+    let n = ratios.len();
+    let (verdict, reason) = if n < options.min_repetitions.max(1) {
+        (Verdict::Inconclusive, format!("{n} pair(s), fewer than {}", options.min_repetitions))
+    } else if stats::min_sign_p_value(n) >= options.alpha {
+        (Verdict::Inconclusive, format!("{n} pairs cannot reach p < {} in a sign test", options.alpha))
+    } else {
+        // The interval of the median ratio already shrinks with the number of pairs, so it is
+        // its width, not the spread of single ratios, that says whether the pairs could tell.
+        let beyond = out.ci.is_some_and(|ci| ci.lo > 1.0 + noise || ci.hi < 1.0 - noise);
+        match out.ci {
+            Some(ci) if !beyond && ci.hi - ci.lo > 2.0 * options.max_cv => (
+                Verdict::Inconclusive,
+                format!(
+                    "the CI of the median ratio spans {:.1}% (more than 2 x {:.1}%)",
+                    (ci.hi - ci.lo) * 100.0,
+                    options.max_cv * 100.0
+                ),
+            ),
+            _ => band_verdict(&out, options),
+        }
+    };
+    out.verdict = verdict;
+    out.reason = reason;
+    out
 }
 
 #[cfg(test)]

@@ -101,3 +101,24 @@ fn overall_takes_the_worst_and_maps_to_exit_codes() {
     let codes = [Overall::Pass, Overall::Regression, Overall::Inconclusive].map(Overall::exit_code);
     assert_eq!(codes, [0, 1, 3]);
 }
+
+#[test]
+fn paired_ratios_see_a_shift_that_drift_between_pairs_hides() {
+    let metric = Metric::script("complete", Measure::ServerUs);
+    let o = CompareOptions::default();
+    // The level drifts by 1.7x between pairs (a shared VM); within a pair NEW is 10 % dearer.
+    let drift = [10.0, 17.0, 10.5, 16.0, 11.0, 17.5, 10.2, 16.8, 10.8, 17.2];
+    let pairs: Vec<(f64, f64)> = drift.iter().enumerate().map(|(i, d)| (*d, d * (1.10 + 0.002 * i as f64))).collect();
+    let m = judge_paired(metric.clone(), &pairs, &o);
+    assert_eq!(m.verdict, Verdict::Regressed, "{m:#?}");
+    let unpaired = judge(metric.clone(), pairs.iter().map(|p| p.0).collect(), pairs.iter().map(|p| p.1).collect(), &o);
+    assert_ne!(unpaired.verdict, Verdict::Regressed, "the drift hides it from the unpaired rule");
+    // The same arm twice: no change; cheaper: improved.
+    let same: Vec<(f64, f64)> =
+        drift.iter().enumerate().map(|(i, d)| (*d, d * if i % 2 == 0 { 1.004 } else { 0.996 })).collect();
+    assert_eq!(judge_paired(metric.clone(), &same, &o).verdict, Verdict::NoChange);
+    let cheaper: Vec<(f64, f64)> = drift.iter().map(|d| (*d, d * 0.85)).collect();
+    assert_eq!(judge_paired(metric.clone(), &cheaper, &o).verdict, Verdict::Improved);
+    // Too few pairs for the sign test at alpha 0.01 (0.5^6 = 0.016).
+    assert_eq!(judge_paired(metric, &pairs[..6], &o).verdict, Verdict::Inconclusive);
+}

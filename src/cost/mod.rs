@@ -6,8 +6,13 @@
 //! cannot tell the scripts apart; and a client-side latency of a ~10 µs script is mostly
 //! network, client and timer, inside whose noise a +33 % script change hides.
 //!
-//! The phases, on one connection with [`LANES`] calls in flight (the server runs one call at a
-//! time either way; in flight only keeps it busy):
+//! Each phase runs in blocks (of [`block_size`] calls), each block measured on its own; with two
+//! script sets (two clients, one connection each) the blocks take turns A B B A A B ..., so the
+//! two sets run in the same seconds on the same queues, and a drift of the machine's speed
+//! (which on a shared 2-core VM moves a script's cost by up to 1.7x from one second to the
+//! next) hits both members of a pair alike. In a block, [`LANES`] calls are in flight on the
+//! block's connection (the server runs one call at a time either way; in flight only keeps it
+//! busy). The phases:
 //! 1. `enqueue` N jobs (256-byte payloads) into one queue;
 //! 2. `claim` them one per call (lease 10 min), then `extend` and `progress` each held lease
 //!    once, then `complete` half of them and `fail` the other half (for good, 1 attempt);
@@ -38,12 +43,14 @@ pub const MAX_CALLS: u32 = 1_000_000;
 /// Payload bytes of every job.
 const PAYLOAD: usize = 256;
 
-/// One script's cost in one measurement.
+/// One block of one script's calls, measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ScriptCost {
     /// The script.
     pub script: Script,
-    /// `EVALSHA` calls the phase made (and the server counted).
+    /// Which script set (client) ran the block: 0 for the first.
+    pub arm: usize,
+    /// `EVALSHA` calls the block made (and the server counted).
     pub calls: u64,
     /// Server time inside the script per call, µs (`commandstats` usec delta / calls delta).
     pub us_per_call: f64,
@@ -131,15 +138,8 @@ async fn counters(control: &Control) -> Result<Counters, CostError> {
     Ok(found)
 }
 
-/// One phase's measurement: the counters before, the calls made, the counters after.
-async fn measured<F, Fut>(control: &Control, script: Script, phase: F) -> Result<ScriptCost, CostError>
-where
-    F: FnOnce() -> Fut,
-    Fut: std::future::Future<Output = Result<u64, CostError>>,
-{
-    let before = counters(control).await?;
-    let made = phase().await?;
-    let after = counters(control).await?;
+/// The cost of a block from the counters around it; `made` is the calls the block made.
+fn cost_of(script: Script, arm: usize, made: u64, before: Counters, after: Counters) -> Result<ScriptCost, CostError> {
     let counted = after.calls.saturating_sub(before.calls);
     if counted != made || made == 0 {
         return Err(CostError::Disturbed { phase: script.name(), counted, made });
@@ -147,10 +147,100 @@ where
     let calls = made as f64;
     Ok(ScriptCost {
         script,
+        arm,
         calls: made,
         us_per_call: after.usec.saturating_sub(before.usec) as f64 / calls,
         cpu_us_per_call: (after.cpu_secs - before.cpu_secs).max(0.0) * 1e6 / calls,
     })
+}
+
+/// Calls per block for `calls` calls per phase: 40 blocks of a phase of `calls` (20 of the half
+/// phases complete and fail, so 10 pairs: a sign test at α = 0.01 needs 7), at least 50 calls.
+pub fn block_size(calls: u32) -> usize {
+    (calls as usize / 40).max(50)
+}
+
+/// The arm of block `j` of a phase with `arms` arms: A B, B A, A B, ... (ABBA), so a steady
+/// trend within the phase (the queue growing) weighs on both arms alike.
+fn arm_of(j: usize, arms: usize) -> usize {
+    let (pair, pos) = (j / arms, j % arms);
+    if pair % 2 == 0 {
+        pos
+    } else {
+        arms - 1 - pos
+    }
+}
+
+/// What every phase needs: the clients (one per arm), the control connection that reads the
+/// counters, the block size, and where the blocks' costs go.
+struct Phases<'a> {
+    clients: &'a [EchoClient<PipeConn>],
+    control: &'a Control,
+    block: usize,
+    costs: Vec<ScriptCost>,
+}
+
+impl Phases<'_> {
+    /// Runs `call` once per item, in blocks whose arms take turns, each block measured as
+    /// `script`; the results in item order.
+    async fn blocks<T, R, F, Fut>(&mut self, script: Script, items: Vec<T>, call: F) -> Result<Vec<R>, CostError>
+    where
+        T: 'static,
+        R: 'static,
+        F: Fn(EchoClient<PipeConn>, T) -> Fut + Clone + 'static,
+        Fut: std::future::Future<Output = Result<R, CallError>> + 'static,
+    {
+        let mut out = Vec::with_capacity(items.len());
+        let mut items = items.into_iter().peekable();
+        let mut j = 0;
+        while items.peek().is_some() {
+            let chunk: Vec<T> = items.by_ref().take(self.block).collect();
+            let (arm, made) = (arm_of(j, self.clients.len()), chunk.len() as u64);
+            let before = counters(self.control).await?;
+            let results = each(&self.clients[arm], chunk, call.clone())
+                .await
+                .map_err(|source| CostError::Call { phase: script.name(), source })?;
+            let after = counters(self.control).await?;
+            self.costs.push(cost_of(script, arm, made, before, after)?);
+            out.extend(results);
+            j += 1;
+        }
+        Ok(out)
+    }
+
+    /// Calls `promote` or `reap` ([`BATCH`] jobs each) until `jobs` moved, in blocks of
+    /// `block / BATCH` calls whose arms take turns. A call that moves nothing before then is
+    /// [`CostError::Unexpected`].
+    async fn drain(&mut self, keys: &QueueKeys, script: Script, jobs: u32) -> Result<(), CostError> {
+        let per_block = (self.block / BATCH as usize).max(1) as u64;
+        let mut moved = 0u64;
+        let mut j = 0;
+        while moved < u64::from(jobs) {
+            let arm = arm_of(j, self.clients.len());
+            let mut c = self.clients[arm].clone();
+            let before = counters(self.control).await?;
+            let mut made = 0;
+            while made < per_block && moved < u64::from(jobs) {
+                let n = match script {
+                    Script::Promote => c.promote(keys, BATCH).await,
+                    _ => c.reap(keys, BATCH, 3).await,
+                }
+                .map_err(|source| CostError::Call { phase: script.name(), source })?;
+                made += 1;
+                if n == 0 {
+                    return Err(CostError::Unexpected {
+                        phase: script.name(),
+                        what: format!("{moved} of {jobs} jobs were due"),
+                    });
+                }
+                moved += n;
+            }
+            let after = counters(self.control).await?;
+            self.costs.push(cost_of(script, arm, made, before, after)?);
+            j += 1;
+        }
+        Ok(())
+    }
 }
 
 /// Runs `call` once per item of `items`, [`LANES`] at a time on clones of `client`, and
@@ -183,16 +273,18 @@ where
     Ok(all.into_iter().map(|(_, r)| r).collect())
 }
 
-/// Measures every script once: `calls` calls per phase (promote and reap: `calls` jobs,
-/// [`BATCH`] per call). `client` must be connected to the server `control` reads, with the
-/// scripts to measure loaded; `seed` sets the ids and payloads; `tag` keeps the queues of two
-/// measurements on one server apart (`cost-<tag>-a`, ...).
+/// Measures every script once with each client of `clients` (one per script set, all
+/// connected to the server `control` reads, their scripts loaded): `calls` calls per phase
+/// (promote and reap: `calls` jobs, [`BATCH`] per call), in blocks of `block` calls; `seed`
+/// sets the ids and payloads; `tag` keeps the queues of two measurements on one server apart
+/// (`cost-<tag>-a`, ...). The blocks' costs, in the order they ran.
 ///
 /// Errors: [`CostError`].
 pub async fn measure(
-    client: &EchoClient<PipeConn>,
+    clients: &[EchoClient<PipeConn>],
     control: &Control,
     calls: u32,
+    block: usize,
     seed: u64,
     tag: &str,
 ) -> Result<Vec<ScriptCost>, CostError> {
@@ -203,11 +295,7 @@ pub async fn measure(
     let pool = Rc::new(PayloadPool::new(seed));
     let mut ids = JobIdGen::new(seed);
     let mut mint = |n: u32| (0..n).map(|_| ids.next_id()).collect::<Vec<_>>();
-    let fail_call = |phase: &'static str| move |source| CostError::Call { phase, source };
-    let mut costs = Vec::with_capacity(Script::ALL.len());
-
-    // enqueue, then claim / extend / progress / complete / fail on the same jobs.
-    let jobs = mint(calls);
+    let mut phases = Phases { clients, control, block, costs: Vec::new() };
     let enqueue = |keys: Rc<QueueKeys>, pool: Rc<PayloadPool>, delay: Option<u64>| {
         move |mut c: EchoClient<PipeConn>, id| {
             let (keys, pool) = (keys.clone(), pool.clone());
@@ -221,29 +309,17 @@ pub async fn measure(
             }
         }
     };
-    costs.push(
-        measured(control, Script::Enqueue, || async {
-            each(client, jobs, enqueue(main.clone(), pool.clone(), None)).await.map_err(fail_call("enqueue"))?;
-            Ok(u64::from(calls))
-        })
-        .await?,
-    );
     let claim = |keys: Rc<QueueKeys>, lease_ms: u64| {
         move |mut c: EchoClient<PipeConn>, _: u32| {
             let keys = keys.clone();
             async move { c.claim(&keys, lease_ms, 1).await }
         }
     };
-    let mut held = Vec::new();
-    costs.push(
-        measured(control, Script::Claim, || async {
-            let claimed =
-                each(client, (0..calls).collect(), claim(main.clone(), 600_000)).await.map_err(fail_call("claim"))?;
-            held = claimed.into_iter().flatten().map(|job| (job.id, job.token)).collect();
-            Ok(u64::from(calls))
-        })
-        .await?,
-    );
+
+    // enqueue, then claim / extend / progress / complete / fail on the same jobs.
+    phases.blocks(Script::Enqueue, mint(calls), enqueue(main.clone(), pool.clone(), None)).await?;
+    let claimed = phases.blocks(Script::Claim, (0..calls).collect(), claim(main.clone(), 600_000)).await?;
+    let held: Vec<_> = claimed.into_iter().flatten().map(|job| (job.id, job.token)).collect();
     if held.len() != calls as usize {
         return Err(CostError::Unexpected {
             phase: "claim",
@@ -251,110 +327,49 @@ pub async fn measure(
         });
     }
     let keys = main.clone();
-    costs.push(
-        measured(control, Script::Extend, || async {
+    phases
+        .blocks(Script::Extend, held.clone(), move |mut c, (id, token)| {
             let keys = keys.clone();
-            each(client, held.clone(), move |mut c, (id, token)| {
-                let keys = keys.clone();
-                async move { c.extend(&keys, &id, token, 600_000).await }
-            })
-            .await
-            .map_err(fail_call("extend"))?;
-            Ok(held.len() as u64)
+            async move { c.extend(&keys, &id, token, 600_000).await }
         })
-        .await?,
-    );
+        .await?;
     let keys = main.clone();
-    costs.push(
-        measured(control, Script::Progress, || async {
+    phases
+        .blocks(Script::Progress, held.clone(), move |mut c, (id, token)| {
             let keys = keys.clone();
-            each(client, held.clone(), move |mut c, (id, token)| {
-                let keys = keys.clone();
-                async move { c.progress(&keys, &id, token, b"50%").await }
-            })
-            .await
-            .map_err(fail_call("progress"))?;
-            Ok(held.len() as u64)
+            async move { c.progress(&keys, &id, token, b"50%").await }
         })
-        .await?,
-    );
+        .await?;
     let (to_complete, to_fail) = held.split_at(held.len() / 2);
     let keys = main.clone();
-    costs.push(
-        measured(control, Script::Complete, || async {
+    phases
+        .blocks(Script::Complete, to_complete.to_vec(), move |mut c, (id, token)| {
             let keys = keys.clone();
-            each(client, to_complete.to_vec(), move |mut c, (id, token)| {
-                let keys = keys.clone();
-                async move { c.complete(&keys, &id, token).await }
-            })
-            .await
-            .map_err(fail_call("complete"))?;
-            Ok(to_complete.len() as u64)
+            async move { c.complete(&keys, &id, token).await }
         })
-        .await?,
-    );
+        .await?;
     let keys = main.clone();
-    costs.push(
-        measured(control, Script::Fail, || async {
+    phases
+        .blocks(Script::Fail, to_fail.to_vec(), move |mut c, (id, token)| {
             let keys = keys.clone();
-            each(client, to_fail.to_vec(), move |mut c, (id, token)| {
-                let keys = keys.clone();
-                let args = FailArgs { error: "cost", max_attempts: 1, backoff_ms: 0, priority: 0 };
-                async move { c.fail(&keys, &id, token, args).await }
-            })
-            .await
-            .map_err(fail_call("fail"))?;
-            Ok(to_fail.len() as u64)
+            let args = FailArgs { error: "cost", max_attempts: 1, backoff_ms: 0, priority: 0 };
+            async move { c.fail(&keys, &id, token, args).await }
         })
-        .await?,
-    );
+        .await?;
 
     // enqueue_delayed, then promote once they are due.
-    let jobs = mint(calls);
-    costs.push(
-        measured(control, Script::EnqueueDelayed, || async {
-            each(client, jobs, enqueue(delayed.clone(), pool.clone(), Some(1)))
-                .await
-                .map_err(fail_call("enqueue_delayed"))?;
-            Ok(u64::from(calls))
-        })
-        .await?,
-    );
+    phases.blocks(Script::EnqueueDelayed, mint(calls), enqueue(delayed.clone(), pool.clone(), Some(1))).await?;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    costs.push(measured(control, Script::Promote, || drain(client, &delayed, Script::Promote, calls)).await?);
+    phases.drain(&delayed, Script::Promote, calls).await?;
 
-    // Leases of 1 ms, expired before reap runs (setup, not measured).
-    each(client, mint(calls), enqueue(reaped.clone(), pool.clone(), None)).await.map_err(fail_call("reap setup"))?;
-    let claimed =
-        each(client, (0..calls).collect(), claim(reaped.clone(), 1)).await.map_err(fail_call("reap setup"))?;
+    // Leases of 1 ms, expired before reap runs (setup on the first client, not measured).
+    let setup = |source| CostError::Call { phase: "reap setup", source };
+    each(&clients[0], mint(calls), enqueue(reaped.clone(), pool.clone(), None)).await.map_err(setup)?;
+    let claimed = each(&clients[0], (0..calls).collect(), claim(reaped.clone(), 1)).await.map_err(setup)?;
     if claimed.iter().map(Vec::len).sum::<usize>() != calls as usize {
         return Err(CostError::Unexpected { phase: "reap", what: "the setup's claims got too few jobs".into() });
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
-    costs.push(measured(control, Script::Reap, || drain(client, &reaped, Script::Reap, calls)).await?);
-    costs.sort_by_key(|cost| Script::ALL.iter().position(|s| *s == cost.script));
-    Ok(costs)
-}
-
-/// Calls `promote` or `reap` ([`BATCH`] jobs each) on one connection until `jobs` moved; the
-/// call count. A call that moves nothing before then is [`CostError::Unexpected`].
-async fn drain(client: &EchoClient<PipeConn>, keys: &QueueKeys, script: Script, jobs: u32) -> Result<u64, CostError> {
-    let mut c = client.clone();
-    let (mut moved, mut calls) = (0u64, 0u64);
-    while moved < u64::from(jobs) {
-        let n = match script {
-            Script::Promote => c.promote(keys, BATCH).await,
-            _ => c.reap(keys, BATCH, 3).await,
-        }
-        .map_err(|source| CostError::Call { phase: script.name(), source })?;
-        calls += 1;
-        if n == 0 {
-            return Err(CostError::Unexpected {
-                phase: script.name(),
-                what: format!("{moved} of {jobs} jobs were due"),
-            });
-        }
-        moved += n;
-    }
-    Ok(calls)
+    phases.drain(&reaped, Script::Reap, calls).await?;
+    Ok(phases.costs)
 }

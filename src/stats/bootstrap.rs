@@ -69,6 +69,29 @@ pub fn ratio_of_medians_ci(
     Some(Interval { lo: quantile_sorted(&ratios, tail)?, hi: quantile_sorted(&ratios, 1.0 - tail)? })
 }
 
+/// The `confidence` percentile-bootstrap interval of the median of one sample (e.g. paired
+/// ratios new/base: the pairs are resampled, so what the two members of a pair share cancels).
+///
+/// `None` when `xs` is empty or holds a non-finite value, when `resamples` is 0 or `confidence`
+/// is not in `(0, 1)`.
+pub fn median_ci(xs: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<Interval> {
+    let usable =
+        !xs.is_empty() && xs.iter().all(|x| x.is_finite()) && resamples > 0 && confidence > 0.0 && confidence < 1.0;
+    if !usable {
+        return None;
+    }
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut draw = vec![0.0; xs.len()];
+    let mut medians = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        resample(&mut rng, xs, &mut draw);
+        medians.push(median_of_sorted(&draw)?);
+    }
+    medians.sort_unstable_by(f64::total_cmp);
+    let tail = (1.0 - confidence) / 2.0;
+    Some(Interval { lo: quantile_sorted(&medians, tail)?, hi: quantile_sorted(&medians, 1.0 - tail)? })
+}
+
 /// Fills `out` with `out.len()` draws with replacement from `from`, sorted ascending.
 fn resample(rng: &mut SmallRng, from: &[f64], out: &mut [f64]) {
     for slot in out.iter_mut() {
@@ -95,6 +118,16 @@ mod tests {
         assert!(a.lo > 1.15 && a.hi < 1.25, "a clean 20 % shift: {a:?}");
         let wider = ratio_of_medians_ci(&BASE, &new, 0.99, 2_000, 7).unwrap();
         assert!(wider.lo <= a.lo && wider.hi >= a.hi, "99 % holds 95 %");
+    }
+
+    #[test]
+    fn a_median_interval_holds_its_median_and_narrows_with_agreement() {
+        let ratios = [1.10, 1.12, 1.09, 1.11, 1.10, 1.13, 1.08, 1.10];
+        let ci = median_ci(&ratios, 0.95, 2_000, 3).unwrap();
+        assert!(ci.contains(median(&ratios).unwrap()) && ci.lo > 1.08 && ci.hi < 1.13, "{ci:?}");
+        assert_eq!(median_ci(&[1.2; 4], 0.95, 100, 1), Some(Interval { lo: 1.2, hi: 1.2 }));
+        assert_eq!(median_ci(&[], 0.95, 100, 1), None);
+        assert_eq!(median_ci(&[1.0, f64::INFINITY], 0.95, 100, 1), None);
     }
 
     #[test]

@@ -8,14 +8,18 @@
 //! - [`describe`]: median, mean, sample standard deviation, coefficient of variation, quantiles.
 //! - [`normal`]: `erfc` and the standard normal upper tail, for the U test's approximation.
 //! - [`mann_whitney`]: the one-sided Mann–Whitney U test (Mann & Whitney 1947), exact or normal.
-//! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979).
+//! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979), and of
+//!   a median of paired ratios.
+//! - [`sign`]: the one-sided sign test for paired ratios.
 
 pub mod bootstrap;
 pub mod describe;
 pub mod mann_whitney;
 pub mod normal;
+pub mod sign;
 
-pub use bootstrap::{ratio_of_medians_ci, Interval};
+pub use bootstrap::{median_ci, ratio_of_medians_ci, Interval};
 pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};
 pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, Alternative, Method, UTest};
 pub use normal::{erfc, normal_sf};
+pub use sign::{min_sign_p_value, sign_test};

@@ -1,0 +1,96 @@
+//! `emq-bench cost`: every script's server cost per call is measured, a script made dearer is
+//! named (and only it), two copies of one directory never regress, and bad input is exit 2.
+//!
+//! Statistics on a loaded CI box: the planted change (+20 EXISTS in complete, about +100 % of
+//! its cost) is large enough to be certain; identical directories assert only "not regressed".
+//! The calibrated +10 % sensitivity is measured in `scripts/bench-cost-gate`, not here.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cost(args: &[&str]) -> (Output, Option<Value>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .arg("cost")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run emq-bench cost");
+    let json = serde_json::from_slice(&out.stdout).ok();
+    (out, json)
+}
+
+/// A copy of `lua/` in `dir`, with `extra` Lua inserted at the top of `script`.lua (if any).
+fn lua_copy(dir: &Path, script: Option<(&str, &str)>) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("lua")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut source = std::fs::read_to_string(&path).unwrap();
+        if let Some((name, extra)) = script {
+            if path.file_stem().unwrap() == name {
+                source = format!("{extra}\n{source}");
+            }
+        }
+        std::fs::write(dir.join(path.file_name().unwrap()), source).unwrap();
+    }
+    dir.display().to_string()
+}
+
+fn verdicts(json: &Value) -> Vec<(String, String)> {
+    json["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["script"].as_str().unwrap().to_string(), s["comparison"]["verdict"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn every_script_has_a_server_cost_per_call() {
+    let (out, json) = cost(&["--calls", "1000", "--repeat", "1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = json.expect("JSON on stdout");
+    let scripts = json["scripts"].as_array().unwrap();
+    assert_eq!(scripts.len(), 9);
+    for s in scripts {
+        let us = s["us_per_call"][0].as_array().unwrap();
+        assert!(!us.is_empty() && us.iter().all(|v| v.as_f64().unwrap() > 0.0), "{s}");
+        assert!(s["calls"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["comparison"].is_null());
+    }
+    assert!(json["verdict"].is_null());
+}
+
+#[test]
+fn a_script_made_dearer_is_named_and_identical_scripts_do_not_regress() {
+    let work = tempfile::tempdir().unwrap();
+    let same = lua_copy(&work.path().join("same"), None);
+    let dearer =
+        lua_copy(&work.path().join("dearer"), Some(("complete", "for _ = 1, 20 do redis.call('EXISTS', KEYS[1]) end")));
+
+    let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &dearer, "--calls", "4000", "--repeat", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = json.expect("JSON on stdout");
+    for (script, verdict) in verdicts(&json) {
+        if script == "complete" {
+            assert_eq!(verdict, "regressed");
+        } else {
+            assert_ne!(verdict, "regressed", "{script} did not change");
+        }
+    }
+
+    let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &same, "--calls", "4000", "--repeat", "1", "--json"]);
+    assert_ne!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(verdicts(&json.expect("JSON")).iter().all(|(_, v)| v != "regressed"));
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let (out, _) = cost(&["--lua-dir", "lua", "--lua-dir", "lua", "--lua-dir", "lua"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("one or two --lua-dir"));
+    let (out, _) = cost(&["--lua-dir", "/nonexistent-lua"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let (out, _) = cost(&["--calls", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+}
