@@ -1,5 +1,6 @@
 //! `emq-bench cost`: every script's server cost per call is measured, a script made dearer is
-//! named (and only it), two copies of one directory never regress, and bad input is exit 2.
+//! named (and only it), made cheaper is named as improved, two copies of one directory never
+//! regress, and bad input is exit 2.
 //!
 //! Statistics on a loaded CI box: the planted change (+20 EXISTS in complete, about +100 % of
 //! its cost) is large enough to be certain; identical directories assert only "not regressed".
@@ -78,6 +79,12 @@ fn a_script_made_dearer_is_named_and_identical_scripts_do_not_regress() {
             assert_ne!(verdict, "regressed", "{script} did not change");
         }
     }
+
+    // The other way round the change is an improvement, said as one (and not a regression).
+    let (out, json) = cost(&["--lua-dir", &dearer, "--lua-dir", "lua", "--calls", "4000", "--repeat", "1", "--json"]);
+    assert_ne!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let found = verdicts(&json.expect("JSON"));
+    assert!(found.contains(&("complete".to_string(), "improved".to_string())), "{found:?}");
 
     let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &same, "--calls", "4000", "--repeat", "1", "--json"]);
     assert_ne!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));

@@ -11,11 +11,13 @@ use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MAX_CALLS, MIN_CALLS};
 use crate::error::AppError;
 use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Script, ScriptRegistry};
+use crate::report::{write_atomic, ReportError};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
 use crate::target::{Connector, Control, Target, TargetFlags};
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -43,6 +45,13 @@ pub struct CostArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print Markdown (for a CI comment) instead of the table: with two arms, the scripts by
+    /// the size of their change, largest first.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Also write `cost.json` and `cost.md` (the Markdown) into this folder (created).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     /// The embedded server.
     #[command(flatten)]
     pub server: ServerArgs,
@@ -83,7 +92,7 @@ pub struct CostReport {
 pub struct CostResult {
     /// The report (what `--json` prints).
     pub report: CostReport,
-    /// The table.
+    /// The table (or the Markdown, with `--markdown`).
     pub table: String,
 }
 
@@ -173,7 +182,20 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         scripts,
         verdict,
     };
-    let table = table(&report, &options);
+    let md = markdown(&report, &options);
+    if let Some(dir) = &args.out {
+        let io = |e: std::io::Error| AppError::Io { path: dir.display().to_string(), source: e };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let json = dir.join("cost.json");
+        write_atomic(&json, |w| {
+            serde_json::to_writer_pretty(&mut *w, &report)
+                .map_err(|source| ReportError::Json { path: json.clone(), source })
+        })?;
+        write_atomic(&dir.join("cost.md"), |w| {
+            w.write_all(md.as_bytes()).map_err(|source| ReportError::Io { path: dir.join("cost.md"), source })
+        })?;
+    }
+    let table = if args.markdown { md } else { table(&report, &options) };
     Ok(CostResult { report, table })
 }
 
@@ -259,6 +281,55 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
             }
         }
         _ => {}
+    }
+    out
+}
+
+/// The Markdown: per script the cost before and after, the change with its interval and the
+/// verdict; with two arms, largest change first.
+fn markdown(report: &CostReport, options: &CompareOptions) -> String {
+    let med = |xs: &[f64]| stats::median(xs).unwrap_or(f64::NAN);
+    let mut out = String::new();
+    let Some(verdict) = report.verdict else {
+        let _ = writeln!(out, "### Server cost per call ({}, valkey {})\n", report.lua_dirs[0], report.server_version);
+        let _ = writeln!(out, "| script | µs/call | CPU µs/call |\n|---|---:|---:|");
+        for s in &report.scripts {
+            let _ =
+                writeln!(out, "| {} | {:.2} | {:.2} |", s.script, med(&s.us_per_call[0]), med(&s.cpu_us_per_call[0]));
+        }
+        return out;
+    };
+    let _ = writeln!(
+        out,
+        "### Script cost gate: **{}**\n\nBASE `{}`, NEW `{}`; valkey {}; noise band {:.0}%, α {}; server µs per call \
+         inside the script, medians over alternating blocks.\n",
+        verdict.word(),
+        report.lua_dirs[0],
+        report.lua_dirs[1],
+        report.server_version,
+        options.noise_cost * 100.0,
+        options.alpha
+    );
+    let _ = writeln!(out, "| script | BASE µs | NEW µs | change | 95% CI | verdict |\n|---|---:|---:|---:|---|---|");
+    let mut rows: Vec<&ScriptCosts> = report.scripts.iter().filter(|s| s.comparison.is_some()).collect();
+    let size = |s: &ScriptCosts| s.comparison.as_ref().and_then(|c| c.change).map_or(0.0, f64::abs);
+    rows.sort_by(|a, b| size(b).total_cmp(&size(a)));
+    for s in rows {
+        let c = s.comparison.as_ref().expect("filtered");
+        let ci =
+            c.ci.map_or("-".into(), |ci| format!("{:+.1}% .. {:+.1}%", (ci.lo - 1.0) * 100.0, (ci.hi - 1.0) * 100.0));
+        let word = match c.verdict {
+            crate::compare::verdict::Verdict::Regressed => "**regressed**".to_string(),
+            v => v.word().to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {:.2} | {:.2} | {} | {ci} | {word} |",
+            s.script,
+            med(&s.us_per_call[0]),
+            med(&s.us_per_call[1]),
+            c.change.map_or("-".into(), |x| format!("{:+.1}%", x * 100.0))
+        );
     }
     out
 }
