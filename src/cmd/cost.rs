@@ -32,7 +32,7 @@ pub struct CostArgs {
     pub calls: u32,
     /// Measured repetitions (1..=100), each every phase on a fresh keyspace, after one short
     /// unrecorded warm-up; their blocks are pooled.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// Noise band: the smallest change of a script's cost that can be called a regression or an
     /// improvement, e.g. 3% or 0.03 [default: 3%].
