@@ -7,6 +7,7 @@
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 //! - [`cost`]: each script's server cost per call, one phase per script.
 
+pub mod atomic;
 pub mod check;
 pub mod cli;
 pub mod cmd;
@@ -15,9 +16,11 @@ pub mod cost;
 pub mod error;
 pub mod faults;
 pub mod history;
+pub mod html;
 pub mod load;
 pub mod metrics;
 pub mod output;
+pub mod probe;
 pub mod protocol;
 pub mod report;
 pub mod scenario;
