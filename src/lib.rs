@@ -25,5 +25,6 @@ pub mod protocol;
 pub mod report;
 pub mod scenario;
 pub mod server;
+pub mod side_thread;
 pub mod stats;
 pub mod target;

@@ -75,4 +75,12 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
         assert_ne!(verdict(script, Measure::P50), Verdict::Regressed, "{script} p50");
     }
     assert!(tmp.path().join("out/compare.json").is_file());
+    // compare.html: both arms' spectra per script and the per-repetition dots, offline.
+    let html = support::assert_offline_page(&tmp.path().join("out/compare.html"));
+    assert!(html.contains("<h2>enqueue</h2>") && html.contains("latency spectrum"), "no enqueue spectrum");
+    assert!(html.contains("regressed"), "the verdict table shows the regression");
+    assert!(!html.contains("no data recorded"), "a plot of compare.html has no data");
+    for arm in ["A", "B"] {
+        support::assert_offline_page(&tmp.path().join("out").join(arm).join("rep-001/report.html"));
+    }
 }

@@ -368,3 +368,27 @@ impl RunView {
         (from.min(last - 1.0), last)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A known histogram (1..=1000 µs, one each): the spectrum's marks are hdrhistogram's own
+    /// percentiles of it, and the curve rises through them as HdrHistogram's plotter draws it.
+    #[test]
+    fn the_spectrum_of_a_known_histogram() {
+        let mut h = crate::metrics::new_histogram();
+        for us in 1..=1000 {
+            h.record(us).unwrap();
+        }
+        let s = Spectrum::of(&h);
+        assert_eq!(s.mark("p50"), Some(0.5));
+        assert_eq!(s.mark("p99"), Some(0.99));
+        assert_eq!(s.mark("max"), Some(1.0));
+        assert_eq!(s.marks.last().map(|m| m.1), Some(1000.0), "the max sits at 1/(1-p) = the count");
+        assert!(s.points.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "monotonic");
+        let at_100 = s.points.iter().filter(|p| p.0 <= 100.0).last().unwrap();
+        assert!((at_100.0 - 100.0).abs() < 25.0 && (at_100.1 - 0.99).abs() < 0.03, "{at_100:?}");
+        assert_eq!(Spectrum::of(&crate::metrics::new_histogram()), Spectrum::default());
+    }
+}

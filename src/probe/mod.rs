@@ -35,14 +35,7 @@ impl Probe {
     pub fn start(plane: &Plane, every: Duration) -> Probe {
         let (stop, stopped) = watch::channel(false);
         let plane = plane.clone();
-        let thread = std::thread::Builder::new()
-            .name("emq-probe".into())
-            .spawn(move || {
-                let runtime =
-                    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-                runtime.block_on(sample(plane, every, stopped))
-            })
-            .expect("spawn the probe thread");
+        let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped));
         Probe { stop, thread }
     }
 
