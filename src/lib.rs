@@ -6,6 +6,9 @@
 //! - [`protocol`]: keyspace builders, job ids, the script registry and one typed function per verb.
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 //! - [`cost`]: each script's server cost per call, one phase per script.
+//! - [`report`]: the results model and the writer seam every results file goes through.
+//! - [`probe`]: the server sampled every second on its own thread (`server.csv`).
+//! - [`html`]: `report.html` and `compare.html`, drawn from a results folder's files.
 
 pub mod atomic;
 pub mod check;

@@ -67,6 +67,8 @@ pub enum XAxis {
     Time(f64, f64),
     /// 1/(1−p), log, labelled as percentiles (HdrHistogram's plotter).
     Percentile,
+    /// Repetitions 1..=n of a comparison, linear.
+    Repetition(usize),
 }
 
 /// A chart to draw.
@@ -103,6 +105,8 @@ impl Chart<'_> {
             let result = match (self.x, self.log_y) {
                 (XAxis::Time(a, b), false) => self.draw(&root, a..b.max(a + 1.0), 0.0..(hi * 1.1).max(1e-9)),
                 (XAxis::Time(a, b), true) => self.draw(&root, a..b.max(a + 1.0), log_range(lo, hi).log_scale()),
+                (XAxis::Repetition(n), false) => self.draw(&root, 0.5..n as f64 + 0.5, 0.0..(hi * 1.1).max(1e-9)),
+                (XAxis::Repetition(n), true) => self.draw(&root, 0.5..n as f64 + 0.5, log_range(lo, hi).log_scale()),
                 (XAxis::Percentile, log) => {
                     let right = xs().fold(10.0_f64, f64::max) * 1.5;
                     if log {
@@ -132,13 +136,17 @@ impl Chart<'_> {
         let mut chart =
             ChartBuilder::on(root).margin(10).x_label_area_size(36).y_label_area_size(64).build_cartesian_2d(x, y)?;
         let percentile = self.x == XAxis::Percentile;
-        let x_desc = if percentile { "percentile (1/(1-p), log)" } else { "s since the run start" };
+        let x_desc = match self.x {
+            XAxis::Percentile => "percentile (1/(1-p), log)",
+            XAxis::Time(..) => "s since the run start",
+            XAxis::Repetition(_) => "repetition",
+        };
         let x_fmt = move |v: &f64| if percentile { percentile_label(*v) } else { format!("{v:.0}") };
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(self.y_label)
-            .x_labels(8)
+            .x_labels(if let XAxis::Repetition(n) = self.x { n.clamp(1, 10) } else { 8 })
             .y_labels(6)
             .x_label_formatter(&x_fmt)
             .y_label_formatter(&|v: &f64| short(*v))

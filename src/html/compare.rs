@@ -87,18 +87,18 @@ pub fn render(comparison: &Comparison) -> Result<String, ReportError> {
                 .metrics
                 .iter()
                 .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
-            let dots = |values: &[f64]| {
-                values.iter().enumerate().map(|(i, v)| ((i + 1) as f64, v * scale)).collect::<Vec<_>>()
+            // Base a little left of the repetition, new a little right: equal values stay visible.
+            let dots = |values: &[f64], dx: f64| {
+                values.iter().enumerate().map(|(i, v)| ((i + 1) as f64 + dx, v * scale)).collect::<Vec<_>>()
             };
             metric.map_or_else(Vec::new, |m| {
                 vec![
-                    Line::dots(format!("base {}", measure.name()), PALETTE[0], dots(&m.base.values)),
-                    Line::dots(format!("new {}", measure.name()), PALETTE[1], dots(&m.new.values)),
+                    Line::dots(format!("base {}", measure.name()), PALETTE[0], dots(&m.base.values, -0.08)),
+                    Line::dots(format!("new {}", measure.name()), PALETTE[1], dots(&m.new.values, 0.08)),
                 ]
             })
         };
-        let reps = comparison.base.used.len().max(comparison.new.used.len()) as f64;
-        let x = XAxis::Time(0.5, reps + 0.5);
+        let x = XAxis::Repetition(comparison.base.used.len().max(comparison.new.used.len()));
         let lines: Vec<Line> = [Measure::P50, Measure::P99].into_iter().flat_map(|m| per_rep(m, 1e-3)).collect();
         let lines = lines
             .into_iter()
@@ -110,17 +110,12 @@ pub fn render(comparison: &Comparison) -> Result<String, ReportError> {
             .collect();
         figure(
             &mut out,
-            "p50 and p99 per repetition (ms; x = repetition)",
-            &Chart { y_label: "ms", x, log_y: true, lines, shade: &[] },
-            "",
+            "p50 and p99 per repetition (ms)",
+            &Chart { y_label: "ms", x, log_y: false, lines, shade: &[] },
+            ": too few calls per repetition to compare its percentiles (see the verdicts)",
         );
         let lines = per_rep(Measure::OpsPerSec, 1.0);
-        figure(
-            &mut out,
-            "ops/s per repetition (x = repetition)",
-            &Chart { y_label: "ops/s", x, log_y: false, lines, shade: &[] },
-            "",
-        );
+        figure(&mut out, "ops/s per repetition", &Chart { y_label: "ops/s", x, log_y: false, lines, shade: &[] }, "");
         out.push_str("</div>");
     }
     out.push_str("</body></html>\n");

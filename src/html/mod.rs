@@ -1,8 +1,11 @@
 //! `report.html`: one self-contained page per results folder (inline SVG and CSS, no script,
-//! no URL of any kind), rendered from the folder's files.
+//! no URL of any kind), rendered from the folder's files ([`model`] reads them, [`chart`] draws
+//! one plot, [`page`] lays them out); `compare.html` from a `compare.json` ([`compare`]).
 pub mod chart;
+pub mod compare;
 pub mod model;
 pub mod page;
+mod parts;
 
 use crate::report::results::RunResults;
 use crate::report::writer::Writer;
@@ -45,5 +48,3 @@ impl Writer<RunResults<'_>> for ReportHtml {
         write_report(dir).map(drop)
     }
 }
-pub mod compare;
-mod parts;

@@ -387,7 +387,7 @@ mod tests {
         assert_eq!(s.mark("max"), Some(1.0));
         assert_eq!(s.marks.last().map(|m| m.1), Some(1000.0), "the max sits at 1/(1-p) = the count");
         assert!(s.points.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "monotonic");
-        let at_100 = s.points.iter().filter(|p| p.0 <= 100.0).last().unwrap();
+        let at_100 = s.points.iter().rfind(|p| p.0 <= 100.0).unwrap();
         assert!((at_100.0 - 100.0).abs() < 25.0 && (at_100.1 - 0.99).abs() < 0.03, "{at_100:?}");
         assert_eq!(Spectrum::of(&crate::metrics::new_histogram()), Spectrum::default());
     }

@@ -188,7 +188,6 @@ fn queue_section(out: &mut String, view: &RunView, x: XAxis, shade: &[(f64, f64)
 fn server_section(out: &mut String, view: &RunView, x: XAxis, shade: &[(f64, f64)]) {
     out.push_str("<h2>Server</h2><div class=\"grid\">");
     let mut nodes: Vec<&str> = view.server.iter().map(|p| p.node.as_str()).collect();
-    nodes.dedup();
     nodes.sort_unstable();
     nodes.dedup();
     let several = nodes.len() > 1;
