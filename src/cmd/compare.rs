@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::compare::{self, CompareOptions, Comparison, Overall};
 use crate::error::AppError;
-use crate::report::{write_all, write_atomic, ReportError, Writer};
-use std::io::Write;
+use crate::report::{write_all, ReportError, Writer};
 
 /// `emq-bench compare`: the raw command-line values (resolved into [`CompareOptions`]).
 #[derive(Debug, Clone, clap::Args)]
@@ -124,10 +123,7 @@ impl Writer<Comparison> for CompareMd {
         "compare.md"
     }
     fn write(&self, path: &Path, comparison: &Comparison) -> Result<(), ReportError> {
-        let text = compare::format_markdown(comparison);
-        write_atomic(path, |w| {
-            w.write_all(text.as_bytes()).map_err(|source| ReportError::Io { path: path.into(), source })
-        })
+        crate::report::write_text(path, &compare::format_markdown(comparison))
     }
 }
 

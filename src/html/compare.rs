@@ -8,7 +8,7 @@ use super::model::Spectrum;
 use super::parts::{esc, figure, open_page, spectrum_lines};
 use crate::compare::{Comparison, Measure, SetInfo};
 use crate::report::hlog::read_log;
-use crate::report::{write_atomic, ReportError};
+use crate::report::ReportError;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -176,9 +176,5 @@ pub fn write_compare(dir: &Path) -> Result<PathBuf, ReportError> {
 /// # Errors
 /// As [`render`], or the write's [`ReportError::Io`].
 pub fn write_compare_html(path: &Path, comparison: &Comparison) -> Result<(), ReportError> {
-    let html = render(comparison)?;
-    write_atomic(path, |w| {
-        std::io::Write::write_all(w, html.as_bytes())
-            .map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
-    })
+    crate::report::write_text(path, &render(comparison)?)
 }

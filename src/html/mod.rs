@@ -9,8 +9,7 @@ mod parts;
 
 use crate::report::results::RunResults;
 use crate::report::writer::Writer;
-use crate::report::{write_atomic, ReportError};
-use std::io::Write;
+use crate::report::ReportError;
 use std::path::{Path, PathBuf};
 
 /// The page's file name.
@@ -31,9 +30,7 @@ pub fn render_dir(dir: &Path) -> Result<String, ReportError> {
 pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     let html = render_dir(dir)?;
     let path = dir.join(REPORT_FILE);
-    write_atomic(&path, |w| {
-        w.write_all(html.as_bytes()).map_err(|source| ReportError::Io { path: path.clone(), source })
-    })?;
+    crate::report::write_text(&path, &html)?;
     Ok(path)
 }
 

@@ -114,6 +114,17 @@ where
     crate::atomic::write(path, |source| ReportError::Io { path: path.to_path_buf(), source }, body)
 }
 
+/// Writes `text` to `path` atomically (see [`write_atomic`]): the Markdown and HTML pages.
+///
+/// # Errors
+/// [`ReportError::Io`] naming `path`.
+pub fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
+    use std::io::Write;
+    write_atomic(path, |w| {
+        w.write_all(text.as_bytes()).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
