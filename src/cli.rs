@@ -49,6 +49,8 @@ pub enum Command {
     Ab(crate::cmd::ab::AbArgs),
     /// Measure what each script costs the server per call (each script in a phase of its own, INFO commandstats); with two --lua-dir, compare them: exit 1 on a regression, 3 when inconclusive.
     Cost(crate::cmd::cost::CostArgs),
+    /// Re-render report.html (and compare.html) of an existing results folder from its files.
+    Report(crate::cmd::report::ReportArgs),
 }
 
 /// `emq-bench check`.

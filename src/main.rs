@@ -116,6 +116,12 @@ fn main() -> ExitCode {
                     Some(Overall::Inconclusive) => Outcome::Inconclusive,
                 })
             }
+            Command::Report(args) => {
+                for path in cmd::report::report(args)? {
+                    out(&format!("{}\n", path.display()));
+                }
+                Ok(Outcome::Success)
+            }
             Command::Check(args) => {
                 let json = args.json;
                 let result = cmd::check::check(args).await?;

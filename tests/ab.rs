@@ -75,4 +75,20 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
         assert_ne!(verdict(script, Measure::P50), Verdict::Regressed, "{script} p50");
     }
     assert!(tmp.path().join("out/compare.json").is_file());
+    // compare.html: both arms' spectra per script and the per-repetition dots, offline.
+    let html = support::assert_offline_page(&tmp.path().join("out/compare.html"));
+    assert!(html.contains("<h2>enqueue</h2>") && html.contains("latency spectrum"), "no enqueue spectrum");
+    assert!(html.contains("regressed"), "the verdict table shows the regression");
+    // Every script has both arms' spectra drawn (a percentile measured on too few calls to be
+    // compared has no per-repetition dots, and the page says so).
+    for section in html.split("<h2>").skip(2) {
+        assert!(
+            section.contains("all repetitions merged (ms, log)</figcaption><svg"),
+            "no spectrum: {}",
+            &section[..40]
+        );
+    }
+    for arm in ["A", "B"] {
+        support::assert_offline_page(&tmp.path().join("out").join(arm).join("rep-001/report.html"));
+    }
 }

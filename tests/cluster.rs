@@ -44,6 +44,15 @@ async fn the_fencing_soak_runs_on_a_3_primary_cluster_with_queues_on_every_prima
     assert_eq!(check.violations_total, 0, "{check:?}");
     assert!(result.summary.jobs["enqueued"] > 500, "{:?}", result.summary.jobs);
     assert_eq!(result.summary.jobs["redirects"], 0, "no slot moved, so nothing was redirected");
+    // The server sampled on every node, one row per node per second of the run.
+    let mut rows = csv::Reader::from_path(tmp.path().join("server.csv")).unwrap();
+    let nodes: Vec<String> = rows.records().map(|r| r.unwrap()[1].to_string()).collect();
+    let seconds = (result.summary.measured_secs).round() as usize;
+    for node in &topology.nodes {
+        let n = nodes.iter().filter(|a| **a == node.address).count();
+        assert!(n.abs_diff(seconds) <= 1, "{} has {n} rows in a {seconds} s run", node.address);
+    }
+    support::assert_offline_page(&tmp.path().join("report.html"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,11 @@ async fn a_least_privilege_user_runs_the_fencing_soak_clean_without_info() {
     let text = std::fs::read_to_string(tmp.path().join("summary.json")).unwrap();
     assert!(!text.contains("s3cret"), "the password is in summary.json");
     assert!(text.contains("redis://bench:***@127.0.0.1"), "the target is recorded with its password masked");
+    // The probe's INFO is denied too: said once, and the run went on without server figures.
+    let notes = &result.summary.server_samples.as_ref().expect("sampled").unavailable;
+    assert_eq!(notes.iter().filter(|n| n.to_uppercase().contains("NOPERM")).count(), 1, "{notes:?}");
+    let html = std::fs::read_to_string(tmp.path().join("report.html")).unwrap();
+    assert!(!html.contains("s3cret") && html.contains("redis://bench:***@127.0.0.1"), "report.html shows the password");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,6 +42,10 @@ fn assert_complete_folder(dir: &Path) {
         .count();
     assert!(entries > 0, "latency.hlog has no interval");
     assert!(dir.join("scenario.toml").is_file());
+    for file in ["server.csv", "queue.csv", "totals.hlog"] {
+        assert!(dir.join(file).is_file(), "no {file}");
+    }
+    support::assert_offline_page(&dir.join("report.html"));
 }
 
 fn write_scenario(dir: &Path, text: &str) -> PathBuf {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::compare::{self, CompareOptions, Comparison, Overall};
 use crate::error::AppError;
+use crate::report::{write_all, ReportError, Writer};
 
 /// `emq-bench compare`: the raw command-line values (resolved into [`CompareOptions`]).
 #[derive(Debug, Clone, clap::Args)]
@@ -18,7 +19,7 @@ pub struct CompareArgs {
     /// The verdict's options.
     #[command(flatten)]
     pub flags: CompareFlags,
-    /// Folder to write compare.json and compare.md into (created when missing).
+    /// Folder to write compare.json, compare.md and compare.html into (created when missing).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Seed of the bootstrap resampling [default: 1].
@@ -104,16 +105,48 @@ pub fn compare(args: CompareArgs) -> Result<CompareResult, AppError> {
     Ok(CompareResult { verdict: comparison.verdict, comparison, output })
 }
 
-/// Writes `compare.json` (the whole [`Comparison`], pretty) and `compare.md` into `dir`.
-fn write_outputs(dir: &Path, comparison: &Comparison) -> Result<(), AppError> {
-    let fail = |path: &Path, e: &dyn std::fmt::Display| AppError::Usage(format!("{}: {e}", path.display()));
-    std::fs::create_dir_all(dir).map_err(|e| fail(dir, &e))?;
-    let json = serde_json::to_string_pretty(comparison).expect("a comparison serializes") + "\n";
-    for (name, text) in [("compare.json", json), ("compare.md", compare::format_markdown(comparison))] {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| fail(&path, &e))?;
+/// `compare.json`: the whole [`Comparison`], pretty.
+struct CompareJson;
+impl Writer<Comparison> for CompareJson {
+    fn file(&self) -> &'static str {
+        "compare.json"
     }
-    Ok(())
+    fn write(&self, path: &Path, comparison: &Comparison) -> Result<(), ReportError> {
+        crate::report::write_json(path, comparison)
+    }
+}
+
+/// `compare.md`: the Markdown table.
+struct CompareMd;
+impl Writer<Comparison> for CompareMd {
+    fn file(&self) -> &'static str {
+        "compare.md"
+    }
+    fn write(&self, path: &Path, comparison: &Comparison) -> Result<(), ReportError> {
+        crate::report::write_text(path, &compare::format_markdown(comparison))
+    }
+}
+
+/// `compare.html`: the pictures.
+struct CompareHtml;
+impl Writer<Comparison> for CompareHtml {
+    fn file(&self) -> &'static str {
+        crate::html::compare::COMPARE_FILE
+    }
+    fn write(&self, path: &Path, comparison: &Comparison) -> Result<(), ReportError> {
+        crate::html::compare::write_compare_html(path, comparison)
+    }
+}
+
+/// Writes `compare.json`, `compare.md` and `compare.html` into `dir`, each atomically; every
+/// file is attempted. Errors: [`AppError::Usage`] listing every file that could not be written.
+fn write_outputs(dir: &Path, comparison: &Comparison) -> Result<(), AppError> {
+    std::fs::create_dir_all(dir).map_err(|e| AppError::Usage(format!("{}: {e}", dir.display())))?;
+    let errors = write_all(dir, comparison, &[&CompareJson, &CompareMd, &CompareHtml]);
+    match errors.is_empty() {
+        true => Ok(()),
+        false => Err(AppError::Usage(errors.join("; "))),
+    }
 }
 
 /// Parses a fraction written as a percentage (`5%`) or a number in [0, 1] (`0.05`); a bare

@@ -4,23 +4,23 @@
 //! `ab` both drive their repetitions through [`Session::rep`].
 
 use super::Outcome;
-use crate::check::report::INVARIANTS_FILE;
-use crate::check::{self, format_violations, write_invariants, CheckOutcome};
+use crate::check::{self, format_violations, CheckOutcome};
 use crate::cli::{RunArgs, UNWISE_TIMEOUT};
 use crate::error::AppError;
 use crate::faults::{self, Nemesis};
-use crate::history::{self, History, HistoryHeader};
+use crate::history::{History, HistoryHeader};
 use crate::load::run::{drive, DriveOptions, Driven};
 use crate::load::stop::{Interruption, StopSignal};
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
+use crate::probe::Probe;
 use crate::protocol::ids::run_tag;
 use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
 use crate::report::rates::ProducerRates;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::SUMMARY_FILE;
-use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, write_results, HarnessCpu, RunSummary, TargetInfo};
-use crate::report::{format_table, gates, write_json};
+use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, HarnessCpu, RunSummary, TargetInfo};
+use crate::report::{format_table, gates, run_writers, write_all, write_json, DepthSample, RunResults};
 use crate::scenario::thresholds::ThresholdMetric;
 use crate::scenario::{self, FaultKind, Plan, TargetPlan};
 use crate::server::{EmbeddedServer, ServerOptions};
@@ -242,6 +242,9 @@ impl Session {
         copy_scenario(&args.scenario, plan.scenario.target.url.as_deref(), dir)?;
 
         let progress = Progress::new(args.quiet);
+        // The server's side of the same seconds, on connections and a thread of its own.
+        let probe = Probe::start(&self.plane, crate::probe::EVERY);
+        let mut depth_log: Vec<DepthSample> = Vec::new();
         let opts = DriveOptions {
             registry: registry.clone(),
             threads: args.threads as usize,
@@ -250,10 +253,17 @@ impl Session {
             nemesis: self.nemesis.clone(),
         };
         let driven = drive(plan.clone(), opts, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
+            if let Some(depths) = depths {
+                depth_log.push(DepthSample { t_s: crate::probe::epoch_secs(SystemTime::now()), depths });
+            }
             progress.update(live, depths)
         })
         .await;
         progress.finish();
+        let mut server = probe.finish().await;
+        server.rebase(driven.metrics.start_wall);
+        let zero = crate::probe::epoch_secs(driven.metrics.start_wall);
+        depth_log.iter_mut().for_each(|d| d.t_s -= zero);
         let aborted = stop.is_aborted();
 
         // A slot may have moved during the run: read the map again before the check and cleanup.
@@ -276,6 +286,7 @@ impl Session {
             script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
         };
         let mut summary = summarize(&plan, &args, target, &driven, before, after);
+        summary.server_samples = Some(server.summary());
         let header = history_header(&plan, &driven);
         let checked = match stop.unless_aborted(check_run(&header, &driven, &self.plane, &queues, args.no_check)).await
         {
@@ -312,20 +323,19 @@ impl Session {
         };
         summary.keys = kept.clone().map_or_else(|| "deleted".to_string(), |why| format!("kept: {why}"));
 
-        // summary.json first (small, and the one a reader opens), the history last (largest).
-        let mut write_errors = Vec::new();
-        let mut note = |r: Result<(), String>| {
-            if let Err(e) = r {
-                write_errors.push(e);
-            }
-        };
-        note(write_json(&dir.join(SUMMARY_FILE), &summary).map_err(|e| e.to_string()));
-        if let Some(outcome) = &checked {
-            note(write_invariants(&dir.join(INVARIANTS_FILE), &outcome.report).map_err(|e| e.to_string()));
-        }
-        write_errors.extend(write_results(dir, &driven.metrics, &summary.scripts, &driven.faults));
-        let path = dir.join("history.bin");
-        write_errors.extend(history::file::save(&path, &header, &driven.streams).err().map(|e| e.to_string()));
+        // Every file of the folder through one seam, summary.json first and history.bin last.
+        let write_errors = write_all(
+            dir,
+            &RunResults {
+                summary: &summary,
+                metrics: &driven.metrics,
+                server: &server,
+                depths: &depth_log,
+                invariants: checked.as_ref().map(|outcome| &outcome.report),
+                history: (&header, &driven.streams),
+            },
+            &run_writers(),
+        );
         if !write_errors.is_empty() {
             kept.get_or_insert_with(|| "the results folder could not be written completely".to_string());
             summary.keys = format!("kept: {}", kept.as_deref().unwrap_or_default());
@@ -509,23 +519,11 @@ fn server_options(plan: &Plan, args: &RunArgs) -> ServerOptions {
     ServerOptions { binary: args.server.server_bin.clone(), config, port: None }
 }
 
-/// What a run, `--repeat` or `ab` writes into its folder: a folder that holds any of them
-/// holds an earlier run's results, which a new run must not mix its own into.
-const RESULT_ENTRIES: [&str; 13] = [
-    "summary.json",
-    "scripts.csv",
-    "intervals.csv",
-    "latency.hlog",
-    "history.bin",
-    "invariants.json",
-    "merged.json",
-    "compare.json",
-    "compare.md",
-    "rep-001",
-    "A",
-    "B",
-    "warmup",
-];
+/// What a run, `--repeat` or `ab` writes into its folder besides the run's own files (the
+/// [`run_writers`]): a folder that holds any of them holds an earlier run's results, which a
+/// new run must not mix its own into.
+const OTHER_ENTRIES: [&str; 8] =
+    ["merged.json", "compare.json", "compare.md", "compare.html", "rep-001", "A", "B", "warmup"];
 
 /// Checks `--out` before any server is touched: it is created when missing (exit 2 when it
 /// cannot be), and refused (exit 2) when it already holds an earlier run's results.
@@ -535,7 +533,8 @@ pub fn check_out(out: Option<&Path>) -> Result<(), AppError> {
     let Some(dir) = out else { return Ok(()) };
     std::fs::create_dir_all(dir)
         .map_err(|e| AppError::Usage(format!("--out {}: cannot be created: {e}", dir.display())))?;
-    if let Some(found) = RESULT_ENTRIES.iter().find(|name| dir.join(name).exists()) {
+    let run_files = crate::report::writer::files(&run_writers());
+    if let Some(found) = run_files.iter().chain(&OTHER_ENTRIES).find(|name| dir.join(name).exists()) {
         return Err(AppError::Usage(format!(
             "--out {}: it already holds an earlier run's results ({found}); choose an empty or new folder",
             dir.display()
@@ -641,6 +640,7 @@ fn summarize(
         check: None,
         history_bytes_per_job: None,
         thresholds,
+        server_samples: None,
         harness: HarnessCpu {
             threads: args.threads as usize,
             user_s,

@@ -80,36 +80,31 @@ impl Nemesis {
     ) -> Nemesis {
         let (commands, mut received) = mpsc::unbounded_channel::<Command>();
         let plane = plane.clone();
-        let thread = std::thread::Builder::new()
-            .name("emq-nemesis".into())
-            .spawn(move || {
-                let runtime =
-                    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
-                runtime.block_on(async move {
-                    // Opened once; when it fails, every schedule reports one `nemesis` span saying
-                    // so (and the run fails: no fault was injected).
-                    let own = plane.open_again().await.map_err(|e| e.to_string());
-                    let target = kinds::Target {
-                        plane: std::cell::RefCell::new(own.as_ref().ok().cloned()),
-                        server: server.as_deref(),
-                        replica: std::cell::RefCell::new(replica),
+        let thread = crate::side_thread::spawn("emq-nemesis", move || {
+            async move {
+                // Opened once; when it fails, every schedule reports one `nemesis` span saying
+                // so (and the run fails: no fault was injected).
+                let own = plane.open_again().await.map_err(|e| e.to_string());
+                let target = kinds::Target {
+                    plane: std::cell::RefCell::new(own.as_ref().ok().cloned()),
+                    server: server.as_deref(),
+                    replica: std::cell::RefCell::new(replica),
+                };
+                while let Some(command) = received.recv().await {
+                    let spans = match &own {
+                        Ok(_) => run_schedule(&faults, &target, command.start, command.until, command.end).await,
+                        Err(err) => vec![FaultSpan {
+                            kind: "nemesis".into(),
+                            from_s: 0.0,
+                            to_s: 0.0,
+                            count: 0,
+                            detail: format!("no fault injected: its connections failed: {err}"),
+                        }],
                     };
-                    while let Some(command) = received.recv().await {
-                        let spans = match &own {
-                            Ok(_) => run_schedule(&faults, &target, command.start, command.until, command.end).await,
-                            Err(err) => vec![FaultSpan {
-                                kind: "nemesis".into(),
-                                from_s: 0.0,
-                                to_s: 0.0,
-                                count: 0,
-                                detail: format!("no fault injected: its connections failed: {err}"),
-                            }],
-                        };
-                        let _ = command.spans.send(spans);
-                    }
-                });
-            })
-            .expect("spawn the nemesis thread");
+                    let _ = command.spans.send(spans);
+                }
+            }
+        });
         Nemesis { commands, thread: Arc::new(Mutex::new(Some(thread))) }
     }
 

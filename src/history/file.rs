@@ -6,7 +6,7 @@
 //! for each stream: u64 LE length · bytes.
 
 use super::HistoryHeader;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The file's magic and format version.
@@ -50,12 +50,10 @@ pub enum HistoryFileError {
     },
 }
 
-/// Writes `header` and `streams` to `path` (via `path.tmp` and a rename).
+/// Writes `header` and `streams` to `path` atomically (via `history.bin.tmp` and a rename).
 pub fn save(path: &Path, header: &HistoryHeader, streams: &[Vec<u8>]) -> Result<(), HistoryFileError> {
     let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
-    let tmp = path.with_extension("bin.tmp");
-    let written = (|| {
-        let mut out = BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
+    crate::atomic::write(path, io, |out| {
         let json = serde_json::to_vec(header).expect("header serializes");
         out.write_all(MAGIC).map_err(io)?;
         out.write_all(&(json.len() as u32).to_le_bytes()).map_err(io)?;
@@ -65,14 +63,8 @@ pub fn save(path: &Path, header: &HistoryHeader, streams: &[Vec<u8>]) -> Result<
             out.write_all(&(stream.len() as u64).to_le_bytes()).map_err(io)?;
             out.write_all(stream).map_err(io)?;
         }
-        out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
-    })();
-    // A full disk must not leave a half-written `.tmp` beside the results.
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+        Ok(())
+    })
 }
 
 /// Reads a history file: its header and raw streams.

@@ -1,82 +1,162 @@
-//! `latency.hlog`: an HdrHistogram interval log, one histogram per second per script.
+//! HdrHistogram interval logs: `latency.hlog` (one histogram per second per script) and
+//! `totals.hlog` (each script's whole-run latency and service-time histograms), written and
+//! read back (the report and `emq-bench report DIR` read them).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2DeflateSerializer;
+use base64::Engine;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag};
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
 
+use super::results::RunResults;
+use super::writer::Writer;
 use super::{write_atomic, ReportError};
 use crate::metrics::RunMetrics;
 
-/// Write the per-second ok-latency histograms to `path` as an HdrHistogram interval log.
-///
-/// Format: the HdrHistogram log format (readable by `HistogramLogProcessor`, HdrHistogram's
-/// plotter and `hdrhistogram::serialization::interval_log::IntervalLogIterator`): comment lines,
-/// `#[StartTime: ...]` and `#[BaseTime: ...]` both set to the run start (wall clock), then one line
-/// per measured interval per script with at least one ok call: `Tag=<script>,<start s since run
-/// start>,<length s>,<max>,<V2 deflate base64 histogram>`. Values are µs (max divisor 1).
+/// One histogram of an interval log: its tag, start and length (s since the log's base
+/// time) and the histogram (µs).
+pub struct Entry {
+    /// The tag, e.g. `claim` or `service.claim`.
+    pub tag: String,
+    /// Start, s since the run start.
+    pub start_s: f64,
+    /// Length, s.
+    pub length_s: f64,
+    /// The histogram, µs.
+    pub histogram: Histogram<u64>,
+}
+
+/// Writes `entries` to `path` as an HdrHistogram interval log (readable by
+/// `HistogramLogProcessor`, HdrHistogram's plotter and [`read_log`]): `comment`, then
+/// `#[StartTime: ...]` and `#[BaseTime: ...]` both set to `start`, then one line per entry:
+/// `Tag=<tag>,<start s>,<length s>,<max>,<V2 deflate base64 histogram>`. Values are µs.
 ///
 /// # Errors
-/// [`ReportError::Hlog`] if a histogram fails to decode or encode, [`ReportError::Io`] otherwise;
-/// both name `path`.
-pub fn write_hlog(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
+/// [`ReportError::Hlog`] if a histogram fails to encode, [`ReportError::Io`] otherwise; both
+/// name `path`.
+fn write_log<'h>(
+    path: &Path,
+    comment: &str,
+    start: SystemTime,
+    entries: impl Iterator<Item = (&'h str, Duration, Duration, Histogram<u64>)>,
+) -> Result<(), ReportError> {
     let hlog_err = |message: String| ReportError::Hlog { path: path.to_path_buf(), message };
     write_atomic(path, |w| {
         let mut serializer = V2DeflateSerializer::new();
         let mut log = IntervalLogWriterBuilder::new()
-            .add_comment("emq-bench latency per script: ok calls, us from the intended send")
-            .with_start_time(run.start_wall)
-            .with_base_time(run.start_wall)
+            .add_comment(comment)
+            .with_start_time(start)
+            .with_base_time(start)
             .begin_log_with(w, &mut serializer)
             .map_err(|e| hlog_err(e.to_string()))?;
-        for rec in &run.intervals {
-            for s in rec.scripts.iter().filter(|s| s.ok > 0) {
-                let h = s.latency.decode().map_err(|e| hlog_err(e.to_string()))?;
-                let tag = Tag::new(s.script.name()).expect("script names have no ',' ' ' or '\\n'");
-                log.write_histogram(
-                    &h,
-                    Duration::from_micros(rec.start_us),
-                    Duration::from_micros(rec.duration_us),
-                    Some(tag),
-                )
-                .map_err(|e| hlog_err(e.to_string()))?;
-            }
+        for (tag, from, length, h) in entries {
+            let tag = Tag::new(tag).expect("tags have no ',' ' ' or '\\n'");
+            log.write_histogram(&h, from, length, Some(tag)).map_err(|e| hlog_err(e.to_string()))?;
         }
         Ok(())
     })
 }
 
+/// Write the per-second ok-latency histograms to `path` (`latency.hlog`): one line per measured
+/// interval per script with at least one ok call, tag = the script, µs from the intended send.
+///
+/// # Errors
+/// As [`write_log`]; also [`ReportError::Hlog`] when a recorded interval fails to decode.
+pub fn write_hlog(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
+    let mut entries = Vec::new();
+    for rec in &run.intervals {
+        for s in rec.scripts.iter().filter(|s| s.ok > 0) {
+            let h = s
+                .latency
+                .decode()
+                .map_err(|e| ReportError::Hlog { path: path.to_path_buf(), message: e.to_string() })?;
+            let (from, length) = (Duration::from_micros(rec.start_us), Duration::from_micros(rec.duration_us));
+            entries.push((s.script.name(), from, length, h));
+        }
+    }
+    let comment = "emq-bench latency per script: ok calls, us from the intended send";
+    write_log(path, comment, run.start_wall, entries.into_iter())
+}
+
+/// Write each called script's whole measured histograms to `path` (`totals.hlog`): tag
+/// `latency.<script>` (ok calls, µs from the intended send) and `service.<script>` (µs from the
+/// actual send), both spanning the measured part (from the end of warmup). These are the
+/// histograms summary.json's percentiles come from: the report draws its spectra from them.
+///
+/// # Errors
+/// As [`write_log`].
+pub fn write_totals(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
+    let from = Duration::from_secs(run.warmup_intervals);
+    let length = Duration::from_micros(run.measured_us);
+    let tags: Vec<(String, String)> = run
+        .scripts
+        .iter()
+        .filter(|t| t.was_called())
+        .map(|t| (format!("latency.{}", t.script.name()), format!("service.{}", t.script.name())))
+        .collect();
+    let entries = run.scripts.iter().filter(|t| t.was_called()).zip(&tags).flat_map(|(t, (lat, svc))| {
+        [(lat.as_str(), from, length, t.latency.clone()), (svc.as_str(), from, length, t.service.clone())]
+    });
+    let comment = "emq-bench whole-run histograms per script: latency.<script> from the intended send, \
+                   service.<script> from the actual send, us";
+    write_log(path, comment, run.start_wall, entries)
+}
+
+/// Reads every histogram of the interval log at `path`, in file order.
+///
+/// # Errors
+/// [`ReportError::Io`] when the file cannot be read, [`ReportError::Read`] when a line or a
+/// histogram does not decode; both name `path`.
+pub fn read_log(path: &Path) -> Result<Vec<Entry>, ReportError> {
+    let bytes = std::fs::read(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
+    let bad = |message: String| ReportError::Read { path: path.to_path_buf(), message };
+    let mut out = Vec::new();
+    let mut decoder = Deserializer::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        let LogEntry::Interval(i) = entry.map_err(|e| bad(format!("{e:?}")))? else { continue };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(i.encoded_histogram())
+            .map_err(|e| bad(format!("a histogram is not base64: {e}")))?;
+        let histogram: Histogram<u64> =
+            decoder.deserialize(&mut &raw[..]).map_err(|e| bad(format!("a histogram does not decode: {e:?}")))?;
+        out.push(Entry {
+            tag: i.tag().map(|t| t.as_str().to_owned()).unwrap_or_default(),
+            start_s: i.start_timestamp().as_secs_f64(),
+            length_s: i.duration().as_secs_f64(),
+            histogram,
+        });
+    }
+    Ok(out)
+}
+
+/// `latency.hlog`.
+pub struct LatencyHlog;
+impl Writer<RunResults<'_>> for LatencyHlog {
+    fn file(&self) -> &'static str {
+        "latency.hlog"
+    }
+    fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
+        write_hlog(path, run.metrics)
+    }
+}
+
+/// `totals.hlog`.
+pub struct TotalsHlog;
+impl Writer<RunResults<'_>> for TotalsHlog {
+    fn file(&self) -> &'static str {
+        "totals.hlog"
+    }
+    fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
+        write_totals(path, run.metrics)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    use hdrhistogram::serialization::Deserializer;
-    use hdrhistogram::Histogram;
-
     use super::*;
     use crate::report::tests::sample_run;
-
-    /// Minimal standard-alphabet base64 decoder (the crate has no base64 dependency of its own).
-    fn base64(s: &str) -> Vec<u8> {
-        let val = |c: u8| match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("not base64: {c}"),
-        };
-        let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
-        for c in s.bytes().filter(|&c| c != b'=') {
-            acc = (acc << 6) | u32::from(val(c));
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        out
-    }
 
     #[test]
     fn log_reads_back_with_the_same_counts() {
@@ -84,21 +164,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("latency.hlog");
         write_hlog(&path, &run).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        let (mut starts, mut bases, mut got) = (0, 0, Vec::new());
-        for entry in IntervalLogIterator::new(&bytes) {
-            match entry.unwrap() {
-                LogEntry::StartTime(_) => starts += 1,
-                LogEntry::BaseTime(_) => bases += 1,
-                LogEntry::Interval(i) => {
-                    let raw = base64(i.encoded_histogram());
-                    let h: Histogram<u64> = Deserializer::new().deserialize(&mut &raw[..]).unwrap();
-                    let tag = i.tag().unwrap().as_str().to_owned();
-                    got.push((i.start_timestamp().as_secs(), tag, h.len(), h.max()));
-                }
-            }
-        }
-        assert_eq!((starts, bases), (1, 1));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!((text.matches("#[StartTime:").count(), text.matches("#[BaseTime:").count()), (1, 1));
+        let got: Vec<(u64, String, u64, u64)> = read_log(&path)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.start_s as u64, e.tag, e.histogram.len(), e.histogram.max()))
+            .collect();
         let want: Vec<(u64, String, u64, u64)> = run
             .intervals
             .iter()
@@ -111,5 +183,19 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(got.len(), 3);
         assert_eq!(got[2], (2, "complete".to_owned(), 5, 2_000));
+    }
+
+    #[test]
+    fn totals_hold_the_summary_histograms() {
+        let run = sample_run();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("totals.hlog");
+        write_totals(&path, &run).unwrap();
+        let entries = read_log(&path).unwrap();
+        let tags: Vec<&str> = entries.iter().map(|e| e.tag.as_str()).collect();
+        assert_eq!(tags, ["latency.enqueue", "service.enqueue", "latency.complete", "service.complete"]);
+        let summary = crate::report::summarize(&run);
+        assert_eq!(entries[2].histogram.value_at_quantile(0.99), summary[1].latency_us.p99);
+        assert_eq!((entries[0].start_s, entries[0].length_s), (1.0, 2.0));
     }
 }

@@ -80,6 +80,17 @@ pub fn write_intervals_csv(path: &Path, run: &RunMetrics, faults: &FaultsSeen) -
     })
 }
 
+/// `intervals.csv`, with the faults of summary.json.
+pub struct IntervalsCsv;
+impl super::writer::Writer<super::results::RunResults<'_>> for IntervalsCsv {
+    fn file(&self) -> &'static str {
+        "intervals.csv"
+    }
+    fn write(&self, path: &Path, run: &super::results::RunResults) -> Result<(), ReportError> {
+        write_intervals_csv(path, run.metrics, &run.summary.faults)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,33 +9,46 @@
 //! | `scripts.csv` | [`write_scripts_csv`] | `&[ScriptSummary]` |
 //! | `intervals.csv` | [`write_intervals_csv`] | `RunMetrics::intervals` |
 //! | `latency.hlog` | [`write_hlog`] | `RunMetrics::intervals` (HdrHistogram interval log) |
+//! | `totals.hlog` | [`write_totals`] | `RunMetrics::scripts` (whole-run histograms) |
+//! | `server.csv` | [`write_server_csv`] | the probe's rows ([`crate::probe`]) |
+//! | `queue.csv` | [`write_queue_csv`] | `RunMetrics::intervals` + the depths read |
+//! | `report.html` | [`crate::html`] | the files above, read back |
 //! | any JSON | [`write_json`] | any `Serialize` |
 //! | terminal table | [`format_table`] | `&[ScriptSummary]` + job counters |
 //!
-//! Every file is written to `<path>.tmp` and renamed, so a reader never sees half a file. Times in
+//! A run's files are the [`run_writers`], each a [`Writer`] of the [`RunResults`] model, fanned
+//! out by [`write_all`]. Every file is written to `<path>.tmp` and renamed, so a reader never sees half a file. Times in
 //! files and tables are ms with 3 decimals ([`ms3`]), as memtier_benchmark and valkey-benchmark
 //! print them; the model itself keeps µs integers.
 
 pub mod gates;
-mod hlog;
+pub mod hlog;
 mod intervals_csv;
 mod json;
+mod queue_csv;
 pub mod rates;
+pub mod results;
 pub mod run_summary;
 mod scripts_csv;
+pub mod server_csv;
 mod summary;
 mod table;
 pub mod thresholds;
+pub mod writer;
 
-pub use hlog::write_hlog;
+pub use hlog::{write_hlog, write_totals};
 pub use intervals_csv::write_intervals_csv;
 pub use json::write_json;
+pub use queue_csv::write_queue_csv;
+pub use results::{run_writers, DepthSample, RunResults};
 pub use scripts_csv::write_scripts_csv;
+pub use server_csv::write_server_csv;
 pub use summary::{over_load_phase, summarize, Percentiles, ScriptSummary};
 pub use table::format_table;
+pub use writer::{write_all, Writer};
 
-use std::fs::{self, File};
-use std::io::{BufWriter, Write};
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 /// A report file could not be written; every variant names the file.
@@ -65,6 +78,17 @@ pub enum ReportError {
         /// serde_json's error.
         source: serde_json::Error,
     },
+    /// `history.bin` could not be written (the history module's error, which names the file).
+    #[error("cannot write {0}")]
+    History(String),
+    /// A results file read back (for the report) is not what its writer writes.
+    #[error("cannot read {}: {message}", path.display())]
+    Read {
+        /// The file read.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A histogram could not be decoded or written to the interval log.
     #[error("cannot write interval log {}: {message}", path.display())]
     Hlog {
@@ -83,27 +107,22 @@ pub fn ms3(us: u64) -> String {
 
 /// Write a file atomically: `body` writes into `<path>.tmp`, which is flushed, synced and renamed to
 /// `path`. Errors from `body` are returned as they are; I/O errors name `path`.
-pub(crate) fn write_atomic<F>(path: &Path, body: F) -> Result<(), ReportError>
+pub fn write_atomic<F>(path: &Path, body: F) -> Result<(), ReportError>
 where
     F: FnOnce(&mut BufWriter<File>) -> Result<(), ReportError>,
 {
-    let io = |source| ReportError::Io { path: path.to_path_buf(), source };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = (|| {
-        let mut w = BufWriter::new(File::create(&tmp).map_err(io)?);
-        body(&mut w)?;
-        w.flush().map_err(io)?;
-        w.get_ref().sync_all().map_err(io)?;
-        drop(w);
-        fs::rename(&tmp, path).map_err(io)
-    })();
-    // A full disk must not leave a half-written `.tmp` beside the results.
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
+    crate::atomic::write(path, |source| ReportError::Io { path: path.to_path_buf(), source }, body)
+}
+
+/// Writes `text` to `path` atomically (see [`write_atomic`]): the Markdown and HTML pages.
+///
+/// # Errors
+/// [`ReportError::Io`] naming `path`.
+pub fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
+    use std::io::Write;
+    write_atomic(path, |w| {
+        w.write_all(text.as_bytes()).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })
+    })
 }
 
 #[cfg(test)]

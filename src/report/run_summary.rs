@@ -1,6 +1,6 @@
 //! `summary.json`: the whole run in one versioned document, and the results folder writer.
 
-use super::{summarize, write_hlog, write_intervals_csv, write_scripts_csv, ReportError, ScriptSummary};
+use super::{summarize, ScriptSummary};
 use crate::check::CheckSummary;
 use crate::load::run::Depths;
 use crate::metrics::{JobCounter, RunMetrics};
@@ -8,7 +8,6 @@ use crate::scenario::Scenario;
 use crate::target::InfoSnapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Version of the `summary.json` layout; bumped on any incompatible change. 2: the producers'
 /// `ops_per_sec` is over the load phase (`window`), not load + drain.
@@ -120,6 +119,9 @@ pub struct RunSummary {
     pub history_bytes_per_job: Option<f64>,
     /// The scenario's `[thresholds]`, evaluated.
     pub thresholds: Vec<super::thresholds::ThresholdResult>,
+    /// The server sampled every second (`server.csv`), summed up per node, with what could
+    /// not be read and what the sampling cost.
+    pub server_samples: Option<crate::probe::ServerSamples>,
 }
 
 /// Counters of everything the run did, warmup included (what the server state reflects).
@@ -143,20 +145,3 @@ pub fn scripts_of(metrics: &RunMetrics) -> Vec<ScriptSummary> {
 
 /// The summary's file name.
 pub const SUMMARY_FILE: &str = "summary.json";
-
-/// Writes the series of the results folder: `scripts.csv`, `intervals.csv`, `latency.hlog`
-/// (`summary.json` is written first by the caller, `scenario.toml` before the run starts,
-/// `history.bin` last). Tries every file; returns one line per file that could not be written.
-pub fn write_results(
-    dir: &Path,
-    metrics: &RunMetrics,
-    scripts: &[ScriptSummary],
-    faults: &crate::faults::FaultsSeen,
-) -> Vec<String> {
-    let written = [
-        write_scripts_csv(&dir.join("scripts.csv"), scripts),
-        write_intervals_csv(&dir.join("intervals.csv"), metrics, faults),
-        write_hlog(&dir.join("latency.hlog"), metrics),
-    ];
-    written.into_iter().filter_map(|r: Result<(), ReportError>| r.err().map(|e| e.to_string())).collect()
-}

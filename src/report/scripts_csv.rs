@@ -60,6 +60,17 @@ pub fn write_scripts_csv(path: &Path, summaries: &[ScriptSummary]) -> Result<(),
     })
 }
 
+/// `scripts.csv`, from summary.json's scripts.
+pub struct ScriptsCsv;
+impl super::writer::Writer<super::results::RunResults<'_>> for ScriptsCsv {
+    fn file(&self) -> &'static str {
+        "scripts.csv"
+    }
+    fn write(&self, path: &Path, run: &super::results::RunResults) -> Result<(), ReportError> {
+        write_scripts_csv(path, &run.summary.scripts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -198,3 +198,23 @@ pub fn tls_server(certs: &Certs, auth_clients: bool) -> (EmbeddedServer, u16) {
     let options = ServerOptions { binary: Some(tls_server_bin()), config, port: None };
     (EmbeddedServer::start(&options).expect("start redis-server with TLS"), port)
 }
+
+/// Checks the page at `path` as issue 13 asks: it is there, opens offline (no `http://`,
+/// `https://` or `<script`), and every `<svg>` plot has data marks (a line or a dot), not an
+/// empty axis. Returns the page.
+pub fn assert_offline_page(path: &Path) -> String {
+    let html = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for needle in ["http://", "https://", "<script", "<link", "url("] {
+        assert!(!html.contains(needle), "{} holds {needle:?}", path.display());
+    }
+    let plots: Vec<&str> = html.split("<svg").skip(1).map(|s| s.split("</svg>").next().unwrap_or_default()).collect();
+    assert!(!plots.is_empty(), "{} has no plot", path.display());
+    for (k, plot) in plots.iter().enumerate() {
+        assert!(
+            plot.contains("<polyline") || plot.contains("<circle"),
+            "plot {k} of {} is an empty axis",
+            path.display()
+        );
+    }
+    html
+}

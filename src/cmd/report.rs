@@ -1,0 +1,54 @@
+//! `emq-bench report DIR`: re-renders the pictures of an existing results folder from its
+//! files, so old results get new pictures without a re-run: `report.html` where the folder
+//! has a `summary.json` (and in each `rep-NNN/`, `A/` and `B/` folder under it), `compare.html`
+//! where it has a `compare.json`.
+
+use crate::error::AppError;
+use std::path::{Path, PathBuf};
+
+/// `emq-bench report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// A results folder (of `run`, `run --repeat`, `compare --out` or `ab`).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// Renders every page `args.dir` has the data for; returns the files written.
+///
+/// Errors: [`AppError::Usage`] (exit 2) when the folder holds no results, or a results file
+/// in it is malformed (naming the file).
+pub fn report(args: ReportArgs) -> Result<Vec<PathBuf>, AppError> {
+    let mut written = Vec::new();
+    render(&args.dir, &mut written)?;
+    if written.is_empty() {
+        return Err(AppError::Usage(format!(
+            "{}: no results to render (no summary.json or compare.json in it or its rep-NNN/, A/, B/ folders)",
+            args.dir.display()
+        )));
+    }
+    Ok(written)
+}
+
+fn render(dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), AppError> {
+    let bad = |e: crate::report::ReportError| AppError::Usage(e.to_string());
+    if dir.join("summary.json").is_file() {
+        written.push(crate::html::write_report(dir).map_err(bad)?);
+    }
+    if dir.join("compare.json").is_file() {
+        written.push(crate::html::compare::write_compare(dir).map_err(bad)?);
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    let mut subs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            p.is_dir() && (name.starts_with("rep-") || name == "A" || name == "B")
+        })
+        .collect();
+    subs.sort();
+    for sub in subs {
+        render(&sub, written)?;
+    }
+    Ok(())
+}

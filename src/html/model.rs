@@ -1,0 +1,394 @@
+//! What report.html shows, read back from a results folder's files (never from memory): a run
+//! and `emq-bench report DIR` render the same page from the same bytes. Percentiles come from
+//! the recorded histograms through hdrhistogram itself; nothing here estimates one.
+
+use crate::report::hlog::{read_log, Entry};
+use crate::report::{ReportError, ScriptSummary};
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The part of summary.json the page shows (the rest of the file is ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SummaryView {
+    /// Scenario name.
+    pub name: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// `emq-bench <version>`.
+    pub tool: String,
+    /// RFC 3339 start and end.
+    pub started: String,
+    /// See `started`.
+    pub ended: String,
+    /// Measured seconds.
+    pub measured_secs: f64,
+    /// Whole warmup seconds.
+    pub warmup_secs: u64,
+    /// Why the run ended early, if it did.
+    pub interrupt_reason: Option<String>,
+    /// What became of the keys.
+    pub keys: String,
+    /// The target (its URL already redacted by the run).
+    pub target: TargetView,
+    /// Server version.
+    pub server_version: Option<String>,
+    /// Per script.
+    pub scripts: Vec<ScriptSummary>,
+    /// Job counters.
+    pub jobs: BTreeMap<String, u64>,
+    /// The invariant check.
+    pub check: Option<CheckView>,
+    /// The thresholds, evaluated.
+    pub thresholds: Vec<ThresholdView>,
+    /// Faults injected and seen.
+    pub faults: FaultsView,
+    /// Files that could not be written.
+    pub write_errors: Vec<String>,
+    /// The server samples' summary (its `unavailable` notes are shown).
+    pub server_samples: Option<SamplesView>,
+}
+
+/// summary.json `target`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct TargetView {
+    /// `redis://user:***@host:port` (never a password).
+    pub url: String,
+    /// True when the harness started the server.
+    pub embedded: bool,
+    /// The topology: kind and nodes.
+    pub topology: TopologyView,
+    /// Server figures that could not be read.
+    pub unavailable: Vec<String>,
+}
+
+/// summary.json `target.topology`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct TopologyView {
+    /// `standalone` or `cluster`.
+    pub kind: String,
+    /// Nodes: address, role, version.
+    pub nodes: Vec<NodeView>,
+}
+
+/// One node of the topology.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeView {
+    /// `host:port`.
+    pub address: String,
+    /// `primary` or `replica`.
+    pub role: String,
+    /// Server version.
+    pub version: String,
+}
+
+/// summary.json `check`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CheckView {
+    /// Jobs checked.
+    pub checked_jobs: u64,
+    /// Violations found.
+    pub violations_total: u64,
+}
+
+/// One evaluated threshold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ThresholdView {
+    /// `claim.p99`.
+    pub key: String,
+    /// `< 2ms`.
+    pub condition: String,
+    /// The measured value.
+    pub value: Option<f64>,
+    /// True when it held.
+    pub passed: bool,
+}
+
+/// summary.json `faults`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct FaultsView {
+    /// Injected faults.
+    pub injected: Vec<SpanView>,
+    /// Faults seen.
+    pub seen: Vec<SpanView>,
+}
+
+/// One fault's span, s since the run start.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub struct SpanView {
+    /// Its kind.
+    pub kind: String,
+    /// Start, s.
+    pub from_s: f64,
+    /// End, s.
+    pub to_s: f64,
+    /// What happened.
+    pub detail: String,
+}
+
+/// summary.json `server_samples` (only what the page shows).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SamplesView {
+    /// What could not be sampled.
+    pub unavailable: Vec<String>,
+}
+
+/// A percentile spectrum as HdrHistogram's plotter draws it: latency against 1/(1−p).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Spectrum {
+    /// (1/(1−p), ms), from hdrhistogram's quantile iteration (5 steps per halving of 1−p,
+    /// as HdrHistogram's percentile distribution output), p < 1 only.
+    pub points: Vec<(f64, f64)>,
+    /// The named percentiles (label, 1/(1−p), ms): p50, p90, p99, p99.9, p99.99, and the max
+    /// at 1/(1−p) = the count.
+    pub marks: Vec<(&'static str, f64, f64)>,
+}
+
+/// The named percentiles of a spectrum.
+pub const MARKS: [(&str, f64); 5] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("p99.99", 0.9999)];
+
+impl Spectrum {
+    /// The spectrum of `h` (µs), in ms; empty for an empty histogram.
+    pub fn of(h: &Histogram<u64>) -> Spectrum {
+        if h.is_empty() {
+            return Spectrum::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        let points = h
+            .iter_quantiles(5)
+            .map(|v| (v.quantile_iterated_to(), v.value_iterated_to()))
+            .filter(|(q, _)| *q < 1.0)
+            .map(|(q, v)| (1.0 / (1.0 - q), ms(v)))
+            .collect();
+        let mut marks: Vec<(&'static str, f64, f64)> =
+            MARKS.iter().map(|(label, q)| (*label, 1.0 / (1.0 - q), ms(h.value_at_quantile(*q)))).collect();
+        marks.push(("max", h.len() as f64, ms(h.max())));
+        Spectrum { points, marks }
+    }
+
+    /// The value of the mark `label` (e.g. `p99`), ms.
+    pub fn mark(&self, label: &str) -> Option<f64> {
+        self.marks.iter().find(|m| m.0 == label).map(|m| m.2)
+    }
+}
+
+/// One second of one script (from latency.hlog and intervals.csv).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Second {
+    /// Interval start, s since the run start.
+    pub t_s: f64,
+    /// Ok calls per second.
+    pub ok_per_s: f64,
+    /// Failed calls in the second.
+    pub errors: f64,
+    /// p50, p99, p99.9, max of that second's ok latency, ms (None for a second without ok calls).
+    pub latency: Option<[f64; 4]>,
+}
+
+/// One script's page section.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptView {
+    /// Script name.
+    pub name: String,
+    /// Per second.
+    pub seconds: Vec<Second>,
+    /// Latency from the intended send, whole run.
+    pub latency: Spectrum,
+    /// Service time from the actual send, whole run.
+    pub service: Spectrum,
+}
+
+/// One row of server.csv, the columns the page draws.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ServerPoint {
+    /// s since the run start.
+    pub t_s: f64,
+    /// `host:port`.
+    pub node: String,
+    /// 1 when the node answered.
+    pub up: u8,
+    /// % of one core.
+    pub cpu_user_pct: Option<f64>,
+    /// % of one core.
+    pub cpu_sys_pct: Option<f64>,
+    /// Bytes.
+    pub used_memory: Option<f64>,
+    /// Bytes.
+    pub used_memory_rss: Option<f64>,
+    /// Bytes (the Lua VM).
+    pub used_memory_lua: Option<f64>,
+    /// Commands per second.
+    pub ops_per_sec: Option<f64>,
+    /// Clients connected.
+    pub connected_clients: Option<f64>,
+}
+
+/// One row of queue.csv.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct QueuePoint {
+    /// Second, s since the run start.
+    pub t_s: f64,
+    /// Depths (None when not read in that second).
+    pub pending: Option<f64>,
+    /// See `pending`.
+    pub active: Option<f64>,
+    /// See `pending`.
+    pub delayed: Option<f64>,
+    /// Reaped in the second.
+    pub reaped: f64,
+    /// Stale completions refused in the second.
+    pub stale_refused: f64,
+}
+
+/// Everything report.html shows.
+#[derive(Debug, Default)]
+pub struct RunView {
+    /// summary.json.
+    pub summary: SummaryView,
+    /// Per called script, in summary order.
+    pub scripts: Vec<ScriptView>,
+    /// queue.csv (empty when the folder has none).
+    pub queue: Vec<QueuePoint>,
+    /// server.csv (empty when the folder has none).
+    pub server: Vec<ServerPoint>,
+    /// Fault windows (kind, from s, to s), injected and seen.
+    pub faults: Vec<SpanView>,
+    /// What the folder lacked (a file of an older run), said on the page.
+    pub missing: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct IntervalRow {
+    t_s: f64,
+    script: String,
+    errors: f64,
+    ops_per_sec: f64,
+}
+
+fn read_csv<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, ReportError> {
+    let bad = |e: csv::Error| ReportError::Read { path: path.to_path_buf(), message: e.to_string() };
+    csv::Reader::from_path(path).map_err(bad)?.deserialize().collect::<Result<Vec<T>, _>>().map_err(bad)
+}
+
+impl RunView {
+    /// Reads the results folder `dir`: summary.json (required), intervals.csv, latency.hlog,
+    /// totals.hlog, queue.csv and server.csv (each optional: what is missing is listed in
+    /// `missing` and its figures are left out).
+    ///
+    /// # Errors
+    /// [`ReportError::Io`] when summary.json cannot be read, [`ReportError::Read`] when a file
+    /// is there but malformed; both name the file.
+    pub fn load(dir: &Path) -> Result<RunView, ReportError> {
+        let path = dir.join("summary.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+        let summary: SummaryView = serde_json::from_str(&text)
+            .map_err(|e| ReportError::Read { path: path.clone(), message: e.to_string() })?;
+        let mut view = RunView { faults: summary.faults.injected.clone(), ..RunView::default() };
+        view.faults.extend(summary.faults.seen.iter().cloned());
+        let optional = |name: &str, missing: &mut Vec<String>| {
+            let path = dir.join(name);
+            let there = path.exists();
+            if !there {
+                missing.push(name.to_string());
+            }
+            there.then_some(path)
+        };
+        let intervals: Vec<IntervalRow> = match optional("intervals.csv", &mut view.missing) {
+            Some(path) => read_csv(&path)?,
+            None => Vec::new(),
+        };
+        let per_second: Vec<Entry> = match optional("latency.hlog", &mut view.missing) {
+            Some(path) => read_log(&path)?,
+            None => Vec::new(),
+        };
+        let totals: Vec<Entry> = match optional("totals.hlog", &mut view.missing) {
+            Some(path) => read_log(&path)?,
+            None => Vec::new(),
+        };
+        let ms = |us: u64| us as f64 / 1000.0;
+        for s in &summary.scripts {
+            let mut seconds: Vec<Second> = intervals
+                .iter()
+                .filter(|r| r.script == s.script)
+                .map(|r| Second { t_s: r.t_s, ok_per_s: r.ops_per_sec, errors: r.errors, latency: None })
+                .collect();
+            for e in per_second.iter().filter(|e| e.tag == s.script) {
+                let h = &e.histogram;
+                let latency = Some(
+                    [h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.value_at_quantile(0.999), h.max()].map(ms),
+                );
+                match seconds.iter_mut().find(|sec| (sec.t_s - e.start_s).abs() < 0.5) {
+                    Some(sec) => sec.latency = latency,
+                    None => seconds.push(Second { t_s: e.start_s, ok_per_s: 0.0, errors: 0.0, latency }),
+                }
+            }
+            let total = |kind: &str| {
+                let tag = format!("{kind}.{}", s.script);
+                totals.iter().find(|e| e.tag == tag).map_or_else(Spectrum::default, |e| Spectrum::of(&e.histogram))
+            };
+            view.scripts.push(ScriptView {
+                name: s.script.clone(),
+                seconds,
+                latency: total("latency"),
+                service: total("service"),
+            });
+        }
+        if let Some(path) = optional("queue.csv", &mut view.missing) {
+            view.queue = read_csv(&path)?;
+        }
+        if let Some(path) = optional("server.csv", &mut view.missing) {
+            view.server = read_csv(&path)?;
+        }
+        view.summary = summary;
+        Ok(view)
+    }
+
+    /// The run's time axis: from the end of warmup to the last second any series has, s.
+    pub fn time_range(&self) -> (f64, f64) {
+        let from = self.summary.warmup_secs as f64;
+        let last = self
+            .scripts
+            .iter()
+            .flat_map(|s| s.seconds.iter().map(|x| x.t_s + 1.0))
+            .chain(self.queue.iter().map(|q| q.t_s + 1.0))
+            .chain(self.server.iter().map(|p| p.t_s))
+            .fold(from + 1.0, f64::max);
+        (from.min(last - 1.0), last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A known histogram (1..=1000 µs, one each): the spectrum's marks are hdrhistogram's own
+    /// percentiles of it, and the curve rises through them as HdrHistogram's plotter draws it.
+    #[test]
+    fn the_spectrum_of_a_known_histogram() {
+        let mut h = crate::metrics::new_histogram();
+        for us in 1..=1000 {
+            h.record(us).unwrap();
+        }
+        let s = Spectrum::of(&h);
+        assert_eq!(s.mark("p50"), Some(0.5));
+        assert_eq!(s.mark("p99"), Some(0.99));
+        assert_eq!(s.mark("max"), Some(1.0));
+        assert_eq!(s.marks.last().map(|m| m.1), Some(1000.0), "the max sits at 1/(1-p) = the count");
+        assert!(s.points.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "monotonic");
+        let at_100 = s.points.iter().rfind(|p| p.0 <= 100.0).unwrap();
+        assert!((at_100.0 - 100.0).abs() < 25.0 && (at_100.1 - 0.99).abs() < 0.03, "{at_100:?}");
+        assert_eq!(Spectrum::of(&crate::metrics::new_histogram()), Spectrum::default());
+    }
+}

@@ -1,0 +1,232 @@
+//! The page around the charts: header, verdict, tables, one section per script, the queue and
+//! the server. Inline CSS only; no script, no URL.
+
+use super::chart::{Chart, Line, XAxis, PALETTE};
+use super::model::{RunView, ScriptView};
+use super::parts::{esc, figure, open_page};
+use crate::report::ms3;
+use std::fmt::Write;
+
+/// The whole page for `view`.
+pub fn render(view: &RunView) -> String {
+    let s = &view.summary;
+    let mut out = String::with_capacity(256 * 1024);
+    open_page(&mut out, &format!("emq-bench {}", s.name));
+    let _ = write!(
+        out,
+        "<h1>emq-bench run: {}</h1><p class=\"note\">{} · results folder report</p>",
+        esc(&s.name),
+        esc(&s.tool)
+    );
+    header(&mut out, view);
+    scripts_table(&mut out, view);
+    let shade: Vec<(f64, f64)> = view.faults.iter().map(|f| (f.from_s, f.to_s)).collect();
+    let x = {
+        let (a, b) = view.time_range();
+        XAxis::Time(a, b)
+    };
+    for script in &view.scripts {
+        script_section(&mut out, script, x, &shade);
+    }
+    queue_section(&mut out, view, x, &shade);
+    server_section(&mut out, view, x, &shade);
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn header(out: &mut String, view: &RunView) {
+    let s = &view.summary;
+    let nodes: Vec<String> = s
+        .target
+        .topology
+        .nodes
+        .iter()
+        .map(|n| format!("{} ({}, {})", n.address, if n.role.is_empty() { "primary" } else { &n.role }, n.version))
+        .collect();
+    let rows = [
+        ("scenario", s.name.clone()),
+        ("seed", s.seed.to_string()),
+        ("target", format!("{}{}", s.target.url, if s.target.embedded { " (embedded server)" } else { "" })),
+        ("topology", format!("{}: {}", s.target.topology.kind, nodes.join(", "))),
+        ("server version", s.server_version.clone().unwrap_or_else(|| "unknown".into())),
+        ("started / ended", format!("{} / {}", s.started, s.ended)),
+        ("measured", format!("{:.1} s (after {} s warmup)", s.measured_secs, s.warmup_secs)),
+        ("keys", s.keys.clone()),
+    ];
+    out.push_str("<table class=\"facts\">");
+    for (k, v) in rows {
+        let _ = write!(out, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
+    }
+    // The verdict: the check, the thresholds, the faults, an early end, files not written.
+    let check = match &s.check {
+        Some(c) if c.violations_total == 0 => {
+            format!("<span class=\"pass\">pass</span>: {} jobs checked, no violation", c.checked_jobs)
+        }
+        Some(c) => format!(
+            "<span class=\"fail\">{} violations</span> in {} jobs (invariants.json)",
+            c.violations_total, c.checked_jobs
+        ),
+        None => "not run".into(),
+    };
+    let _ = write!(out, "<tr><td>invariants</td><td>{check}</td></tr>");
+    let thresholds: Vec<String> = s
+        .thresholds
+        .iter()
+        .map(|t| {
+            let class = if t.passed { "pass" } else { "fail" };
+            let value = t.value.map_or("not measured".to_string(), |v| format!("{v:.1}"));
+            format!("<span class=\"{class}\">{} {}</span> ({value})", esc(&t.key), esc(&t.condition))
+        })
+        .collect();
+    let thresholds = if thresholds.is_empty() { "none set".to_string() } else { thresholds.join(", ") };
+    let _ = write!(out, "<tr><td>thresholds</td><td>{thresholds}</td></tr>");
+    let faults: Vec<String> = view
+        .faults
+        .iter()
+        .map(|f| format!("<span class=\"fault\">{} {:.1}–{:.1} s</span>", esc(&f.kind), f.from_s, f.to_s))
+        .collect();
+    let faults = if faults.is_empty() { "none".to_string() } else { faults.join(" ") };
+    let _ = write!(out, "<tr><td>faults</td><td>{faults}</td></tr>");
+    if let Some(reason) = &s.interrupt_reason {
+        let _ = write!(out, "<tr><td>ended early</td><td class=\"fail\">{}</td></tr>", esc(reason));
+    }
+    for e in &s.write_errors {
+        let _ = write!(out, "<tr><td>not written</td><td class=\"fail\">{}</td></tr>", esc(e));
+    }
+    let notes = s.target.unavailable.iter().chain(s.server_samples.iter().flat_map(|x| &x.unavailable));
+    for note in notes {
+        let _ = write!(out, "<tr><td>unavailable</td><td class=\"note\">{}</td></tr>", esc(note));
+    }
+    if !view.missing.is_empty() {
+        let _ =
+            write!(out, "<tr><td>not in the folder</td><td class=\"note\">{}</td></tr>", esc(&view.missing.join(", ")));
+    }
+    out.push_str("</table>");
+}
+
+fn scripts_table(out: &mut String, view: &RunView) {
+    out.push_str("<h2>Scripts</h2><table><tr><th>script</th><th>calls</th><th>ok</th><th>errors</th><th>ops/s</th>\
+        <th>p50 ms</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>service p50</th><th>service p99</th></tr>");
+    for s in &view.summary.scripts {
+        let l = &s.latency_us;
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.script), s.calls, s.ok, s.error_total(), s.ops_per_sec,
+            ms3(l.p50), ms3(l.p90), ms3(l.p99), ms3(l.p999), ms3(l.p9999), ms3(l.max),
+            ms3(s.service_us.p50), ms3(s.service_us.p99)
+        );
+    }
+    let jobs: Vec<String> =
+        view.summary.jobs.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = write!(out, "</table><p class=\"note\">latency from the intended send (coordinated-omission free), service time from the actual send; jobs: {}</p>", esc(&jobs.join(", ")));
+}
+
+fn script_section(out: &mut String, script: &ScriptView, x: XAxis, shade: &[(f64, f64)]) {
+    let _ = write!(out, "<h2>{}</h2><div class=\"grid\">", esc(&script.name));
+    let at = |k: usize| move |s: &super::model::Second| s.latency.map(|l| (s.t_s, l[k]));
+    // The max as dots: in a short or sparse second it equals p99.9, and a line over a line hides it.
+    let mut lines: Vec<Line> = ["p50", "p99", "p99.9"]
+        .iter()
+        .enumerate()
+        .map(|(k, label)| Line::from_points(*label, PALETTE[k], script.seconds.iter().map(at(k))))
+        .collect();
+    lines.push(Line::dots("max", PALETTE[3], script.seconds.iter().filter_map(at(3)).collect()));
+    figure(out, "latency per second (ms, log)", &Chart { y_label: "ms", x, log_y: true, lines, shade }, ": no ok call");
+    let lines = vec![
+        Line::from_points("ok calls/s", PALETTE[0], script.seconds.iter().map(|s| Some((s.t_s, s.ok_per_s)))),
+        Line::from_points("errors in the second", PALETTE[1], script.seconds.iter().map(|s| Some((s.t_s, s.errors)))),
+    ];
+    figure(out, "throughput and errors per second", &Chart { y_label: "calls/s", x, log_y: false, lines, shade }, "");
+    let mut lines = Vec::new();
+    lines.extend(super::parts::spectrum_lines("latency (intended send)", PALETTE[0], &script.latency));
+    lines.extend(super::parts::spectrum_lines("service time (actual send)", PALETTE[2], &script.service));
+    let chart = Chart { y_label: "ms", x: XAxis::Percentile, log_y: true, lines, shade: &[] };
+    figure(out, "percentile spectrum, whole run (ms, log; as HdrHistogram plots it)", &chart, ": totals.hlog missing");
+    out.push_str("<figure><figcaption>named percentiles, ms</figcaption><table><tr><th></th>");
+    for m in &script.latency.marks {
+        let _ = write!(out, "<th>{}</th>", m.0);
+    }
+    out.push_str("</tr>");
+    for (label, s) in [("latency", &script.latency), ("service", &script.service)] {
+        let _ = write!(out, "<tr><td>{label}</td>");
+        for m in &s.marks {
+            let _ = write!(out, "<td>{:.3}</td>", m.2);
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table></figure></div>");
+}
+
+fn queue_section(out: &mut String, view: &RunView, x: XAxis, shade: &[(f64, f64)]) {
+    out.push_str("<h2>Queue</h2><div class=\"grid\">");
+    let q = &view.queue;
+    let depth = |label: &str, k: usize, f: fn(&super::model::QueuePoint) -> Option<f64>| {
+        Line::from_points(label, PALETTE[k], q.iter().map(move |p| f(p).map(|v| (p.t_s, v))))
+    };
+    let lines =
+        vec![depth("pending", 0, |p| p.pending), depth("active", 1, |p| p.active), depth("delayed", 2, |p| p.delayed)];
+    figure(
+        out,
+        "depths (jobs, all queues)",
+        &Chart { y_label: "jobs", x, log_y: false, lines, shade },
+        ": queue.csv missing",
+    );
+    let lines = vec![
+        Line::from_points("reaped", PALETTE[3], q.iter().map(|p| Some((p.t_s, p.reaped)))),
+        Line::from_points("stale completions refused", PALETTE[4], q.iter().map(|p| Some((p.t_s, p.stale_refused)))),
+    ];
+    figure(
+        out,
+        "reaps and stale completions per second",
+        &Chart { y_label: "jobs/s", x, log_y: false, lines, shade },
+        ": queue.csv missing",
+    );
+    out.push_str("</div>");
+}
+
+fn server_section(out: &mut String, view: &RunView, x: XAxis, shade: &[(f64, f64)]) {
+    out.push_str("<h2>Server</h2><div class=\"grid\">");
+    let mut nodes: Vec<&str> = view.server.iter().map(|p| p.node.as_str()).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let several = nodes.len() > 1;
+    let name = |what: &str, node: &str| if several { format!("{what} {node}") } else { what.to_string() };
+    let series = |node: &str, f: fn(&super::model::ServerPoint) -> Option<f64>| {
+        let node = node.to_string();
+        view.server.iter().filter(move |p| p.node == node).map(move |p| f(p).map(|v| (p.t_s, v))).collect::<Vec<_>>()
+    };
+    let (mut cpu, mut mem, mut ops) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, node) in nodes.iter().enumerate() {
+        let c = |k: usize| PALETTE[(i * 2 + k) % PALETTE.len()];
+        cpu.push(Line::from_points(name("user", node), c(0), series(node, |p| p.cpu_user_pct)));
+        cpu.push(Line::from_points(name("sys", node), c(1), series(node, |p| p.cpu_sys_pct)));
+        let mb = |f: fn(&super::model::ServerPoint) -> Option<f64>| {
+            series(node, f).into_iter().map(|p| p.map(|(t, v)| (t, v / 1e6)))
+        };
+        mem.push(Line::from_points(name("used_memory", node), PALETTE[(i * 3) % 6], mb(|p| p.used_memory)));
+        mem.push(Line::from_points(name("rss", node), PALETTE[(i * 3 + 1) % 6], mb(|p| p.used_memory_rss)));
+        mem.push(Line::from_points(name("Lua VM", node), PALETTE[(i * 3 + 2) % 6], mb(|p| p.used_memory_lua)));
+        ops.push(Line::from_points(name("server commands/s", node), c(0), series(node, |p| p.ops_per_sec)));
+    }
+    // The harness's own view of the same seconds: ok calls of every script.
+    let mut harness: Vec<(f64, f64)> = Vec::new();
+    for s in view.scripts.iter().flat_map(|s| &s.seconds) {
+        match harness.iter_mut().find(|h| (h.0 - s.t_s).abs() < 0.5) {
+            Some(h) => h.1 += s.ok_per_s,
+            None => harness.push((s.t_s, s.ok_per_s)),
+        }
+    }
+    harness.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ops.push(Line::from_points("harness ok calls/s", PALETTE[4], harness.into_iter().map(Some)));
+    let missing = ": server.csv missing or INFO not readable";
+    figure(out, "server CPU (% of one core)", &Chart { y_label: "%", x, log_y: false, lines: cpu, shade }, missing);
+    figure(out, "server memory (MB)", &Chart { y_label: "MB", x, log_y: false, lines: mem, shade }, missing);
+    figure(
+        out,
+        "server commands/s beside the harness's calls/s",
+        &Chart { y_label: "per s", x, log_y: false, lines: ops, shade },
+        missing,
+    );
+    out.push_str("</div>");
+}

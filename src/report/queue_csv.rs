@@ -1,0 +1,95 @@
+//! `queue.csv`: the queue's view of the run, one row per measured second: the depths the
+//! coordinator read, and the reaps and stale completions of that second.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::results::{DepthSample, RunResults};
+use super::writer::Writer;
+use super::{write_atomic, ReportError};
+use crate::metrics::{JobCounter, RunMetrics};
+
+#[derive(Serialize)]
+struct Row {
+    t_s: u64,
+    pending: Option<u64>,
+    active: Option<u64>,
+    delayed: Option<u64>,
+    completed: Option<u64>,
+    failed: Option<u64>,
+    enqueued: u64,
+    completed_calls: u64,
+    reaped: u64,
+    stale_refused: u64,
+}
+
+/// Writes `queue.csv` to `path`: header
+/// `t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused`,
+/// one row per measured second (`t_s` its start, s since the run start).
+///
+/// The depths (summed over the run's queues) are the last reading taken within that second
+/// (empty when none was: the server did not answer); the counters are the jobs enqueued,
+/// completed, reaped and stale completions refused during it.
+///
+/// # Errors
+/// [`ReportError::Csv`] or [`ReportError::Io`], naming `path`.
+pub fn write_queue_csv(path: &Path, run: &RunMetrics, depths: &[DepthSample]) -> Result<(), ReportError> {
+    let csv_err = |source| ReportError::Csv { path: path.to_path_buf(), source };
+    write_atomic(path, |w| {
+        let mut out = csv::Writer::from_writer(w);
+        for rec in &run.intervals {
+            let from = rec.start_us as f64 / 1e6;
+            let depth = depths.iter().rev().find(|d| d.t_s >= from && d.t_s < from + 1.0).map(|d| d.depths);
+            let job = |c: JobCounter| rec.jobs[c.index()];
+            out.serialize(Row {
+                t_s: rec.index,
+                pending: depth.map(|d| d.pending),
+                active: depth.map(|d| d.active),
+                delayed: depth.map(|d| d.delayed),
+                completed: depth.map(|d| d.completed),
+                failed: depth.map(|d| d.failed),
+                enqueued: job(JobCounter::Enqueued),
+                completed_calls: job(JobCounter::Completed),
+                reaped: job(JobCounter::Reaped),
+                stale_refused: job(JobCounter::StaleRefused),
+            })
+            .map_err(csv_err)?;
+        }
+        out.flush().map_err(|e| csv_err(e.into()))
+    })
+}
+
+/// `queue.csv`.
+pub struct QueueCsv;
+impl Writer<RunResults<'_>> for QueueCsv {
+    fn file(&self) -> &'static str {
+        "queue.csv"
+    }
+    fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
+        write_queue_csv(path, run.metrics, run.depths)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::run::Depths;
+    use crate::report::tests::sample_run;
+
+    #[test]
+    fn one_row_per_second_with_the_depth_read_in_it() {
+        let depths = [DepthSample { t_s: 1.2, depths: Depths { pending: 7, ..Depths::default() } }];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.csv");
+        write_queue_csv(&path, &sample_run(), &depths).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused"
+        );
+        assert_eq!(lines[1], "1,7,0,0,0,0,20,0,0,0");
+        assert_eq!(lines[2], "2,,,,,,0,10,0,2", "no depth read in second 2");
+    }
+}

@@ -1,0 +1,87 @@
+//! The results model of one run: everything its folder's files are written from, finished.
+
+use super::run_summary::RunSummary;
+use super::writer::Writer;
+use crate::check::report::InvariantsReport;
+use crate::history::HistoryHeader;
+use crate::load::run::Depths;
+use crate::metrics::RunMetrics;
+use crate::probe::ServerSeries;
+use std::path::Path;
+
+/// The queue depths read at one moment of the run (the coordinator's progress poll).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DepthSample {
+    /// Seconds since the run start (interval 0).
+    pub t_s: f64,
+    /// The depths summed over the run's queues.
+    pub depths: Depths,
+}
+
+/// One finished run, as its writers see it (they read nothing else).
+pub struct RunResults<'a> {
+    /// `summary.json`'s content.
+    pub summary: &'a RunSummary,
+    /// The measurement: totals and the per-second series.
+    pub metrics: &'a RunMetrics,
+    /// The server sampled every second.
+    pub server: &'a ServerSeries,
+    /// The queue depths over the run, by time.
+    pub depths: &'a [DepthSample],
+    /// The invariant check's report, when the check ran.
+    pub invariants: Option<&'a InvariantsReport>,
+    /// The history's header and the load threads' streams.
+    pub history: (&'a HistoryHeader, &'a [Vec<u8>]),
+}
+
+/// `summary.json`.
+pub struct SummaryJson;
+impl Writer<RunResults<'_>> for SummaryJson {
+    fn file(&self) -> &'static str {
+        super::run_summary::SUMMARY_FILE
+    }
+    fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
+        super::write_json(path, run.summary)
+    }
+}
+
+/// `invariants.json` (nothing when the check did not run).
+pub struct InvariantsJson;
+impl Writer<RunResults<'_>> for InvariantsJson {
+    fn file(&self) -> &'static str {
+        crate::check::report::INVARIANTS_FILE
+    }
+    fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
+        run.invariants.map_or(Ok(()), |report| crate::check::write_invariants(path, report))
+    }
+}
+
+/// `history.bin`, the per-job outcome log for `check --history`.
+pub struct HistoryBin;
+impl Writer<RunResults<'_>> for HistoryBin {
+    fn file(&self) -> &'static str {
+        "history.bin"
+    }
+    fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
+        let (header, streams) = run.history;
+        crate::history::file::save(path, header, streams).map_err(|e| super::ReportError::History(e.to_string()))
+    }
+}
+
+/// The writers of a run's folder, in the order they run: `summary.json` first (small, and
+/// the one a reader opens), then the series, `report.html` (which reads them back), and
+/// `history.bin` last (the largest).
+pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 10] {
+    [
+        &SummaryJson,
+        &InvariantsJson,
+        &super::scripts_csv::ScriptsCsv,
+        &super::intervals_csv::IntervalsCsv,
+        &super::hlog::LatencyHlog,
+        &super::hlog::TotalsHlog,
+        &super::server_csv::ServerCsv,
+        &super::queue_csv::QueueCsv,
+        &crate::html::ReportHtml,
+        &HistoryBin,
+    ]
+}
