@@ -253,9 +253,7 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
             );
             for s in &report.scripts {
                 let Some(c) = &s.comparison else { continue };
-                let ci = c.ci.map_or("-".to_string(), |ci| {
-                    format!("{:+.1}% .. {:+.1}%", (ci.lo - 1.0) * 100.0, (ci.hi - 1.0) * 100.0)
-                });
+                let (change, ci) = change_and_ci(c);
                 let p = c.p_worse.zip(c.p_better).map_or("-".to_string(), |(w, b)| format!("{:.3}", w.min(b)));
                 let _ = writeln!(
                     out,
@@ -263,7 +261,7 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
                     s.script,
                     med(&s.us_per_call[0]),
                     med(&s.us_per_call[1]),
-                    c.change.map_or("-".to_string(), |x| format!("{:+.1}%", x * 100.0)),
+                    change,
                     ci,
                     p,
                     c.verdict.word(),
@@ -316,20 +314,25 @@ fn markdown(report: &CostReport, options: &CompareOptions) -> String {
     rows.sort_by(|a, b| size(b).total_cmp(&size(a)));
     for s in rows {
         let c = s.comparison.as_ref().expect("filtered");
-        let ci =
-            c.ci.map_or("-".into(), |ci| format!("{:+.1}% .. {:+.1}%", (ci.lo - 1.0) * 100.0, (ci.hi - 1.0) * 100.0));
+        let (change, ci) = change_and_ci(c);
         let word = match c.verdict {
             crate::compare::verdict::Verdict::Regressed => "**regressed**".to_string(),
             v => v.word().to_string(),
         };
         let _ = writeln!(
             out,
-            "| {} | {:.2} | {:.2} | {} | {ci} | {word} |",
+            "| {} | {:.2} | {:.2} | {change} | {ci} | {word} |",
             s.script,
             med(&s.us_per_call[0]),
             med(&s.us_per_call[1]),
-            c.change.map_or("-".into(), |x| format!("{:+.1}%", x * 100.0))
         );
     }
     out
+}
+
+/// A comparison's change and interval as the outputs print them: `+12.3%`, `+9.0% .. +15.1%`.
+fn change_and_ci(c: &MetricComparison) -> (String, String) {
+    let pct = |ratio: f64| format!("{:+.1}%", (ratio - 1.0) * 100.0);
+    let change = c.change.map_or("-".into(), |x| pct(x + 1.0));
+    (change, c.ci.map_or("-".into(), |ci| format!("{} .. {}", pct(ci.lo), pct(ci.hi))))
 }
