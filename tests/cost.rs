@@ -92,6 +92,32 @@ fn a_script_made_dearer_is_named_and_identical_scripts_do_not_regress() {
 }
 
 #[test]
+fn a_stored_baseline_stands_in_for_base() {
+    let work = tempfile::tempdir().unwrap();
+    let stored = work.path().join("stored");
+    let (out, _) = cost(&["--calls", "2000", "--repeat", "1", "--out", stored.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stored.join("cost.md").is_file());
+    let baseline = stored.join("cost.json");
+    // Unpaired, so only a change far beyond the machine's drift (about +300 %) is asserted.
+    let dearer =
+        lua_copy(&work.path().join("dearer"), Some(("complete", "for _ = 1, 60 do redis.call('EXISTS', KEYS[1]) end")));
+    let args = ["--baseline", baseline.to_str().unwrap(), "--lua-dir", &dearer, "--calls", "2000", "--repeat", "1"];
+    let (out, json) = cost(&[&args[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let json = json.expect("JSON");
+    assert!(verdicts(&json).contains(&("complete".to_string(), "regressed".to_string())));
+    assert!(json["lua_dirs"][0].as_str().unwrap().contains("stored in"));
+    assert_eq!(json["cycle_cpu_us"].as_array().unwrap().len(), 2);
+
+    let (out, _) = cost(&["--baseline", baseline.to_str().unwrap(), "--lua-dir", "lua", "--lua-dir", "lua"]);
+    assert_eq!(out.status.code(), Some(2));
+    let (out, _) = cost(&["--baseline", stored.join("cost.md").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a cost.json"));
+}
+
+#[test]
 fn bad_input_is_a_usage_error() {
     let (out, _) = cost(&["--lua-dir", "lua", "--lua-dir", "lua", "--lua-dir", "lua"]);
     assert_eq!(out.status.code(), Some(2));

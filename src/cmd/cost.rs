@@ -6,7 +6,7 @@
 
 use super::compare::parse_fraction;
 use crate::cli::ServerArgs;
-use crate::compare::verdict::{judge_paired, MetricComparison, Overall};
+use crate::compare::verdict::{judge, judge_paired, MetricComparison, Overall};
 use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MAX_CALLS, MIN_CALLS};
 use crate::error::AppError;
@@ -15,7 +15,7 @@ use crate::report::{write_atomic, ReportError};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
 use crate::target::{Connector, Control, Target, TargetFlags};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -52,6 +52,12 @@ pub struct CostArgs {
     /// Also write `cost.json` and `cost.md` (the Markdown) into this folder (created).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Compare one --lua-dir (NEW) against a stored `cost.json` (its last arm: the NEW of a
+    /// comparison, or its only one) instead of measuring BASE again. Unpaired (Mann–Whitney and
+    /// the ratio of medians, as `compare`), so the machine's drift between the two runs is not
+    /// cancelled: expect inconclusive more often than with two --lua-dir.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
     /// The embedded server.
     #[command(flatten)]
     pub server: ServerArgs,
@@ -59,10 +65,10 @@ pub struct CostArgs {
 
 /// One script's costs over the blocks of every repetition, per arm, and with two arms their
 /// comparison.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScriptCosts {
     /// The script.
-    pub script: &'static str,
+    pub script: String,
     /// Calls per repetition and arm.
     pub calls: u64,
     /// Per arm, server µs per call inside the script, one value per block.
@@ -74,7 +80,7 @@ pub struct ScriptCosts {
 }
 
 /// What `cost` measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CostReport {
     /// The script directories, BASE first.
     pub lua_dirs: Vec<String>,
@@ -86,6 +92,10 @@ pub struct CostReport {
     pub scripts: Vec<ScriptCosts>,
     /// With two arms, the verdict over the scripts.
     pub verdict: Option<Overall>,
+    /// Per arm, the server CPU of one job's cycle, µs: the medians of enqueue, claim and
+    /// complete CPU per call, summed.
+    #[serde(default)]
+    pub cycle_cpu_us: Vec<f64>,
 }
 
 /// What `cost` produced, for `main` to print and turn into an exit code.
@@ -103,6 +113,13 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     if dirs.len() > 2 {
         return Err(AppError::Usage(format!("cost takes one or two --lua-dir, found {}", dirs.len())));
     }
+    let baseline = match &args.baseline {
+        Some(_) if dirs.len() != 1 => {
+            return Err(AppError::Usage("--baseline takes one --lua-dir (NEW), not two".into()));
+        }
+        Some(file) => Some((file, read_baseline(file)?)),
+        None => None,
+    };
     let d = CompareOptions::default();
     let options = CompareOptions {
         noise_cost: args.noise_cost.unwrap_or(d.noise_cost),
@@ -171,17 +188,46 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         let comparison = (dirs.len() == 2).then(|| {
             judge_paired(Metric::script(script.name(), Measure::ServerUs), &pairs_of(&blocks, script), &options)
         });
-        scripts.push(ScriptCosts { script: script.name(), calls, us_per_call: us, cpu_us_per_call: cpu, comparison });
+        scripts.push(ScriptCosts {
+            script: script.name().into(),
+            calls,
+            us_per_call: us,
+            cpu_us_per_call: cpu,
+            comparison,
+        });
     }
-    let verdict =
-        (dirs.len() == 2).then(|| Overall::of(scripts.iter().filter_map(|s| s.comparison.as_ref().map(|c| c.verdict))));
-    let report = CostReport {
-        lua_dirs: dirs.iter().map(|d| d.display().to_string()).collect(),
-        server_version,
-        repeat: args.repeat,
-        scripts,
-        verdict,
-    };
+    let mut lua_dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    if let Some((file, stored)) = &baseline {
+        // The stored run's last arm becomes BASE: the same layout as two arms measured now.
+        for s in &mut scripts {
+            let old = stored.scripts.iter().find(|o| o.script == s.script);
+            let last = |v: &Vec<Vec<f64>>| v.last().cloned().unwrap_or_default();
+            let (base_us, base_cpu) =
+                old.map_or((Vec::new(), Vec::new()), |o| (last(&o.us_per_call), last(&o.cpu_us_per_call)));
+            s.comparison = Some(judge(
+                Metric::script(&s.script, Measure::ServerUs),
+                base_us.clone(),
+                s.us_per_call[0].clone(),
+                &options,
+            ));
+            s.us_per_call.insert(0, base_us);
+            s.cpu_us_per_call.insert(0, base_cpu);
+        }
+        let base = stored.lua_dirs.last().map_or("?", String::as_str);
+        lua_dirs.insert(0, format!("{base} (stored in {}, valkey {})", file.display(), stored.server_version));
+    }
+    let verdict = (lua_dirs.len() == 2)
+        .then(|| Overall::of(scripts.iter().filter_map(|s| s.comparison.as_ref().map(|c| c.verdict))));
+    let arms = lua_dirs.len();
+    let cycle_cpu_us = (0..arms)
+        .map(|arm| {
+            let of = |name: &str| {
+                scripts.iter().find(|s| s.script == name).and_then(|s| stats::median(&s.cpu_us_per_call[arm]))
+            };
+            ["enqueue", "claim", "complete"].iter().map(|name| of(name).unwrap_or(f64::NAN)).sum()
+        })
+        .collect();
+    let report = CostReport { lua_dirs, server_version, repeat: args.repeat, scripts, verdict, cycle_cpu_us };
     let md = markdown(&report, &options);
     if let Some(dir) = &args.out {
         let io = |e: std::io::Error| AppError::Io { path: dir.display().to_string(), source: e };
@@ -197,6 +243,14 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     }
     let table = if args.markdown { md } else { table(&report, &options) };
     Ok(CostResult { report, table })
+}
+
+/// Reads a stored `cost.json`. Errors: [`AppError::Usage`] naming the file (exit 2).
+fn read_baseline(file: &std::path::Path) -> Result<CostReport, AppError> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| AppError::Usage(format!("--baseline {}: {e}", file.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| AppError::Usage(format!("--baseline {}: not a cost.json of emq-bench cost: {e}", file.display())))
 }
 
 /// The (BASE, NEW) µs-per-call pairs of `script`'s blocks: consecutive blocks of one repetition
@@ -243,6 +297,9 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
                     med(&s.cpu_us_per_call[0])
                 );
             }
+            if let [cycle] = report.cycle_cpu_us[..] {
+                let _ = writeln!(out, "\njob cycle (enqueue + claim + complete): server CPU {cycle:.2} µs per job");
+            }
         }
         [base, new] => {
             let _ = writeln!(out, "BASE {base}\nNEW  {new}\n");
@@ -266,6 +323,13 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
                     p,
                     c.verdict.word(),
                     c.reason
+                );
+            }
+            if let [base, new] = report.cycle_cpu_us[..] {
+                let _ = writeln!(
+                    out,
+                    "\njob cycle (enqueue + claim + complete): server CPU {base:.2} -> {new:.2} µs per job ({:+.1}%)",
+                    (new / base - 1.0) * 100.0
                 );
             }
             if let Some(verdict) = report.verdict {

@@ -27,7 +27,8 @@ pub struct ProducerRates {
     pub never_sent: u64,
     /// True when at least [`HELD_SHARE`] of the intended sends were made; in a run bounded by
     /// `jobs` (whose load phase lasts until the budget is sent, so nothing is left unsent),
-    /// when at least that share left on time (not later than `late_after`).
+    /// when the achieved rate is at least that share of the requested one (less 3/sqrt(sent)
+    /// for the randomness of Poisson arrivals).
     pub held: bool,
     /// Sends that left later than `late_after` behind their intended time.
     pub late: u64,
@@ -55,7 +56,13 @@ impl ProducerRates {
         let achieved = if load_secs > 0.0 { sent as f64 / load_secs } else { 0.0 };
         let intended = sent + never_sent;
         let held = if jobs_bounded {
-            late as f64 <= (1.0 - HELD_SHARE) * sent as f64
+            // The load phase lasts until the budget is sent, so a harness or server behind its
+            // schedule stretches it: the achieved rate tells. Less 3 standard deviations of the
+            // time N Poisson arrivals take (1/sqrt(N) of it), so a short run is not failed for
+            // its draws. Late sends alone (jitter caught up) do not fail it: latency from the
+            // intended time already shows them.
+            let allowance = 3.0 / (sent.max(1) as f64).sqrt();
+            achieved >= (HELD_SHARE - allowance) * requested
         } else {
             sent as f64 >= HELD_SHARE * intended as f64
         };
@@ -132,9 +139,12 @@ mod tests {
         assert!(harness.bottleneck.as_deref().unwrap().starts_with("the harness: load thread 0 at 99% CPU"));
         let server = ProducerRates::new(50_000.0, 10.0, 100_000, 400_000, 90_000, false, vec![0.3]);
         assert!(server.bottleneck.as_deref().unwrap().starts_with("the server or the network"));
-        // Bounded by jobs: nothing is left unsent, lateness decides.
-        let jobs = ProducerRates::new(1000.0, 10.0, 10_000, 0, 9_000, true, vec![0.4]);
+        // Bounded by jobs: nothing is left unsent, the achieved rate decides (10 000 jobs in
+        // 11 s is 909/s: not held; in 10.2 s, 980/s: held, however many left late).
+        let jobs = ProducerRates::new(1000.0, 11.0, 10_000, 0, 9_000, true, vec![0.4]);
         assert!(!jobs.held, "{jobs:?}");
-        assert!(ProducerRates::new(1000.0, 10.0, 10_000, 0, 20, true, vec![0.4]).held);
+        assert!(ProducerRates::new(1000.0, 10.2, 10_000, 0, 2_000, true, vec![0.4]).held);
+        // 3000 jobs at 998.5/s with 160 late (a loaded CI box): held.
+        assert!(ProducerRates::new(1000.0, 3.004, 3_000, 0, 160, true, vec![0.14]).held);
     }
 }
