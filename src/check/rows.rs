@@ -19,7 +19,8 @@
 
 use super::scan::{classify, reduce_pairs, set_key, KeyKind, Reduced, RANGE_CHUNK, SCAN_COUNT};
 use super::state::{Location, QueueState};
-use crate::protocol::{CallError, JobId, QueueKeys};
+use crate::protocol::pipe::reply::error_reply;
+use crate::protocol::{CallError, JobId, QueueKeys, Request};
 use crate::target::Stream;
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
@@ -73,6 +74,8 @@ pub struct KeyReader<'a> {
     /// Row keys read that hold another type (each is also in `queue.stray_keys`).
     not_hashes: usize,
     expect: VecDeque<Expect>,
+    /// Reused for every command framed.
+    request: Request,
     rows_in_flight: usize,
     /// Replies to HGETALL so far, and the largest: they set the window.
     replies: usize,
@@ -99,6 +102,7 @@ impl<'a> KeyReader<'a> {
             scanning: false,
             not_hashes: 0,
             expect: VecDeque::new(),
+            request: Request::new(),
             rows_in_flight: 0,
             replies: 0,
             largest_reply: 0,
@@ -189,42 +193,33 @@ impl<'a> KeyReader<'a> {
     /// few ids wait, and an HGETALL per waiting id.
     fn top_up(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut digits = itoa::Buffer::new();
+        let window = self.window();
+        let (request, keys) = (&mut self.request, self.keys);
         while self.listed.len() < LISTED_AHEAD && self.ranges_in_flight < RANGES_AHEAD {
             let Some((loc, at)) = self.ranges.pop_front() else { break };
-            let (first, last) = (at.to_string(), (at + RANGE_CHUNK - 1).to_string());
-            let key = set_key(self.keys, loc).as_bytes();
+            request.clear();
+            request.arg("ZRANGE").arg(set_key(keys, loc)).arg(at).arg(at + RANGE_CHUNK - 1);
             if scored(loc) {
-                frame(&mut out, &[b"ZRANGE", key, first.as_bytes(), last.as_bytes(), b"WITHSCORES"]);
-            } else {
-                frame(&mut out, &[b"ZRANGE", key, first.as_bytes(), last.as_bytes()]);
+                request.arg("WITHSCORES");
             }
+            request.write_packed(&mut out);
             self.expect.push_back(Expect::Range(loc));
             self.ranges_in_flight += 1;
         }
         if let (Some(cursor), false) = (self.cursor, self.scan_in_flight) {
             if self.listed.len() < LISTED_AHEAD {
-                let pattern = self.keys.scan_pattern();
-                let count = SCAN_COUNT.to_string();
-                let cursor = cursor.to_string();
-                frame(
-                    &mut out,
-                    &[b"SCAN", cursor.as_bytes(), b"MATCH", pattern.as_bytes(), b"COUNT", count.as_bytes()],
-                );
+                request.clear();
+                request.arg("SCAN").arg(cursor).arg("MATCH").arg(keys.scan_pattern()).arg("COUNT").arg(SCAN_COUNT);
+                request.write_packed(&mut out);
                 self.expect.push_back(Expect::Scan);
                 self.scan_in_flight = true;
             }
         }
-        let window = self.window();
-        let prefix = self.keys.job_prefix.as_bytes();
         while self.rows_in_flight < window {
             let Some(id) = self.listed.pop_front() else { break };
-            out.extend_from_slice(b"*2\r\n$7\r\nHGETALL\r\n$");
-            out.extend_from_slice(digits.format(prefix.len() + id.as_bytes().len()).as_bytes());
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(prefix);
-            out.extend_from_slice(id.as_bytes());
-            out.extend_from_slice(b"\r\n");
+            request.clear();
+            request.arg("HGETALL").arg(keys.job_key_arg(&id));
+            request.write_packed(&mut out);
             self.expect.push_back(Expect::Row(id));
             self.rows_in_flight += 1;
         }
@@ -288,9 +283,8 @@ impl<'a> KeyReader<'a> {
     /// Files one `ZRANGE` chunk of set `loc`: memberships, deadlines, and each id seen for the
     /// first time listed for its row.
     fn take_members(&mut self, loc: Location, frame: RangeFrame, raw: &[u8]) -> Result<(), CallError> {
-        if let Some(text) = error_of(&frame, raw) {
-            let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
-            return Err(CallError::from_error_reply(code, detail));
+        if let Some(err) = error_reply(&frame, raw) {
+            return Err(err);
         }
         let bad = || CallError::Reply(format!("ZRANGE {}: not a list of members", loc.name()));
         let RangeFrame::Array(items) = frame else { return Err(bad()) };
@@ -329,34 +323,10 @@ fn lost(why: &str) -> CallError {
     CallError::Connection(format!("checker's key reader: {why}"))
 }
 
-/// Appends one command of `args` in RESP.
-fn frame(out: &mut Vec<u8>, args: &[&[u8]]) {
-    let mut digits = itoa::Buffer::new();
-    out.push(b'*');
-    out.extend_from_slice(digits.format(args.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for arg in args {
-        out.push(b'$');
-        out.extend_from_slice(digits.format(arg.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
-/// An error reply's text.
-fn error_of(frame: &RangeFrame, raw: &[u8]) -> Option<String> {
-    match frame {
-        RangeFrame::Error((start, end)) => Some(String::from_utf8_lossy(&raw[*start..*end]).into_owned()),
-        _ => None,
-    }
-}
-
 /// A SCAN reply `[cursor, [key, ...]]`: the next cursor and the keys (slices of `raw`).
 fn scan_page(frame: RangeFrame, raw: &[u8]) -> Result<(u64, Vec<&[u8]>), CallError> {
-    if let Some(text) = error_of(&frame, raw) {
-        let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
-        return Err(CallError::from_error_reply(code, detail));
+    if let Some(err) = error_reply(&frame, raw) {
+        return Err(err);
     }
     let bad = || CallError::Reply("SCAN: not a [cursor, keys] reply".into());
     let RangeFrame::Array(mut parts) = frame else { return Err(bad()) };
@@ -378,12 +348,13 @@ fn scan_page(frame: RangeFrame, raw: &[u8]) -> Result<(u64, Vec<&[u8]>), CallErr
 
 /// One HGETALL reply: a row, no key, or a key that is not a HASH (WRONGTYPE).
 fn reduce_frame(id: &JobId, frame: RangeFrame, raw: &[u8]) -> Result<Reduced, CallError> {
-    if let Some(text) = error_of(&frame, raw) {
-        let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
-        return match code {
-            "WRONGTYPE" => Ok(Reduced::NotAHash),
-            _ => Err(CallError::from_error_reply(code, detail)),
-        };
+    if let RangeFrame::Error((start, end)) = frame {
+        if raw[start..end].starts_with(b"WRONGTYPE ") {
+            return Ok(Reduced::NotAHash);
+        }
+    }
+    if let Some(err) = error_reply(&frame, raw) {
+        return Err(err);
     }
     // Only WRONGTYPE says the key is there and not a HASH: any other shape is not an HGETALL
     // reply, and counting it as a key would let it stand in for a key the check never saw.

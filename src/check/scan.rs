@@ -87,16 +87,15 @@ pub async fn scan<R: Route>(router: &R, queues: &[QueueKeys]) -> Result<ServerSt
             .collect(),
         now_ms: None,
     };
-    let mut now_ms = None;
     // Per queue: its node, connection and set sizes; per node: a connection, the most keys
     // the sets can lead to, and the keys found (both summed over the node's queues).
     let mut plans = Vec::with_capacity(queues.len());
     let mut nodes: Vec<Node> = Vec::new();
     for (keys, queue) in queues.iter().zip(state.queues.iter_mut()) {
         let control = router.conn_for(keys);
-        if now_ms.is_none() {
+        if state.now_ms.is_none() {
             let time: Result<(u64, u64), _> = redis::cmd("TIME").query_async(&mut control.clone()).await;
-            now_ms = time.ok().map(|(s, us)| s * 1000 + us / 1000);
+            state.now_ms = time.ok().map(|(s, us)| s * 1000 + us / 1000);
         }
         let sizes = set_sizes(&mut control.clone(), keys, queue).await?;
         // Sets with members, and set keys of another type (the only strays filed so far).
@@ -115,7 +114,7 @@ pub async fn scan<R: Route>(router: &R, queues: &[QueueKeys]) -> Result<ServerSt
         plans.push((node, control, sizes, set_keys));
     }
     for node in &mut nodes {
-        node.size = redis::cmd("DBSIZE").query_async::<usize>(&mut node.control.clone()).await.ok();
+        node.size = dbsize(&node.control).await;
     }
     let mut readers = Vec::with_capacity(queues.len());
     for ((keys, queue), (node, control, sizes, set_keys)) in queues.iter().zip(state.queues.iter_mut()).zip(plans) {
@@ -135,8 +134,7 @@ pub async fn scan<R: Route>(router: &R, queues: &[QueueKeys]) -> Result<ServerSt
     // DBSIZE again: a key created while the sets were read (an enqueue, a lock taken or
     // renewed) and counted in `found` would otherwise stand in for an unknown key.
     for node in &mut nodes {
-        let again = redis::cmd("DBSIZE").query_async::<usize>(&mut node.control.clone()).await.ok();
-        if again != node.size {
+        if dbsize(&node.control).await != node.size {
             node.size = None;
         }
     }
@@ -151,8 +149,12 @@ pub async fn scan<R: Route>(router: &R, queues: &[QueueKeys]) -> Result<ServerSt
         queue.stray_keys.dedup();
         queue.stray_members.sort_unstable_by(|a, b| (a.0.bit(), &a.1).cmp(&(b.0.bit(), &b.1)));
     }
-    state.now_ms = now_ms;
     Ok(state)
+}
+
+/// `DBSIZE` of `control`'s node; `None` when denied or failed.
+async fn dbsize(control: &Control) -> Option<usize> {
+    redis::cmd("DBSIZE").query_async::<usize>(&mut control.clone()).await.ok()
 }
 
 /// One node's keys, for the decision to SCAN (see [`scan`]).

@@ -25,14 +25,19 @@ pub fn decode(buf: &[u8]) -> Result<Option<Decoded>, String> {
 /// classified ([`CallError::from_error_reply`]); an error nested in an array, which no EchoMQ
 /// script returns, is a [`CallError::Reply`].
 pub fn to_value(frame: RangeFrame, buf: &[u8]) -> Result<Value, CallError> {
-    match frame {
-        RangeFrame::Error((start, end)) => {
-            let text = String::from_utf8_lossy(&buf[start..end]);
-            let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
-            Err(CallError::from_error_reply(code, detail))
-        }
-        other => nested(other, buf),
+    match error_reply(&frame, buf) {
+        Some(err) => Err(err),
+        None => nested(frame, buf),
     }
+}
+
+/// A top-level error reply, classified ([`CallError::from_error_reply`]); `None` for any other
+/// frame. For callers that decode replies themselves (the checker's key reader).
+pub fn error_reply(frame: &RangeFrame, buf: &[u8]) -> Option<CallError> {
+    let RangeFrame::Error((start, end)) = frame else { return None };
+    let text = String::from_utf8_lossy(&buf[*start..*end]);
+    let (code, detail) = text.split_once(' ').unwrap_or((&text, ""));
+    Some(CallError::from_error_reply(code, detail))
 }
 
 fn nested(frame: RangeFrame, buf: &[u8]) -> Result<Value, CallError> {
