@@ -138,11 +138,12 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     let connector = Connector::new(target)?;
     let opts = ConnectOptions { response_timeout: std::time::Duration::from_secs(30), ..ConnectOptions::default() };
     let control = Control::connect(&connector, opts).await.map_err(AppError::Prepare)?;
-    let info: String = redis::cmd("INFO").arg("server").query_async(&mut control.clone()).await.unwrap_or_default();
-    // Valkey also reports the Redis version it is compatible with: its own goes first.
-    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string());
-    let server_version =
-        field("valkey_version:").or_else(|| field("redis_version:")).unwrap_or_else(|| "unknown".into());
+    let server_version = crate::target::info::info(&mut control.clone())
+        .await
+        .map(|snap| snap.server_version)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "unknown".into());
 
     // Every block of every repetition, in the order it ran.
     let block = block_size(args.calls);
@@ -279,7 +280,6 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
         "server cost per call, medians over the blocks of {} repetition(s) on valkey {} (µs inside the script; CPU = script + I/O):",
         report.repeat, report.server_version
     );
-    let med = |xs: &[f64]| stats::median(xs).unwrap_or(f64::NAN);
     let cv =
         |xs: &[f64]| stats::coefficient_of_variation(xs).map_or("-".to_string(), |cv| format!("{:.1}%", cv * 100.0));
     match report.lua_dirs.as_slice() {
@@ -350,7 +350,6 @@ fn table(report: &CostReport, options: &CompareOptions) -> String {
 /// The Markdown: per script the cost before and after, the change with its interval and the
 /// verdict; with two arms, largest change first.
 fn markdown(report: &CostReport, options: &CompareOptions) -> String {
-    let med = |xs: &[f64]| stats::median(xs).unwrap_or(f64::NAN);
     let mut out = String::new();
     let Some(verdict) = report.verdict else {
         let _ = writeln!(out, "### Server cost per call ({}, valkey {})\n", report.lua_dirs[0], report.server_version);
@@ -399,4 +398,9 @@ fn change_and_ci(c: &MetricComparison) -> (String, String) {
     let pct = |ratio: f64| format!("{:+.1}%", (ratio - 1.0) * 100.0);
     let change = c.change.map_or("-".into(), |x| pct(x + 1.0));
     (change, c.ci.map_or("-".into(), |ci| format!("{} .. {}", pct(ci.lo), pct(ci.hi))))
+}
+
+/// The median the outputs print (NaN, printed `NaN`, for no values).
+fn med(xs: &[f64]) -> f64 {
+    stats::median(xs).unwrap_or(f64::NAN)
 }

@@ -21,11 +21,12 @@
 //! 4. N jobs claimed with a 1 ms lease in a third queue (not measured), then `reap` [`BATCH`]
 //!    per call until none is left.
 //!
-//! A phase whose `EVALSHA` call count moved by other than the calls it made means another
+//! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
 
 use crate::load::payload::PayloadPool;
 use crate::protocol::{CallError, EchoClient, FailArgs, JobIdGen, PipeConn, QueueKeys, QueueName, Script};
+use crate::target::info::info;
 use crate::target::Control;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -79,7 +80,7 @@ pub enum CostError {
         /// What was wrong.
         what: String,
     },
-    /// The server counted other `EVALSHA` calls than the phase made.
+    /// The server counted other `EVALSHA` calls than the block made.
     #[error("{phase}: the server counted {counted} EVALSHA calls, the phase made {made}: another client runs scripts on this server, so its cost cannot be told apart")]
     Disturbed {
         /// The phase.
@@ -89,17 +90,15 @@ pub enum CostError {
         /// Calls the phase made.
         made: u64,
     },
-    /// `INFO` could not be read or parsed.
-    #[error("INFO {section}: {why}")]
+    /// `INFO` could not be read.
+    #[error("INFO: {why}")]
     Info {
-        /// The section.
-        section: &'static str,
         /// Why.
         why: String,
     },
 }
 
-/// Server counters read around a phase.
+/// Server counters read around a block.
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
     calls: u64,
@@ -107,35 +106,11 @@ struct Counters {
     cpu_secs: f64,
 }
 
+/// One INFO (the run's own reader, [`info`]): EVALSHA's calls and µs, the server's CPU seconds.
 async fn counters(control: &Control) -> Result<Counters, CostError> {
-    let mut conn = control.clone();
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| CostError::Info { section: "commandstats", why: e.to_string() })?;
-    let cpu: String = redis::cmd("INFO")
-        .arg("cpu")
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| CostError::Info { section: "cpu", why: e.to_string() })?;
-    let mut found = Counters::default();
-    if let Some(line) = stats.lines().find_map(|l| l.strip_prefix("cmdstat_evalsha:")) {
-        for field in line.trim().split(',') {
-            match field.split_once('=') {
-                Some(("calls", v)) => found.calls = v.parse().unwrap_or(0),
-                Some(("usec", v)) => found.usec = v.parse().unwrap_or(0),
-                _ => {}
-            }
-        }
-    }
-    for line in cpu.lines() {
-        if let Some(v) = line.strip_prefix("used_cpu_user:").or_else(|| line.strip_prefix("used_cpu_sys:")) {
-            found.cpu_secs +=
-                v.trim().parse::<f64>().map_err(|e| CostError::Info { section: "cpu", why: e.to_string() })?;
-        }
-    }
-    Ok(found)
+    let snap = info(&mut control.clone()).await.map_err(|e| CostError::Info { why: e.to_string() })?;
+    let evalsha = snap.commandstats.get("evalsha").cloned().unwrap_or_default();
+    Ok(Counters { calls: evalsha.calls, usec: evalsha.usec, cpu_secs: snap.used_cpu_s })
 }
 
 /// The cost of a block from the counters around it; `made` is the calls the block made.
@@ -244,7 +219,7 @@ impl Phases<'_> {
 }
 
 /// Runs `call` once per item of `items`, [`LANES`] at a time on clones of `client`, and
-/// returns how many calls were made. Must run inside a `LocalSet` (the pipe's driver is local).
+/// returns the results in item order. Must run inside a `LocalSet` (the pipe's driver is local).
 async fn each<T, R, F, Fut>(client: &EchoClient<PipeConn>, items: Vec<T>, call: F) -> Result<Vec<R>, CallError>
 where
     T: 'static,
