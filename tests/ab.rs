@@ -58,16 +58,30 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     assert!(result.failures.is_empty(), "{:?}", result.failures);
     let result = result.compare;
     eprintln!("{}", result.output);
-    assert_eq!(result.verdict, Overall::Regression);
-    let verdict = |script: &str, measure: Measure| {
+    let metric = |script: &str, measure: Measure| {
         let m = result
             .comparison
             .metrics
             .iter()
             .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
-        m.map(|m| m.verdict).expect("metric compared")
+        m.expect("metric compared")
     };
-    assert_eq!(verdict("enqueue", Measure::P50), Verdict::Regressed);
+    let verdict = |script: &str, measure: Measure| metric(script, measure).verdict;
+    // The planted change is named. On a loaded CI box a side's CV can exceed the 10% limit while
+    // the change is still plain (CI seen: +46%, CI +36..+83%, CV 12.8%): the honest verdict is
+    // then "inconclusive" (exit 3), never "pass", and only when it is significant with the
+    // whole interval above the noise band, blocked by the CV alone.
+    let enqueue = metric("enqueue", Measure::P50);
+    match enqueue.verdict {
+        Verdict::Regressed => assert_eq!(result.verdict, Overall::Regression),
+        Verdict::Inconclusive => {
+            let ci = enqueue.ci.expect("an interval");
+            assert!(enqueue.reason.starts_with("CV "), "inconclusive for another reason: {}", enqueue.reason);
+            assert!(enqueue.p_worse.unwrap() < 0.05 && ci.lo > 1.0 + enqueue.noise, "{enqueue:?}");
+            assert_ne!(result.verdict, Overall::Pass);
+        }
+        other => panic!("enqueue p50 {other:?}: {}", enqueue.reason),
+    }
     // Claims and completions cost the same in both arms: never reported regressed (on a noisy
     // machine their p50 may be inconclusive: CV above the 10% limit).
     for script in ["claim", "complete"] {

@@ -5,7 +5,7 @@
 
 mod support;
 
-use emq_bench::protocol::pipe::take_read_at;
+use emq_bench::protocol::pipe::take_times;
 use emq_bench::protocol::{
     CallError, ConnectOptions, EchoClient, EnqueueReply, ErrorCode, JobIdGen, PipeConn, ScriptRegistry, Transport,
 };
@@ -61,15 +61,16 @@ async fn pipelined_replies_reach_their_own_requests_in_order() {
             async move {
                 let sent = Instant::now();
                 let reply = c.enqueue(&q, &id, b"payload", None).await;
-                (reply, sent, take_read_at())
+                (reply, sent, take_times())
             }
         });
         let results = futures_join_all(calls).await;
-        for (i, (reply, sent, read_at)) in results.into_iter().enumerate() {
+        for (i, (reply, queued, times)) in results.into_iter().enumerate() {
             let expected = if i % 2 == 0 { EnqueueReply::Enqueued } else { EnqueueReply::Duplicate };
             assert_eq!(reply.unwrap(), expected, "request {i}");
-            let read_at = read_at.expect("the pipe hands over each reply's read time");
-            assert!(read_at >= sent, "request {i} read before it was sent");
+            let times = times.expect("the pipe hands over each request's send and read times");
+            assert!(times.sent >= queued, "request {i} written before it was queued");
+            assert!(times.read >= times.sent, "request {i} read before it was written");
         }
         let mut c = c.clone();
         let claimed = c.claim(&q, 1000, 1000).await.unwrap();

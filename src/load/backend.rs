@@ -2,7 +2,9 @@
 //! names, so another wire protocol (seed 002's BullMQ-compatible layout) can later be driven
 //! by the same load, histograms and checker by implementing [`QueueOps`] once more.
 
-use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
+use crate::protocol::{
+    CallError, Claimed, CompleteReply, EchoClient, EnqueueCall, EnqueueReply, FailArgs, FailReply, JobId,
+};
 use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
 use std::cell::Cell;
 use std::future::Future;
@@ -14,6 +16,28 @@ use std::rc::Rc;
 /// Every method returns the protocol's typed reply or a [`CallError`] whose
 /// [`code`](CallError::code) is counted per script.
 pub trait QueueOps: Clone + 'static {
+    /// The reply of an enqueue queued by [`QueueOps::queue_enqueue`], owned: a producer holds
+    /// its window of them at once.
+    type EnqueuePending: Future<Output = Result<EnqueueReply, CallError>> + Unpin + 'static;
+    /// True when the transport times its calls itself ([`Wire::TIMED`]).
+    const TIMED: bool;
+
+    /// Queues the enqueue of a new job (delayed by `delay_ms` when `Some`, else with
+    /// `priority`) on its queue's node now, and returns its reply to await later: the
+    /// producers' pipelined path. Nothing is followed: a redirect or NOSCRIPT reply comes back
+    /// as that error ([`needs_redo`]), and the caller redoes the call with
+    /// [`enqueue`](QueueOps::enqueue) or [`enqueue_delayed`](QueueOps::enqueue_delayed). The
+    /// payload, `payload_len` bytes, is appended by `write_payload` where it is sent from.
+    fn queue_enqueue(
+        &mut self,
+        queue: usize,
+        id: &JobId,
+        payload_len: usize,
+        write_payload: impl FnOnce(&mut Vec<u8>),
+        priority: Option<u64>,
+        delay_ms: Option<u64>,
+    ) -> Self::EnqueuePending;
+
     /// Adds a new pending job (`priority` 0 = highest; `None` = the protocol default).
     fn enqueue(
         &mut self,
@@ -167,6 +191,13 @@ impl<W: Wire> EchoOps<W> {
     }
 }
 
+/// True for the replies a queued call ([`QueueOps::queue_enqueue`]) does not follow itself: a
+/// redirect (the cluster moved the queue's slot) or NOSCRIPT (the server lost its scripts). The
+/// script did not run; the call is redone on the routed path, which follows and reloads.
+pub fn needs_redo(err: &CallError) -> bool {
+    matches!(err, CallError::Redirect(_) | CallError::NoScript(_))
+}
+
 /// The script each verb runs, for recording.
 pub fn script_of_enqueue(delayed: bool) -> Script {
     if delayed {
@@ -177,6 +208,22 @@ pub fn script_of_enqueue(delayed: bool) -> Script {
 }
 
 impl<W: Wire> QueueOps for EchoOps<W> {
+    type EnqueuePending = EnqueueCall<W::Pending>;
+    const TIMED: bool = W::TIMED;
+
+    fn queue_enqueue(
+        &mut self,
+        queue: usize,
+        id: &JobId,
+        payload_len: usize,
+        write_payload: impl FnOnce(&mut Vec<u8>),
+        priority: Option<u64>,
+        delay_ms: Option<u64>,
+    ) -> EnqueueCall<W::Pending> {
+        let node = self.routes.node(queue);
+        self.clients[node].queue_enqueue(&self.queues[queue], id, payload_len, write_payload, priority, delay_ms)
+    }
+
     async fn enqueue(
         &mut self,
         queue: usize,

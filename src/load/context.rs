@@ -30,7 +30,7 @@ pub struct RunShared {
     phase: AtomicU8,
     /// New jobs issued so far by all producers (the `jobs = N` budget counts these).
     pub issued: AtomicU64,
-    /// Producer lanes still running.
+    /// Producers still running.
     pub producers_live: AtomicUsize,
     /// Set by an abort (a second stop signal): the threads stop waiting for the replies of
     /// requests in flight and hand over their history at once.
@@ -225,9 +225,12 @@ pub async fn timed_span<T>(
     ctx.in_flight.set(ctx.in_flight.get() + 1);
     let sent = Instant::now();
     let result = request.await;
-    // The pipe transport hands over when the reply was read (one clock read per read batch);
-    // otherwise the reply is timed here.
-    let done = crate::protocol::pipe::take_read_at().filter(|at| *at >= sent).unwrap_or_else(Instant::now);
+    // The pipe transport hands over when the request was written and its reply read (one
+    // clock read per write and per read); otherwise the call is timed here.
+    let (sent, done) = match crate::protocol::pipe::take_times() {
+        Some(t) if t.sent >= sent && t.read >= t.sent => (t.sent, t.read),
+        _ => (sent, Instant::now()),
+    };
     ctx.in_flight.set(ctx.in_flight.get() - 1);
     let span = Span { sent, done, service_us: elapsed_us(sent, done) };
     ctx.record(script, intended, span, &result);

@@ -44,19 +44,34 @@ impl PayloadPool {
     /// Writes the payload of job `id` with `size` bytes (at least [`HEADER_LEN`]) into `out`,
     /// replacing its contents; `out`'s capacity is reused.
     pub fn build(&self, id: &JobId, size: usize, out: &mut Vec<u8>) {
-        let size = size.max(HEADER_LEN);
-        let ulid = id.ulid().0;
         out.clear();
+        self.append(id, size, out);
+    }
+
+    /// Appends the payload of job `id` with `size` bytes (at least [`HEADER_LEN`]: see
+    /// [`length`](Self::length)) to `out`, where it is framed in place; returns its CRC-32 (the
+    /// header's). The same bytes as [`build`](Self::build).
+    pub fn append(&self, id: &JobId, size: usize, out: &mut Vec<u8>) -> u32 {
+        let size = Self::length(size);
+        let ulid = id.ulid().0;
+        let start = out.len();
         out.extend_from_slice(&ulid.to_be_bytes());
         out.extend_from_slice(&[0; 4]);
         let mut offset = (ulid as usize) % POOL_LEN;
-        while out.len() < size {
-            let take = (size - out.len()).min(POOL_LEN - offset);
+        while out.len() - start < size {
+            let take = (size - (out.len() - start)).min(POOL_LEN - offset);
             out.extend_from_slice(&self.pool[offset..offset + take]);
             offset = 0;
         }
-        let crc = checksum(out);
-        out[16..20].copy_from_slice(&crc.to_le_bytes());
+        let payload = &mut out[start..];
+        let crc = checksum(payload);
+        payload[16..20].copy_from_slice(&crc.to_le_bytes());
+        crc
+    }
+
+    /// The length of a payload drawn as `size` bytes: never below the header.
+    pub fn length(size: usize) -> usize {
+        size.max(HEADER_LEN)
     }
 }
 

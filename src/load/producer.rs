@@ -1,185 +1,330 @@
 //! Producers: enqueue jobs through the opts mix (delays, priorities, duplicates), closed or
-//! open loop. One producer is `pipeline` lanes sharing its id generator and schedule, so up to
-//! `pipeline` enqueues are in flight on its connection, each timed on its own.
+//! open loop. One producer is one task holding a window of up to `pipeline` enqueues in flight
+//! on its connection, each timed on its own.
+//!
+//! Why a window and not a task per in-flight request: a task per request cost a wake-up, a
+//! poll through every layer of the call and a copy of its state per reply; the window queues
+//! each enqueue without awaiting it ([`QueueOps::queue_enqueue`]), waits on the oldest, and
+//! then takes every reply already read in one go, so one wake-up serves a whole read (issue 11
+//! item 7: the harness's client CPU per request against redis-benchmark's). Replies on one
+//! connection come back in send order, so the oldest is the next one due.
 
-use super::backend::{script_of_enqueue, QueueOps};
-use super::context::{timed_span, Phase, ThreadCtx};
+use super::backend::{needs_redo, script_of_enqueue, QueueOps};
+use super::context::{Phase, Span, ThreadCtx};
 use super::pacing::Schedule;
-use super::payload::header_crc;
+use super::payload::PayloadPool;
 use crate::history::{Kind, Outcome};
-use crate::metrics::JobCounter;
+use crate::metrics::{elapsed_us, JobCounter};
 use crate::protocol::ids::job_number;
-use crate::protocol::{EnqueueReply, JobId, JobIdGen};
+use crate::protocol::{CallError, EnqueueReply, JobId, JobIdGen, Script};
 use crate::scenario::Stop;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// How often a producer waiting for its next intended send looks at the run phase.
 const PHASE_POLL: Duration = Duration::from_millis(50);
 
-/// What one producer's lanes share.
+/// One producer: its id generator, schedule and draws.
 pub struct Producer {
     ids: JobIdGen,
     schedule: Schedule,
+    rng: SmallRng,
     /// The last accepted job (queue, id), the id a duplicate enqueue re-sends.
     last: Option<(usize, JobId)>,
-    /// True once a lane counted the schedule's undrawn backlog (once per producer).
-    backlog_counted: bool,
 }
 
 impl Producer {
-    /// A producer of the run with seed `run_seed` (the ids' run tag), paced by `schedule`.
-    pub fn new(run_seed: u64, schedule: Schedule) -> Rc<RefCell<Producer>> {
-        Rc::new(RefCell::new(Producer { ids: JobIdGen::new(run_seed), schedule, last: None, backlog_counted: false }))
+    /// A producer of the run with seed `run_seed` (the ids' run tag), paced by `schedule`,
+    /// drawing its opts mix from `seed`.
+    pub fn new(run_seed: u64, schedule: Schedule, seed: u64) -> Producer {
+        Producer { ids: JobIdGen::new(run_seed), schedule, rng: SmallRng::seed_from_u64(seed), last: None }
+    }
+
+    /// Draws the next send: its intended time (open loop) and the job. `None` once the run's
+    /// job budget is spent. `now` is the producer's latest instant (closed-loop ids are stamped
+    /// from it instead of reading the wall clock once more per job; ids stay monotonic).
+    fn draw(&mut self, ctx: &ThreadCtx, now: Instant) -> Option<Next> {
+        let plan = &ctx.plan.producers;
+        let duplicate = plan.duplicate.draw(&mut self.rng);
+        let intended = self.schedule.next_intended();
+        // Open loop: the id's time is the intended send time, read from no clock.
+        let stamp = ctx.wall.unix_ms(intended.unwrap_or(now));
+        let job = match (duplicate, self.last) {
+            (true, Some((queue, id))) => Job::Duplicate { queue, id },
+            _ => {
+                // The run-wide job number: unique, increasing per producer, and the id's low
+                // 32 bits (so the checker maps server rows back to the history).
+                let number = ctx.shared.issued.fetch_add(1, Ordering::Relaxed);
+                let budget = match ctx.plan.stop {
+                    Stop::Jobs(budget) => budget.min(u64::from(u32::MAX)),
+                    Stop::Duration(_) => u64::from(u32::MAX),
+                };
+                if number >= budget {
+                    return None;
+                }
+                let rng = &mut self.rng;
+                let delay = plan.delayed.draw(rng).then(|| plan.delay.sample(rng).as_millis() as u64);
+                let priority = (plan.priority.draw(rng) && !plan.priorities.is_empty())
+                    .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
+                Job::New {
+                    queue: rng.random_range(0..ctx.plan.queues.len()),
+                    number: number as u32,
+                    id: self.ids.mint_at(number as u32, stamp),
+                    id_ms: self.ids.last_ms(),
+                    delay,
+                    priority,
+                }
+            }
+        };
+        Some(Next { intended, job })
     }
 }
 
-/// What one enqueue will be.
+/// A send drawn and not made yet.
+struct Next {
+    intended: Option<Instant>,
+    job: Job,
+}
+
+/// What one enqueue is.
+#[derive(Clone, Copy)]
 enum Job {
-    New { queue: usize, number: u32, id: JobId, id_ms: u64, delay: Option<Duration>, priority: Option<u64> },
+    /// A new job (`delay` ms, or `priority`).
+    New { queue: usize, number: u32, id: JobId, id_ms: u64, delay: Option<u64>, priority: Option<u64> },
+    /// A re-sent id, which must change nothing (I8).
     Duplicate { queue: usize, id: JobId },
 }
 
-/// Runs one producer lane until the run leaves the load phase or the job budget is spent.
-pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, producer: Rc<RefCell<Producer>>, mut ops: Q, seed: u64) {
-    let plan = &ctx.plan.producers;
-    let queues = ctx.plan.queues.len();
-    let mut rng = SmallRng::seed_from_u64(seed);
+/// One enqueue in flight, and what its reply is matched with.
+struct InFlight<P> {
+    pending: P,
+    job: Job,
+    intended: Option<Instant>,
+    /// Payload bytes (a redo rebuilds the same bytes from the id and this size).
+    size: usize,
+    crc: u32,
+    /// When it was queued, for a transport that does not time its calls itself.
+    queued: Option<Instant>,
+}
+
+impl Job {
+    fn script(&self) -> Script {
+        match self {
+            Job::New { delay, .. } => script_of_enqueue(delay.is_some()),
+            Job::Duplicate { .. } => script_of_enqueue(false),
+        }
+    }
+
+    fn queue_and_id(&self) -> (usize, JobId) {
+        match *self {
+            Job::New { queue, id, .. } | Job::Duplicate { queue, id } => (queue, id),
+        }
+    }
+
+    /// The priority sent: a duplicate asks for priority 9 (it must change nothing).
+    fn args(&self) -> (Option<u64>, Option<u64>) {
+        match *self {
+            Job::New { delay, priority, .. } => (priority, delay),
+            Job::Duplicate { .. } => (Some(9), None),
+        }
+    }
+}
+
+/// Runs one producer until the run leaves the load phase or the job budget is spent, with up
+/// to `window` enqueues in flight on `ops`; returns once every reply is in (or the thread stops
+/// polling it at the run's end).
+pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut ops: Q, window: usize) {
+    let window = window.max(1);
+    let mut in_flight: VecDeque<InFlight<Q::EnqueuePending>> = VecDeque::with_capacity(window);
+    // Only a redo builds a payload apart from its command.
     let mut payload = Vec::new();
-    // The lane's latest instant (its last reply's read time; the lane's start at first): closed-
-    // loop ids are stamped from it instead of reading the wall clock once more per job. While
-    // the lane is busy it is at most one request old; ids stay monotonic either way (mint_at).
     let mut now = Instant::now();
-    while ctx.phase() == Phase::Load {
-        let duplicate = plan.duplicate.draw(&mut rng);
-        let (intended, job) = {
-            let mut p = producer.borrow_mut();
-            let intended = p.schedule.next_intended();
-            // Open loop: the id's time is the intended send time, read from no clock.
-            let stamp = ctx.wall.unix_ms(intended.unwrap_or(now));
-            let job = match (duplicate, p.last) {
-                (true, Some((queue, id))) => Job::Duplicate { queue, id },
-                _ => {
-                    // The run-wide job number: unique, increasing per producer, and the id's
-                    // low 32 bits (so the checker maps server rows back to the history).
-                    let number = ctx.shared.issued.fetch_add(1, Ordering::Relaxed);
-                    let budget = match ctx.plan.stop {
-                        Stop::Jobs(budget) => budget.min(u64::from(u32::MAX)),
-                        Stop::Duration(_) => u64::from(u32::MAX),
-                    };
-                    if number >= budget {
-                        break;
-                    }
-                    let delay = plan.delayed.draw(&mut rng).then(|| plan.delay.sample(&mut rng));
-                    let priority = (plan.priority.draw(&mut rng) && !plan.priorities.is_empty())
-                        .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
-                    Job::New {
-                        queue: rng.random_range(0..queues),
-                        number: number as u32,
-                        id: p.ids.mint_at(number as u32, stamp),
-                        id_ms: p.ids.last_ms(),
-                        delay,
-                        priority,
-                    }
-                }
-            };
-            (intended, job)
-        };
-        if let Some(at) = intended {
-            // Sleep in slices on tokio's coarse timer, so a long gap at a low rate does not hold
-            // up the drain; only the last wait goes to the precise pacer.
-            loop {
-                let now = Instant::now();
-                if now >= at || ctx.phase() != Phase::Load {
-                    break;
-                }
-                if at - now > PHASE_POLL {
-                    tokio::time::sleep(PHASE_POLL).await;
-                } else {
-                    ctx.wait_until(at).await;
-                }
-            }
+    let mut next: Option<Next> = None;
+    let mut sending = true;
+    loop {
+        // Send while there is room and the next send is due.
+        while sending && in_flight.len() < window {
             if ctx.phase() != Phase::Load {
                 // Due before the load phase ended and never sent: the backlog of a rate not held.
-                if ctx.shared.load_end.get().is_some_and(|end| at <= *end) {
+                let due = next.take().and_then(|n| n.intended);
+                if due.is_some_and(|at| ctx.shared.load_end.get().is_some_and(|end| at <= *end)) {
                     ctx.backlog.set(ctx.backlog.get() + 1);
                 }
+                sending = false;
                 break;
             }
-        }
-        ctx.sends.set(ctx.sends.get() + 1);
-        let size = plan.payload.sample(&mut rng) as usize;
-        match job {
-            Job::New { queue, number, id, id_ms, delay, priority } => {
-                ctx.pool.build(&id, size, &mut payload);
-                let (result, span) = match delay {
-                    Some(d) => {
-                        let request = ops.enqueue_delayed(queue, id, &payload, d.as_millis() as u64);
-                        timed_span(&ctx, script_of_enqueue(true), intended, request).await
-                    }
-                    None => {
-                        let request = ops.enqueue(queue, id, &payload, priority);
-                        timed_span(&ctx, script_of_enqueue(false), intended, request).await
-                    }
-                };
-                now = span.done;
-                let crc = payload_crc(&payload);
-                ctx.remember_enqueue(number, Kind::Enqueue, crc, queue as u16, id_ms, span, &result, enqueue_outcome);
-                match result {
-                    Ok(EnqueueReply::Enqueued) => {
-                        ctx.bump(JobCounter::Enqueued, 1);
-                        producer.borrow_mut().last = Some((queue, id));
-                    }
-                    // A fresh id that is a duplicate means an id collision; the checker reports it.
-                    Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
-                    Err(_) => {}
-                }
+            let Some(send) = next.take().or_else(|| producer.draw(&ctx, now)) else {
+                sending = false;
+                break;
+            };
+            if send.intended.is_some_and(|at| at > Instant::now()) {
+                next = Some(send);
+                break;
             }
-            Job::Duplicate { queue, id } => {
-                // Other bytes than the original (a different length, so never equal): a duplicate must
-                // change nothing (I8).
-                ctx.pool.build(&id, size + 7, &mut payload);
-                let (result, span) =
-                    timed_span(&ctx, script_of_enqueue(false), intended, ops.enqueue(queue, id, &payload, Some(9)))
-                        .await;
-                let number = job_number(&id);
-                ctx.remember_enqueue(
-                    number,
-                    Kind::EnqueueDup,
-                    payload_crc(&payload),
-                    queue as u16,
-                    0, // the original enqueue kept the id's time part
-                    span,
-                    &result,
-                    enqueue_outcome,
-                );
-                match result {
-                    Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
-                    Ok(EnqueueReply::Enqueued) => ctx.bump(JobCounter::DuplicateAccepted, 1),
-                    Err(_) => {}
-                }
+            in_flight.push_back(queue_one(&ctx, &mut producer, &mut ops, send));
+        }
+        if !sending && in_flight.is_empty() {
+            break;
+        }
+        // Wait for the oldest reply, and, while there is room, for the next intended send.
+        let due = next.as_ref().and_then(|n| n.intended).filter(|_| sending && in_flight.len() < window);
+        let reply = match (in_flight.front_mut(), due) {
+            (Some(oldest), None) => Some((&mut oldest.pending).await),
+            (Some(oldest), Some(at)) => tokio::select! {
+                biased;
+                reply = &mut oldest.pending => Some(reply),
+                _ = wait_for_send(&ctx, at) => None,
+            },
+            (None, Some(at)) => {
+                wait_for_send(&ctx, at).await;
+                None
+            }
+            (None, None) => None,
+        };
+        let Some(mut reply) = reply else { continue };
+        // The oldest, then every later reply already read, in order.
+        loop {
+            let sent = in_flight.pop_front().expect("the reply of the oldest");
+            let (start, mut done) = match crate::protocol::pipe::take_times() {
+                Some(t) if Q::TIMED => (t.sent, t.read),
+                _ => (sent.queued.unwrap_or_else(Instant::now), Instant::now()),
+            };
+            if reply.as_ref().is_err_and(needs_redo) {
+                (reply, done) = redo(&ctx, &mut ops, &sent, &mut payload).await;
+            }
+            settle(&ctx, &mut producer, &sent, reply, start.min(done), done);
+            now = done;
+            match in_flight.front_mut().map(|oldest| poll_now(&mut oldest.pending)) {
+                Some(Some(ready)) => reply = ready,
+                _ => break,
             }
         }
     }
-    // Intended times before the load phase ended that no lane drew yet (a producer far
-    // behind its schedule): counted once per producer, by the first lane out, in closed form.
-    let mut p = producer.borrow_mut();
-    if let (Some(end), false) = (ctx.shared.load_end.get(), p.backlog_counted) {
-        p.backlog_counted = true;
-        let undrawn = p.schedule.due_until(*end);
+    // Intended times before the load phase ended that were never drawn (a producer far behind
+    // its schedule): counted once, in closed form.
+    if let Some(end) = ctx.shared.load_end.get() {
+        let undrawn = producer.schedule.due_until(*end);
         ctx.backlog.set(ctx.backlog.get() + undrawn);
     }
-    drop(p);
     ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// The CRC-32 a built payload carries in its header (built payloads always have one).
-fn payload_crc(payload: &[u8]) -> u32 {
-    header_crc(payload).expect("built payloads have a 20-byte header")
+/// Builds `send`'s payload and queues its enqueue.
+fn queue_one<Q: QueueOps>(
+    ctx: &ThreadCtx,
+    producer: &mut Producer,
+    ops: &mut Q,
+    send: Next,
+) -> InFlight<Q::EnqueuePending> {
+    ctx.sends.set(ctx.sends.get() + 1);
+    ctx.in_flight.set(ctx.in_flight.get() + 1);
+    let drawn = ctx.plan.producers.payload.sample(&mut producer.rng) as usize;
+    // A duplicate carries other bytes than the original (7 more than a draw, so never equal):
+    // it must change nothing (I8).
+    let size = match send.job {
+        Job::New { .. } => drawn,
+        Job::Duplicate { .. } => drawn + 7,
+    };
+    let (queue, id) = send.job.queue_and_id();
+    let (priority, delay) = send.job.args();
+    // Built straight into the command: no payload buffer, no copy of it.
+    let mut crc = 0;
+    let write = |out: &mut Vec<u8>| crc = ctx.pool.append(&id, size, out);
+    let pending = ops.queue_enqueue(queue, &id, PayloadPool::length(size), write, priority, delay);
+    let queued = (!Q::TIMED).then(Instant::now);
+    InFlight { pending, job: send.job, intended: send.intended, size, crc, queued }
+}
+
+/// Redoes a call the queued path could not follow: the script did not run (a moved slot, a
+/// server that lost its scripts), so the routed path follows and reloads. Returns its result
+/// and when its last reply was read; the call counts from its first send.
+async fn redo<Q: QueueOps, P>(
+    ctx: &ThreadCtx,
+    ops: &mut Q,
+    sent: &InFlight<P>,
+    payload: &mut Vec<u8>,
+) -> (Result<EnqueueReply, CallError>, Instant) {
+    let (queue, id) = sent.job.queue_and_id();
+    ctx.pool.build(&id, sent.size, payload);
+    let (priority, delay) = sent.job.args();
+    let begun = Instant::now();
+    let result = match delay {
+        Some(delay) => ops.enqueue_delayed(queue, id, payload, delay).await,
+        None => ops.enqueue(queue, id, payload, priority).await,
+    };
+    let done = crate::protocol::pipe::take_times().filter(|t| t.sent >= begun).map_or_else(Instant::now, |t| t.read);
+    (result, done)
+}
+
+/// Records one reply sent at `start` and read at `done`: in the histograms and the history,
+/// and in the job counters.
+fn settle<P>(
+    ctx: &ThreadCtx,
+    producer: &mut Producer,
+    sent: &InFlight<P>,
+    result: Result<EnqueueReply, CallError>,
+    start: Instant,
+    done: Instant,
+) {
+    ctx.in_flight.set(ctx.in_flight.get() - 1);
+    let span = Span { sent: start, done, service_us: elapsed_us(start, done) };
+    ctx.record(sent.job.script(), sent.intended, span, &result);
+    match sent.job {
+        Job::New { queue, number, id, id_ms, .. } => {
+            ctx.remember_enqueue(number, Kind::Enqueue, sent.crc, queue as u16, id_ms, span, &result, enqueue_outcome);
+            match result {
+                Ok(EnqueueReply::Enqueued) => {
+                    ctx.bump(JobCounter::Enqueued, 1);
+                    producer.last = Some((queue, id));
+                }
+                // A fresh id that is a duplicate means an id collision; the checker reports it.
+                Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
+                Err(_) => {}
+            }
+        }
+        Job::Duplicate { queue, id } => {
+            // The original enqueue kept the id's time part (0 here).
+            let number = job_number(&id);
+            ctx.remember_enqueue(number, Kind::EnqueueDup, sent.crc, queue as u16, 0, span, &result, enqueue_outcome);
+            match result {
+                Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),
+                Ok(EnqueueReply::Enqueued) => ctx.bump(JobCounter::DuplicateAccepted, 1),
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Waits until `at` or until the run leaves the load phase: in slices on tokio's coarse timer,
+/// so a long gap at a low rate does not hold up the drain; only the last wait goes to the
+/// precise pacer.
+async fn wait_for_send(ctx: &ThreadCtx, at: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= at || ctx.phase() != Phase::Load {
+            return;
+        }
+        if at - now > PHASE_POLL {
+            tokio::time::sleep(PHASE_POLL).await;
+        } else {
+            ctx.wait_until(at).await;
+        }
+    }
+}
+
+/// The reply of `pending` if it is already in, without registering for a wake-up.
+fn poll_now<F: Future + Unpin>(pending: &mut F) -> Option<F::Output> {
+    match Pin::new(pending).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
+    }
 }
 
 fn enqueue_outcome(reply: &EnqueueReply) -> Outcome {

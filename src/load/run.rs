@@ -138,7 +138,7 @@ pub async fn drive(
     mut progress: impl FnMut(&LiveSnapshot, Option<Depths>),
 ) -> Driven {
     let shared = Arc::new(RunShared::default());
-    shared.producers_live.store((plan.producers.count * plan.producers.pipeline) as usize, Ordering::Relaxed);
+    shared.producers_live.store(plan.producers.count as usize, Ordering::Relaxed);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut threads = Vec::new();
     let mut gos = Vec::new();

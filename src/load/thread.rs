@@ -170,10 +170,8 @@ async fn thread_main<W: Wire>(
             }
             None => Schedule::Closed,
         };
-        let producer = Producer::new(plan.seed, schedule);
-        for lane in 0..plan.producers.pipeline {
-            tokio::task::spawn_local(producer::lane(ctx.clone(), producer.clone(), ops.clone(), seed(3, p, lane)));
-        }
+        let producer = Producer::new(plan.seed, schedule, seed(3, p, 0));
+        tokio::task::spawn_local(producer::run(ctx.clone(), producer, ops, plan.producers.pipeline as usize));
     }
     for (k, &c) in consumers.iter().enumerate() {
         let ops = EchoOps::new(cconns[k % cconns.len()].clone(), routes.clone(), queues.clone());

@@ -118,6 +118,12 @@ impl<W: Wire> EchoClient<W> {
         self.asking = true;
     }
 
+    /// Queues the scratch command built by [`evalsha`](Self::evalsha) without waiting (see
+    /// [`Wire::queue`]: no NOSCRIPT reload, no ASKING).
+    pub(crate) fn queue_scratch(&mut self) -> W::Pending {
+        self.conn.queue(&self.scratch)
+    }
+
     /// Sends the scratch command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
     pub(crate) async fn call(&mut self, script: Script) -> Result<Value, CallError> {
         let asking = std::mem::take(&mut self.asking);

@@ -20,5 +20,5 @@ pub use pipe::PipeConn;
 pub use registry::ScriptRegistry;
 pub use request::Request;
 pub use script::{ErrorCode, Script};
-pub use verbs::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+pub use verbs::{Claimed, CompleteReply, EnqueueCall, EnqueueReply, FailArgs, FailReply};
 pub use wire::{Transport, Wire};

@@ -48,6 +48,25 @@ impl Request {
         self
     }
 
+    /// Appends one argument of exactly `len` bytes that `fill` appends to the buffer it is
+    /// given: a large argument (a payload) is built in place instead of copied in.
+    ///
+    /// Panics when `fill` appends another number of bytes (the frame's length would lie).
+    pub fn arg_with(&mut self, len: usize, fill: impl FnOnce(&mut Vec<u8>)) -> &mut Request {
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(len).as_bytes();
+        self.framed.reserve(digits.len() + len + 5);
+        self.framed.push(b'$');
+        self.framed.extend_from_slice(digits);
+        self.framed.extend_from_slice(b"\r\n");
+        let at = self.framed.len();
+        fill(&mut self.framed);
+        assert_eq!(self.framed.len() - at, len, "an argument framed as {len} bytes");
+        self.framed.extend_from_slice(b"\r\n");
+        self.count += 1;
+        self
+    }
+
     /// Appends `count` arguments that are already framed (a template, see [`Request::framed`]).
     pub fn push_framed(&mut self, framed: &[u8], count: usize) {
         self.framed.extend_from_slice(framed);

@@ -32,6 +32,13 @@ pub enum Transport {
 /// Error replies come back as `Err` ([`CallError::from_error_reply`]); a lost connection or a
 /// timeout as [`CallError::Connection`] / [`CallError::Timeout`] (unknown outcomes).
 pub trait Wire: Clone + 'static {
+    /// The reply of a request queued by [`Wire::queue`]: it owns what it needs, so a caller
+    /// can hold many at once (a producer's window of requests in flight).
+    type Pending: Future<Output = Result<Value, CallError>> + Unpin + 'static;
+    /// True when a call hands its send and read times over ([`take_times`](super::pipe::take_times)):
+    /// the caller then reads no clock of its own per call.
+    const TIMED: bool;
+
     /// Opens a connection through `connector` on which every script of `registry` is loaded.
     ///
     /// Errors: a failed connect, TLS handshake or AUTH, or a failed `SCRIPT LOAD`.
@@ -44,12 +51,40 @@ pub trait Wire: Clone + 'static {
     /// Sends `request` and waits for its reply.
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 
+    /// Queues `request` now, behind every request queued before it, and returns its reply.
+    /// No NOSCRIPT reload and no redirect is followed: the caller redoes such a call on the
+    /// slow path ([`Wire::send`] through the registry).
+    fn queue(&mut self, request: &Request) -> Self::Pending;
+
     /// Sends `ASKING` and then `request` on this connection with nothing in between (a cluster
     /// ASK redirect: the flag holds for the next command only); returns `request`'s reply.
     fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 }
 
+/// A redis-rs call queued by [`Wire::queue`]: a local task per request (the reference
+/// transport already allocates per call), so it is sent whether or not it is polled.
+pub struct ControlCall(tokio::task::JoinHandle<Result<Value, CallError>>);
+
+impl Future for ControlCall {
+    type Output = Result<Value, CallError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|joined| joined.unwrap_or_else(|e| Err(CallError::Connection(format!("call task: {e}")))))
+    }
+}
+
 impl Wire for Control {
+    type Pending = ControlCall;
+    const TIMED: bool = false;
+
+    /// Panics outside a `tokio::task::LocalSet` (the call is a local task).
+    fn queue(&mut self, request: &Request) -> ControlCall {
+        let mut conn = self.clone();
+        let request = request.clone();
+        ControlCall(tokio::task::spawn_local(async move { conn.send(&request).await }))
+    }
     async fn open(
         connector: &Connector,
         opts: ConnectOptions,

@@ -6,7 +6,9 @@
 //! embedded server that holds the queue on the same machine. Measured here (the `dev`
 //! build, loopback valkey-server, 256-byte payloads, peak RSS of the harness):
 //! - a producer lane (one request in flight: a tokio task, its payload buffer, its request's
-//!   bytes in the connection's output buffer, a reply slot) ~7.9 KiB (100 000 lanes: 787 MB);
+//!   bytes in the connection's output buffer, a reply slot) ~7.9 KiB (100 000 lanes: 787 MB),
+//!   measured when each lane was a task; a producer is now one task with a window of
+//!   `pipeline` entries (a reply handle, the job, its request's bytes), which holds less;
 //! - a consumer lane ~4.4 KiB (100 000 lanes: 438 MB);
 //! - a connection ~66 KiB (4 000: 265 MB; 64 KiB output and 64 KiB read buffers, TLS adds
 //!   its own), and one connection on the server too.

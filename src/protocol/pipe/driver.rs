@@ -229,12 +229,18 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallErr
     .await
 }
 
-/// Writes the queued requests; stops when the socket is full (the waker is registered).
+/// Writes the queued requests; stops when the socket is full (the waker is registered). The
+/// first write that returns stamps the send time of every request not yet stamped.
 fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<(), CallError> {
     while st.written < st.out.len() {
         match Pin::new(&mut *stream).poll_write(cx, &st.out[st.written..]) {
             Poll::Ready(Ok(0)) => return Err(CallError::Connection("the server stopped reading".into())),
-            Poll::Ready(Ok(n)) => st.written += n,
+            Poll::Ready(Ok(n)) => {
+                st.written += n;
+                if st.unsent > 0 {
+                    st.mark_sent(Instant::now());
+                }
+            }
             Poll::Ready(Err(e)) => return Err(CallError::Connection(format!("write: {e}"))),
             Poll::Pending => return Ok(()),
         }

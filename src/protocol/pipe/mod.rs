@@ -10,7 +10,9 @@
 //!    same scheduler tick goes out in one `write`; it then reads whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
 //!    slots in send order; the clock is read once per socket read and that instant is the read
-//!    time of every reply the read brought ([`take_read_at`]). A pipelined request is thus timed
+//!    time of every reply the read brought ([`take_times`]). Likewise the clock is read once
+//!    per `write`: that instant is the send time of every request the write began to send, so
+//!    a request's service time starts when it left the client, not when a lane queued it. A pipelined request is thus timed
 //!    by the read that brought its own reply, not by when its pipeline was sent or completed;
 //!    replies the driver hands out a poll later (32 per poll) keep their read time, so the
 //!    client's own hand-out delay is not counted as server latency.
@@ -47,15 +49,27 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 thread_local! {
-    /// The read time of the reply a [`Call`] just returned. The task that awaited it takes it
-    /// in the same poll ([`take_read_at`]), before any other task runs on this thread.
-    static READ_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The send and read times of the reply a [`Call`] just returned. The task that awaited
+    /// it takes them in the same poll ([`take_times`]), before any other task runs here.
+    static TIMES: Cell<Option<Times>> = const { Cell::new(None) };
 }
 
-/// When the reply that the current task's last pipe call returned was read off the socket,
-/// once (the value is cleared). `None` when that call did not go through a pipe connection.
-pub fn take_read_at() -> Option<Instant> {
-    READ_AT.with(Cell::take)
+/// When one request went out and its reply came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Times {
+    /// The `write` that began to send the request returned (one clock read per write).
+    pub sent: Instant,
+    /// The `read` that brought its reply returned (one clock read per read).
+    pub read: Instant,
+}
+
+/// When the request whose reply the current task's last pipe call returned was sent, and when
+/// that reply was read off the socket, once (the value is cleared). Calls returned one after
+/// another without a take between them count from the first one's send. `None` when the last
+/// call did not go through a pipe connection, or failed before it was written; a caller
+/// checks that `sent` is not before its own call began (a value nobody took is stale).
+pub fn take_times() -> Option<Times> {
+    TIMES.with(Cell::take)
 }
 
 /// A handle on one pipelined connection. Clones share the connection: each lane holds one and
@@ -82,6 +96,8 @@ struct Shared {
 struct Slot {
     waker: Option<Waker>,
     reply: Option<Result<Value, CallError>>,
+    /// Set by the write that began to send the request.
+    sent_at: Option<Instant>,
     read_at: Option<Instant>,
     /// The [`Call`] was dropped before its reply: free the slot when the reply comes.
     abandoned: bool,
@@ -91,8 +107,10 @@ struct State {
     /// Packed requests; `out[written..]` is not on the socket yet.
     out: Vec<u8>,
     written: usize,
-    /// Slots awaiting a reply, in send order.
+    /// Slots awaiting a reply, in send order; the last `unsent` of them have no send time yet
+    /// (no write has begun to send them).
     queue: VecDeque<u32>,
+    unsent: usize,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// The driver's waker, woken when a request is queued, and whether it was woken since its
@@ -126,6 +144,7 @@ impl PipeConn {
                 out: Vec::with_capacity(64 * 1024),
                 written: 0,
                 queue: VecDeque::with_capacity(256),
+                unsent: 0,
                 slots: Vec::new(),
                 free: Vec::new(),
                 driver: None,
@@ -152,7 +171,12 @@ impl PipeConn {
         let mut st = self.shared.state.borrow_mut();
         request.write_packed(&mut st.out);
         let slot = match st.free.pop() {
-            Some(slot) => slot,
+            Some(slot) => {
+                // A reused slot keeps no send time of its last request (a failure may
+                // answer this one before any write stamps it).
+                st.slots[slot as usize].sent_at = None;
+                slot
+            }
             None => {
                 st.slots.push(Slot::default());
                 (st.slots.len() - 1) as u32
@@ -162,6 +186,7 @@ impl PipeConn {
             st.waiting_since = Instant::now();
         }
         st.queue.push_back(slot);
+        st.unsent += 1;
         if !st.driver_woken {
             if let Some(driver) = &st.driver {
                 driver.wake_by_ref();
@@ -173,6 +198,13 @@ impl PipeConn {
 }
 
 impl Wire for PipeConn {
+    type Pending = Call;
+    const TIMED: bool = true;
+
+    fn queue(&mut self, request: &Request) -> Call {
+        PipeConn::send(self, request)
+    }
+
     fn open(
         connector: &Connector,
         opts: ConnectOptions,
@@ -212,7 +244,13 @@ impl Future for Call {
         let slot = &mut st.slots[self.slot as usize];
         match slot.reply.take() {
             Some(reply) => {
-                READ_AT.with(|cell| cell.set(slot.read_at.take()));
+                let times = slot.sent_at.take().zip(slot.read_at.take()).map(|(sent, read)| Times { sent, read });
+                // Calls awaited one after another before anyone takes the times (a NOSCRIPT
+                // reload and resend) count from the first send to the last read.
+                TIMES.with(|cell| {
+                    let first = cell.get().map(|t| t.sent);
+                    cell.set(times.map(|t| Times { sent: first.map_or(t.sent, |f| f.min(t.sent)), read: t.read }))
+                });
                 st.free.push(self.slot);
                 drop(st);
                 self.shared = None;
@@ -244,11 +282,20 @@ impl Drop for Call {
 }
 
 impl State {
+    /// A `write` that returned at `now` began to send every request queued so far.
+    fn mark_sent(&mut self, now: Instant) {
+        let unsent = std::mem::take(&mut self.unsent);
+        for &id in self.queue.iter().rev().take(unsent) {
+            self.slots[id as usize].sent_at = Some(now);
+        }
+    }
+
     /// Hands the next reply to the oldest request. Errors: a reply nobody asked for.
     fn deliver(&mut self, reply: Result<Value, CallError>, read_at: Instant) -> Result<(), CallError> {
         let Some(id) = self.queue.pop_front() else {
             return Err(CallError::Connection("a reply arrived that no request was waiting for".into()));
         };
+        self.unsent = self.unsent.min(self.queue.len());
         let slot = &mut self.slots[id as usize];
         if slot.abandoned {
             *slot = Slot::default();
