@@ -45,15 +45,14 @@ impl PayloadPool {
     /// replacing its contents; `out`'s capacity is reused.
     pub fn build(&self, id: &JobId, size: usize, out: &mut Vec<u8>) {
         out.clear();
-        self.append(id, size, out);
+        self.append(id.ulid().0, size, out);
     }
 
-    /// Appends the payload of job `id` with `size` bytes (at least [`HEADER_LEN`]: see
+    /// Appends the payload of the job whose id has the ULID `ulid`, with `size` bytes (at least [`HEADER_LEN`]: see
     /// [`length`](Self::length)) to `out`, where it is framed in place; returns its CRC-32 (the
     /// header's). The same bytes as [`build`](Self::build).
-    pub fn append(&self, id: &JobId, size: usize, out: &mut Vec<u8>) -> u32 {
+    pub fn append(&self, ulid: u128, size: usize, out: &mut Vec<u8>) -> u32 {
         let size = Self::length(size);
-        let ulid = id.ulid().0;
         let start = out.len();
         out.extend_from_slice(&ulid.to_be_bytes());
         out.extend_from_slice(&[0; 4]);

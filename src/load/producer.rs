@@ -77,6 +77,7 @@ impl Producer {
                     queue: rng.random_range(0..ctx.plan.queues.len()),
                     number: number as u32,
                     id: self.ids.mint_at(number as u32, stamp),
+                    ulid: self.ids.last_ulid(number as u32),
                     id_ms: self.ids.last_ms(),
                     delay,
                     priority,
@@ -97,7 +98,7 @@ struct Next {
 #[derive(Clone, Copy)]
 enum Job {
     /// A new job (`delay` ms, or `priority`).
-    New { queue: usize, number: u32, id: JobId, id_ms: u64, delay: Option<u64>, priority: Option<u64> },
+    New { queue: usize, number: u32, id: JobId, ulid: u128, id_ms: u64, delay: Option<u64>, priority: Option<u64> },
     /// A re-sent id, which must change nothing (I8).
     Duplicate { queue: usize, id: JobId },
 }
@@ -236,7 +237,11 @@ fn queue_one<Q: QueueOps>(
     let (priority, delay) = send.job.args();
     // Built straight into the command: no payload buffer, no copy of it.
     let mut crc = 0;
-    let write = |out: &mut Vec<u8>| crc = ctx.pool.append(&id, size, out);
+    let ulid = match send.job {
+        Job::New { ulid, .. } => ulid,
+        Job::Duplicate { id, .. } => id.ulid().0,
+    };
+    let write = |out: &mut Vec<u8>| crc = ctx.pool.append(ulid, size, out);
     let pending = ops.queue_enqueue(queue, &id, PayloadPool::length(size), write, priority, delay);
     let queued = (!Q::TIMED).then(Instant::now);
     InFlight { pending, job: send.job, intended: send.intended, size, crc, queued }

@@ -40,8 +40,13 @@ pub fn job_tag(id: &JobId) -> u64 {
 /// [`JobIdGen::mint_at`] made, rebuilt from its parts (the checker names a job whose row and
 /// set members are all gone by it, from the stamp the history kept).
 pub fn job_id(run_tag: u64, number: u32, unix_ms: u64) -> JobId {
+    JobId::from_ulid(ulid::Ulid(job_ulid(run_tag, number, unix_ms)))
+}
+
+/// The ULID of [`job_id`] as a number (what [`JobId::ulid`] decodes), without encoding it.
+pub fn job_ulid(run_tag: u64, number: u32, unix_ms: u64) -> u128 {
     let random = (u128::from(run_tag) << 32) | u128::from(number);
-    JobId::from_ulid(ulid::Ulid::from_parts(unix_ms, random))
+    ulid::Ulid::from_parts(unix_ms, random).0
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
@@ -67,6 +72,11 @@ impl JobIdGen {
         job_id(self.tag, number, self.last_ms)
     }
 
+    /// The ULID of the last id minted, for job `number` (without decoding the id).
+    pub fn last_ulid(&self, number: u32) -> u128 {
+        job_ulid(self.tag, number, self.last_ms)
+    }
+
     /// The time part of the last id minted, ms since the Unix epoch (without decoding it).
     pub fn last_ms(&self) -> u64 {
         self.last_ms
@@ -83,6 +93,15 @@ impl JobIdGen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn last_ulid_is_the_minted_ids_ulid() {
+        let mut ids = JobIdGen::new(7);
+        for (number, ms) in [(0u32, 1_700_000_000_000u64), (u32::MAX, 1_700_000_000_001), (5, 1)] {
+            let id = ids.mint_at(number, ms);
+            assert_eq!(id.ulid().0, ids.last_ulid(number), "job {number}");
+        }
+    }
 
     #[test]
     fn ids_are_monotonic_well_formed_and_carry_tag_and_number() {

@@ -48,6 +48,13 @@ impl Request {
         self
     }
 
+    /// Appends one argument made of `parts` back to back (a job key: its queue's prefix and
+    /// the id), framed straight into the request.
+    pub fn arg_concat(&mut self, parts: &[&[u8]]) -> &mut Request {
+        let len = parts.iter().map(|p| p.len()).sum();
+        self.arg_with(len, |out| parts.iter().for_each(|p| out.extend_from_slice(p)))
+    }
+
     /// Appends one argument of exactly `len` bytes that `fill` appends to the buffer it is
     /// given: a large argument (a payload) is built in place instead of copied in.
     ///
@@ -166,7 +173,8 @@ mod tests {
         let mut cmd = Cmd::new();
         request.arg("EVALSHA").arg("0123456789abcdef").arg(2usize);
         cmd.arg("EVALSHA").arg("0123456789abcdef").arg(2usize);
-        request.arg(keys.job_key_arg(&id)).arg(&keys.pending).arg(id.as_bytes()).arg(&b""[..]).arg(-7i64);
+        request.arg_concat(&[keys.job_prefix.as_bytes(), id.as_bytes()]).arg(&keys.pending).arg(id.as_bytes());
+        request.arg_with(0, |_| {}).arg(-7i64);
         cmd.arg(keys.job_key_arg(&id)).arg(&keys.pending).arg(id.as_bytes()).arg(&b""[..]).arg(-7i64);
         request.arg(u64::MAX).arg(vec![0u8, 13, 10, 255]).arg(1.5f64).arg(&["a", "bc"][..]);
         cmd.arg(u64::MAX).arg(vec![0u8, 13, 10, 255]).arg(1.5f64).arg(&["a", "bc"][..]);

@@ -5,7 +5,9 @@
 //!
 //! How a request travels (all on one load thread, so `Rc` + `RefCell`, no lock, no atomic):
 //! 1. [`PipeConn::send`] copies the request's RESP bytes ([`Request`], framed as it was
-//!    built) into the shared output buffer, takes a reply slot (reused, no allocation) and wakes the driver.
+//!    built) into the shared output buffer, takes a reply slot (reused, no allocation) and
+//!    wakes the driver. The returned [`Call`] owns nothing borrowed, so a producer holds a
+//!    window of them ([`Wire::queue`]).
 //! 2. The driver task ([`driver`]) runs after the lanes yield, so every request issued in the
 //!    same scheduler tick goes out in one `write`; it then reads whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
