@@ -38,6 +38,27 @@ pub trait QueueOps: Clone + 'static {
         delay_ms: Option<u64>,
     ) -> Self::EnqueuePending;
 
+    /// The node (index into the run's nodes) a call on `queue` goes to now: where
+    /// [`queue_enqueue`](QueueOps::queue_enqueue) sends, and where a redo's redirect came from.
+    fn node_of(&self, queue: usize) -> usize;
+
+    /// Redoes an enqueue that was queued on node `node` and answered with `err`, a redirect
+    /// or NOSCRIPT ([`needs_redo`]): a redirect is followed as the routed path follows one
+    /// (counted, the route updated on MOVED, ASKING sent after ASK, the pause after TRYAGAIN),
+    /// then the call goes the routed way, which reloads a lost script. `delay_ms` `Some` redoes
+    /// an `enqueue_delayed`.
+    #[allow(clippy::too_many_arguments)] // the queued call's own arguments, plus where it went
+    fn redo_enqueue(
+        &mut self,
+        node: usize,
+        err: CallError,
+        queue: usize,
+        id: JobId,
+        payload: &[u8],
+        priority: Option<u64>,
+        delay_ms: Option<u64>,
+    ) -> impl Future<Output = Result<EnqueueReply, CallError>>;
+
     /// Adds a new pending job (`priority` 0 = highest; `None` = the protocol default).
     fn enqueue(
         &mut self,
@@ -147,11 +168,16 @@ const MAX_REDIRECTS: u32 = 2500;
 /// The wait before resending after TRYAGAIN (the migration of the slot's keys is under way).
 const TRYAGAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// Runs `$call` with `$client` (the queue's node's client) and `$keys`, following redirects.
+/// Runs `$call` with `$client` (the queue's node's client, or `$start`'s) and `$keys`,
+/// following redirects.
 macro_rules! routed {
     ($ops:ident, $queue:expr, |$client:ident, $keys:ident| $call:expr) => {{
         let queue = $queue;
-        let mut node = $ops.routes.node(queue);
+        routed!($ops, queue, $ops.routes.node(queue), |$client, $keys| $call)
+    }};
+    ($ops:ident, $queue:expr, $start:expr, |$client:ident, $keys:ident| $call:expr) => {{
+        let queue = $queue;
+        let mut node = $start;
         let mut tries = 0u32;
         loop {
             let $keys = &$ops.queues[queue];
@@ -222,6 +248,40 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     ) -> EnqueueCall<W::Pending> {
         let node = self.routes.node(queue);
         self.clients[node].queue_enqueue(&self.queues[queue], id, payload_len, write_payload, priority, delay_ms)
+    }
+
+    fn node_of(&self, queue: usize) -> usize {
+        self.routes.node(queue)
+    }
+
+    async fn redo_enqueue(
+        &mut self,
+        node: usize,
+        err: CallError,
+        queue: usize,
+        id: JobId,
+        payload: &[u8],
+        priority: Option<u64>,
+        delay_ms: Option<u64>,
+    ) -> Result<EnqueueReply, CallError> {
+        let start = match &err {
+            CallError::Redirect(redirect) => {
+                let Some(next) = self.routes.follow(queue, node, redirect) else { return Err(err) };
+                match redirect.kind {
+                    RedirectKind::Ask => self.clients[next].ask_next(),
+                    RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
+                    RedirectKind::Moved => {}
+                }
+                next
+            }
+            _ => node,
+        };
+        routed!(self, queue, start, |c, keys| async {
+            match delay_ms {
+                Some(delay_ms) => c.enqueue_delayed(keys, &id, payload, delay_ms).await,
+                None => c.enqueue(keys, &id, payload, priority).await,
+            }
+        })
     }
 
     async fn enqueue(

@@ -202,7 +202,8 @@ pub struct Span {
     pub service_us: u64,
 }
 
-/// Sends one request and records it: the per-request timing wrapper every lane uses.
+/// Sends one request and records it: the per-request timing wrapper of consumer lanes and
+/// maintenance (producers time their window's replies themselves).
 ///
 /// `intended` is the open-loop intended send time, or `None` in closed loop (then latency is
 /// measured from the actual send). The reply is timed when it is read.
@@ -226,7 +227,8 @@ pub async fn timed_span<T>(
     let sent = Instant::now();
     let result = request.await;
     // The pipe transport hands over when the request was written and its reply read (one
-    // clock read per write and per read); otherwise the call is timed here.
+    // clock read per write and per read); otherwise the call is timed here. A call that took
+    // several requests (a NOSCRIPT reload, a followed redirect) counts from its last send.
     let (sent, done) = match crate::protocol::pipe::take_times() {
         Some(t) if t.sent >= sent && t.read >= t.sent => (t.sent, t.read),
         _ => (sent, Instant::now()),

@@ -7,7 +7,11 @@
 //! each enqueue without awaiting it ([`QueueOps::queue_enqueue`]), waits on the oldest, and
 //! then takes every reply already read in one go, so one wake-up serves a whole read (issue 11
 //! item 7: the harness's client CPU per request against redis-benchmark's). Replies on one
-//! connection come back in send order, so the oldest is the next one due.
+//! connection come back in send order, so the oldest is the next one due. On a cluster a
+//! producer's window spans one connection per node: a reply from another node waits behind a
+//! slower node's older one to be recorded (its times are the connection's, so its latency is
+//! not inflated), and the window's next sends wait with it, as a pool of lanes ends up waiting
+//! on the slow node too.
 
 use super::backend::{needs_redo, script_of_enqueue, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};
@@ -113,6 +117,8 @@ struct InFlight<P> {
     crc: u32,
     /// When it was queued, for a transport that does not time its calls itself.
     queued: Option<Instant>,
+    /// The node it was queued on (where a redirect came from).
+    node: usize,
 }
 
 impl Job {
@@ -144,8 +150,6 @@ impl Job {
 pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut ops: Q, window: usize) {
     let window = window.max(1);
     let mut in_flight: VecDeque<InFlight<Q::EnqueuePending>> = VecDeque::with_capacity(window);
-    // Only a redo builds a payload apart from its command.
-    let mut payload = Vec::new();
     let mut now = Instant::now();
     let mut next: Option<Next> = None;
     let mut sending = true;
@@ -193,14 +197,18 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         // The oldest, then every later reply already read, in order.
         loop {
             let sent = in_flight.pop_front().expect("the reply of the oldest");
-            let (start, mut done) = match crate::protocol::pipe::take_times() {
+            let (start, done) = match crate::protocol::pipe::take_times() {
                 Some(t) if Q::TIMED => (t.sent, t.read),
                 _ => (sent.queued.unwrap_or_else(Instant::now), Instant::now()),
             };
-            if reply.as_ref().is_err_and(needs_redo) {
-                (reply, done) = redo(&ctx, &mut ops, &sent, &mut payload).await;
+            match reply {
+                // The script did not run: redone on a task of its own, so a migration's
+                // TRYAGAIN loop or a reload does not stall the rest of the window.
+                Err(err) if needs_redo(&err) => {
+                    tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), sent, err, start));
+                }
+                reply => settle(&ctx, Some(&mut producer), &sent, reply, start, done),
             }
-            settle(&ctx, &mut producer, &sent, reply, start.min(done), done);
             now = done;
             match in_flight.front_mut().map(|oldest| poll_now(&mut oldest.pending)) {
                 Some(Some(ready)) => reply = ready,
@@ -242,37 +250,32 @@ fn queue_one<Q: QueueOps>(
         Job::Duplicate { id, .. } => id.ulid().0,
     };
     let write = |out: &mut Vec<u8>| crc = ctx.pool.append(ulid, size, out);
+    let node = ops.node_of(queue);
     let pending = ops.queue_enqueue(queue, &id, PayloadPool::length(size), write, priority, delay);
     let queued = (!Q::TIMED).then(Instant::now);
-    InFlight { pending, job: send.job, intended: send.intended, size, crc, queued }
+    InFlight { pending, job: send.job, intended: send.intended, size, crc, queued, node }
 }
 
-/// Redoes a call the queued path could not follow: the script did not run (a moved slot, a
-/// server that lost its scripts), so the routed path follows and reloads. Returns its result
-/// and when its last reply was read; the call counts from its first send.
-async fn redo<Q: QueueOps, P>(
-    ctx: &ThreadCtx,
-    ops: &mut Q,
-    sent: &InFlight<P>,
-    payload: &mut Vec<u8>,
-) -> (Result<EnqueueReply, CallError>, Instant) {
+/// Redoes a call whose reply was `err`, a redirect or NOSCRIPT: the script did not run (a moved
+/// slot, a server that lost its scripts), so the redirect is followed and the routed path
+/// reloads ([`QueueOps::redo_enqueue`]), with the same payload bytes. Then records it as one
+/// call, from its first send (`start`) to the last reply. The last accepted id of a redone
+/// job is not offered to duplicates (rare, and a duplicate of an older id tests as much).
+async fn redo<Q: QueueOps, P>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight<P>, err: CallError, start: Instant) {
     let (queue, id) = sent.job.queue_and_id();
-    ctx.pool.build(&id, sent.size, payload);
+    let mut payload = Vec::new();
+    ctx.pool.build(&id, sent.size, &mut payload);
     let (priority, delay) = sent.job.args();
-    let begun = Instant::now();
-    let result = match delay {
-        Some(delay) => ops.enqueue_delayed(queue, id, payload, delay).await,
-        None => ops.enqueue(queue, id, payload, priority).await,
-    };
-    let done = crate::protocol::pipe::take_times().filter(|t| t.sent >= begun).map_or_else(Instant::now, |t| t.read);
-    (result, done)
+    let result = ops.redo_enqueue(sent.node, err, queue, id, &payload, priority, delay).await;
+    let done = crate::protocol::pipe::take_times().filter(|t| t.sent >= start).map_or_else(Instant::now, |t| t.read);
+    settle(&ctx, None, &sent, result, start.min(done), done);
 }
 
 /// Records one reply sent at `start` and read at `done`: in the histograms and the history,
-/// and in the job counters.
+/// and in the job counters; an accepted new job becomes the producer's next duplicate.
 fn settle<P>(
     ctx: &ThreadCtx,
-    producer: &mut Producer,
+    producer: Option<&mut Producer>,
     sent: &InFlight<P>,
     result: Result<EnqueueReply, CallError>,
     start: Instant,
@@ -287,7 +290,9 @@ fn settle<P>(
             match result {
                 Ok(EnqueueReply::Enqueued) => {
                     ctx.bump(JobCounter::Enqueued, 1);
-                    producer.last = Some((queue, id));
+                    if let Some(producer) = producer {
+                        producer.last = Some((queue, id));
+                    }
                 }
                 // A fresh id that is a duplicate means an id collision; the checker reports it.
                 Ok(EnqueueReply::Duplicate) => ctx.bump(JobCounter::Duplicates, 1),

@@ -6,6 +6,7 @@
 
 use super::client::ConnectOptions;
 use super::error::CallError;
+use super::pipe::Times;
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use crate::target::{Connector, Control};
@@ -35,8 +36,8 @@ pub trait Wire: Clone + 'static {
     /// The reply of a request queued by [`Wire::queue`]: it owns what it needs, so a caller
     /// can hold many at once (a producer's window of requests in flight).
     type Pending: Future<Output = Result<Value, CallError>> + Unpin + 'static;
-    /// True when a call hands its send and read times over ([`take_times`](super::pipe::take_times)):
-    /// the caller then reads no clock of its own per call.
+    /// True when a queued call ([`Wire::queue`]) hands its send and read times over
+    /// ([`take_times`](super::pipe::take_times)): the caller then reads no clock of its own.
     const TIMED: bool;
 
     /// Opens a connection through `connector` on which every script of `registry` is loaded.
@@ -62,28 +63,42 @@ pub trait Wire: Clone + 'static {
 }
 
 /// A redis-rs call queued by [`Wire::queue`]: a local task per request (the reference
-/// transport already allocates per call), so it is sent whether or not it is polled.
-pub struct ControlCall(tokio::task::JoinHandle<Result<Value, CallError>>);
+/// transport already allocates per call), so it is sent whether or not it is polled. The task
+/// times the call itself (from just before redis-rs takes it to its reply) and hands the times
+/// over as the pipe does ([`take_times`](super::pipe::take_times)), so a reply waiting behind
+/// another is not timed when the producer gets to it.
+pub struct ControlCall(tokio::task::JoinHandle<(Result<Value, CallError>, Times)>);
 
 impl Future for ControlCall {
     type Output = Result<Value, CallError>;
 
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0)
-            .poll(cx)
-            .map(|joined| joined.unwrap_or_else(|e| Err(CallError::Connection(format!("call task: {e}")))))
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
+            Ok((result, times)) => {
+                super::pipe::hand_over_times(Some(times));
+                result
+            }
+            Err(e) => {
+                super::pipe::hand_over_times(None);
+                Err(CallError::Connection(format!("call task: {e}")))
+            }
+        })
     }
 }
 
 impl Wire for Control {
     type Pending = ControlCall;
-    const TIMED: bool = false;
+    const TIMED: bool = true;
 
     /// Panics outside a `tokio::task::LocalSet` (the call is a local task).
     fn queue(&mut self, request: &Request) -> ControlCall {
         let mut conn = self.clone();
         let request = request.clone();
-        ControlCall(tokio::task::spawn_local(async move { conn.send(&request).await }))
+        ControlCall(tokio::task::spawn_local(async move {
+            let sent = std::time::Instant::now();
+            let result = conn.send(&request).await;
+            (result, Times { sent, read: std::time::Instant::now() })
+        }))
     }
     async fn open(
         connector: &Connector,

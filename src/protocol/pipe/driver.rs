@@ -1,4 +1,4 @@
-//! The connection loop: write what the lanes queued, read and hand out replies, watch for a
+//! The connection loop: write what the callers queued, read and hand out replies, watch for a
 //! silent server, reconnect when the connection is lost.
 
 use super::{reply, Shared, State, Target};
@@ -21,7 +21,7 @@ use tokio::time::Sleep;
 const READ_BUFFER: usize = 64 * 1024;
 /// A read gets at least this much room: the tail is compacted (or the buffer grown) below it.
 const MIN_READ: usize = 4 * 1024;
-/// Reads per driver poll before it yields to the lanes (they are waiting for these replies).
+/// Reads per driver poll before it yields to its callers (they are waiting for these replies).
 const READS_PER_POLL: usize = 16;
 /// Replies handed out per driver poll (see [`read`]). Measured at 1 connection x 64 in
 /// flight: 8 or 16 cost more client CPU (a loopback `write` costs ~5 µs of kernel time);
@@ -229,21 +229,18 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallErr
     .await
 }
 
-/// Writes the queued requests; stops when the socket is full (the waker is registered). The
-/// first write that takes bytes stamps every request not yet stamped with the instant just
-/// before it: a loopback `write` returns only after the kernel delivered the bytes (~10-20 µs
-/// here), which belongs to the service time, not to the send lag.
+/// Writes the queued requests; stops when the socket is full (the waker is registered). Each
+/// write that takes bytes stamps the requests it began to send with the instant just before
+/// it: a loopback `write` returns only after the kernel delivered the bytes (~10-20 µs here),
+/// which belongs to the service time, not to the send lag.
 fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<(), CallError> {
-    let mut before = None;
     while st.written < st.out.len() {
-        if st.unsent > 0 {
-            before = Some(Instant::now());
-        }
+        let before = (st.unsent > 0).then(Instant::now);
         match Pin::new(&mut *stream).poll_write(cx, &st.out[st.written..]) {
             Poll::Ready(Ok(0)) => return Err(CallError::Connection("the server stopped reading".into())),
             Poll::Ready(Ok(n)) => {
                 st.written += n;
-                if let Some(at) = before.take() {
+                if let Some(at) = before {
                     st.mark_sent(at);
                 }
             }
@@ -264,7 +261,7 @@ fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<()
 /// is read once per read: that instant is the read time of every reply in it.
 ///
 /// At most [`REPLIES_PER_POLL`] replies are handed out per poll; then the driver yields, the
-/// woken lanes queue their next requests, and the next poll writes those before it hands out
+/// woken callers queue their next requests, and the next poll writes those before it hands out
 /// more. Handing out a whole pipeline's replies at once would send the next requests as one
 /// burst after the server went idle; in slices, the server works while the client does.
 fn read(st: &mut State, stream: &mut Stream, inbox: &mut Inbox, cx: &mut Context<'_>) -> Result<(), CallError> {
@@ -289,7 +286,7 @@ fn read(st: &mut State, stream: &mut Stream, inbox: &mut Inbox, cx: &mut Context
             }
         }
     }
-    // More may be waiting: come back after the lanes have run.
+    // More may be waiting: come back after the callers have run.
     cx.waker().wake_by_ref();
     Ok(())
 }

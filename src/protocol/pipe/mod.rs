@@ -8,14 +8,16 @@
 //!    built) into the shared output buffer, takes a reply slot (reused, no allocation) and
 //!    wakes the driver. The returned [`Call`] owns nothing borrowed, so a producer holds a
 //!    window of them ([`Wire::queue`]).
-//! 2. The driver task ([`driver`]) runs after the lanes yield, so every request issued in the
+//! 2. The driver task ([`driver`]) runs after its callers (producers, consumer lanes) yield, so every request issued in the
 //!    same scheduler tick goes out in one `write`; it then reads whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
 //!    slots in send order; the clock is read once per socket read and that instant is the read
 //!    time of every reply the read brought ([`take_times`]). Likewise the clock is read once
-//!    per `write`: that instant is the send time of every request the write began to send, so
-//!    a request's service time starts when it left the client, not when a lane queued it. A pipelined request is thus timed
-//!    by the read that brought its own reply, not by when its pipeline was sent or completed;
+//!    per `write`, just before it: that instant is the send time of every request the write
+//!    begins to send (a short write leaves the rest for the write that reaches them), so a
+//!    request's service time starts when it left the client, not when its caller queued it.
+//!    A pipelined request is thus timed by the read that brought its own reply, not by when
+//!    its pipeline was sent or completed;
 //!    replies the driver hands out a poll later (32 per poll) keep their read time, so the
 //!    client's own hand-out delay is not counted as server latency.
 //!
@@ -24,7 +26,7 @@
 //! reconnects with backoff (10 ms doubling to 1 s) and loads every script again before it
 //! sends anything else, so a restarted server (empty script cache) is picked up. Requests made
 //! while the connection is down wait for it (as with redis-rs' ConnectionManager), up to the
-//! response timeout; a lane that retries at once therefore cannot spin and starve the driver.
+//! response timeout; a caller that retries at once therefore cannot spin and starve the driver.
 //!
 //! The connection is the run's [`Connector`]'s stream: plain TCP or TLS (rustls), with
 //! AUTH (user/password) and SELECT in the handshake. Unix sockets are not built in.
@@ -66,15 +68,22 @@ pub struct Times {
 }
 
 /// When the request whose reply the current task's last pipe call returned was sent, and when
-/// that reply was read off the socket, once (the value is cleared). Calls returned one after
-/// another without a take between them count from the first one's send. `None` when the last
-/// call did not go through a pipe connection, or failed before it was written; a caller
-/// checks that `sent` is not before its own call began (a value nobody took is stale).
+/// that reply was read off the socket, once (the value is cleared). A call that took several
+/// requests (a NOSCRIPT reload and resend, a followed redirect) gives its last request's times.
+/// `None` when the last call did not go through a pipe connection, or failed before it was
+/// written; a caller checks that `sent` is not before its own call began (a value nobody took
+/// is stale).
 pub fn take_times() -> Option<Times> {
     TIMES.with(Cell::take)
 }
 
-/// A handle on one pipelined connection. Clones share the connection: each lane holds one and
+/// Hands `times` to the task whose call returns in this poll (the redis-rs transport's queued
+/// calls, [`super::wire::ControlCall`]).
+pub(crate) fn hand_over_times(times: Option<Times>) {
+    TIMES.with(|cell| cell.set(times));
+}
+
+/// A handle on one pipelined connection. Clones share the connection: each caller holds one and
 /// keeps its own requests in flight; replies come back in order. `!Send`: the connection
 /// belongs to the load thread that opened it.
 #[derive(Clone)]
@@ -100,6 +109,8 @@ struct Slot {
     reply: Option<Result<Value, CallError>>,
     /// Set by the write that began to send the request.
     sent_at: Option<Instant>,
+    /// Where the request begins in the output buffer, while no write has reached it.
+    start: usize,
     read_at: Option<Instant>,
     /// The [`Call`] was dropped before its reply: free the slot when the reply comes.
     abandoned: bool,
@@ -171,6 +182,7 @@ impl PipeConn {
     pub fn send(&self, request: &Request) -> Call {
         assert!(request.framed().1 > 0, "an empty request gets no reply");
         let mut st = self.shared.state.borrow_mut();
+        let start = st.out.len();
         request.write_packed(&mut st.out);
         let slot = match st.free.pop() {
             Some(slot) => {
@@ -187,6 +199,7 @@ impl PipeConn {
         if st.queue.is_empty() {
             st.waiting_since = Instant::now();
         }
+        st.slots[slot as usize].start = start;
         st.queue.push_back(slot);
         st.unsent += 1;
         if !st.driver_woken {
@@ -247,12 +260,10 @@ impl Future for Call {
         match slot.reply.take() {
             Some(reply) => {
                 let times = slot.sent_at.take().zip(slot.read_at.take()).map(|(sent, read)| Times { sent, read });
-                // Calls awaited one after another before anyone takes the times (a NOSCRIPT
-                // reload and resend) count from the first send to the last read.
-                TIMES.with(|cell| {
-                    let first = cell.get().map(|t| t.sent);
-                    cell.set(times.map(|t| Times { sent: first.map_or(t.sent, |f| f.min(t.sent)), read: t.read }))
-                });
+                // Overwritten, never merged: the task that awaited this call takes it in
+                // this same poll, and a value left by a task that did not must not leak into
+                // another task's call.
+                hand_over_times(times);
                 st.free.push(self.slot);
                 drop(st);
                 self.shared = None;
@@ -284,11 +295,18 @@ impl Drop for Call {
 }
 
 impl State {
-    /// A `write` that returned at `now` began to send every request queued so far.
-    fn mark_sent(&mut self, now: Instant) {
-        let unsent = std::mem::take(&mut self.unsent);
-        for &id in self.queue.iter().rev().take(unsent) {
-            self.slots[id as usize].sent_at = Some(now);
+    /// A `write` begun at `at` has taken the output buffer up to `written`: every request not
+    /// stamped yet that begins before that offset was (at least partly) sent by it. A short
+    /// write leaves the requests after it unstamped, for the write that reaches them.
+    fn mark_sent(&mut self, at: Instant) {
+        let first = self.queue.len() - self.unsent;
+        for &id in self.queue.range(first..) {
+            let slot = &mut self.slots[id as usize];
+            if slot.start >= self.written {
+                break;
+            }
+            slot.sent_at = Some(at);
+            self.unsent -= 1;
         }
     }
 
@@ -336,5 +354,59 @@ impl State {
         }
         self.fail_all(CallError::Connection(format!("not reconnected within {timeout:?}")));
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three queued requests of 10 bytes each, none written yet.
+    fn three_queued() -> State {
+        let now = Instant::now();
+        let mut st = State {
+            out: vec![0; 30],
+            written: 0,
+            queue: VecDeque::new(),
+            unsent: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
+            driver: None,
+            driver_woken: false,
+            waiting_since: now,
+            last_read: now,
+        };
+        for i in 0..3u32 {
+            st.slots.push(Slot { start: i as usize * 10, ..Slot::default() });
+            st.queue.push_back(i);
+            st.unsent += 1;
+        }
+        st
+    }
+
+    #[test]
+    fn a_short_write_stamps_only_the_requests_it_began_to_send() {
+        let mut st = three_queued();
+        let (first, second) = (Instant::now(), Instant::now() + std::time::Duration::from_micros(5));
+        st.written = 5;
+        st.mark_sent(first);
+        let sent: Vec<_> = st.slots.iter().map(|s| s.sent_at).collect();
+        assert_eq!(sent, [Some(first), None, None]);
+        assert_eq!(st.unsent, 2);
+        // The next write takes the rest of the second request and the start of the third.
+        st.written = 21;
+        st.mark_sent(second);
+        let sent: Vec<_> = st.slots.iter().map(|s| s.sent_at).collect();
+        assert_eq!(sent, [Some(first), Some(second), Some(second)]);
+        assert_eq!(st.unsent, 0);
+    }
+
+    #[test]
+    fn a_failed_connection_leaves_no_request_unsent() {
+        let mut st = three_queued();
+        st.fail_all(CallError::Connection("lost".into()));
+        assert!(st.queue.is_empty());
+        assert_eq!(st.unsent, 0);
+        assert!(st.slots.iter().all(|s| s.sent_at.is_none() && matches!(s.reply, Some(Err(_)))));
     }
 }
