@@ -96,7 +96,8 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     // compare.html: both arms' spectra per script and the per-repetition dots, offline.
     let html = support::assert_offline_page(&tmp.path().join("out/compare.html"));
     assert!(html.contains("<h2>enqueue</h2>") && html.contains("latency spectrum"), "no enqueue spectrum");
-    assert!(html.contains("regressed"), "the verdict table shows the regression");
+    let named = metric("enqueue", Measure::P50).verdict.word();
+    assert!(html.contains(named), "the verdict table shows enqueue p50 {named}");
     // Every script has both arms' spectra drawn (a percentile measured on too few calls to be
     // compared has no per-repetition dots, and the page says so).
     for section in html.split("<h2>").skip(2) {

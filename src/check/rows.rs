@@ -218,7 +218,7 @@ impl<'a> KeyReader<'a> {
         while self.rows_in_flight < window {
             let Some(id) = self.listed.pop_front() else { break };
             request.clear();
-            request.arg("HGETALL").arg(keys.job_key_arg(&id));
+            request.arg("HGETALL").arg_job_key(keys, &id);
             request.write_packed(&mut out);
             self.expect.push_back(Expect::Row(id));
             self.rows_in_flight += 1;

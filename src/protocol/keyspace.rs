@@ -200,9 +200,10 @@ impl QueueKeys {
         key
     }
 
-    /// The row key as a command argument, written straight into the command (no `String`).
-    pub fn job_key_arg<'a>(&'a self, id: &'a JobId) -> JobKeyArg<'a> {
-        JobKeyArg { prefix: &self.job_prefix, id }
+    /// The row key's two pieces, prefix and id, for a command to frame as one argument
+    /// without building a `String` ([`Request::arg_job_key`](super::request::Request::arg_job_key)).
+    pub fn job_key_parts<'a>(&'a self, id: &'a JobId) -> [&'a [u8]; 2] {
+        [self.job_prefix.as_bytes(), id.as_bytes()]
     }
 
     /// `emq:{q}:*`, the SCAN pattern that matches every key of this queue and no other.
@@ -275,23 +276,5 @@ mod tests {
             assert_eq!(JobId::parse(JobId::from_ulid(ulid).as_bytes()).unwrap().ulid(), ulid);
         }
         assert!(JobId::parse(id.as_bytes()).is_ok());
-    }
-}
-
-/// `emq:{q}:job:<id>` as one redis argument, written in two pieces ([`QueueKeys::job_key_arg`]):
-/// the verbs build a key per request and this keeps the allocation off that path.
-#[derive(Debug, Clone, Copy)]
-pub struct JobKeyArg<'a> {
-    prefix: &'a str,
-    id: &'a JobId,
-}
-
-impl redis::ToRedisArgs for JobKeyArg<'_> {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        use std::io::Write;
-        let mut arg = out.writer_for_next_arg();
-        // Writing into the command's own buffer cannot fail.
-        let _ = arg.write_all(self.prefix.as_bytes());
-        let _ = arg.write_all(self.id.as_bytes());
     }
 }

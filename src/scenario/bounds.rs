@@ -14,8 +14,9 @@
 //!   its own), and one connection on the server too.
 //!
 //! The largest accepted run therefore holds about 2 roles × [`MAX_LANES`] × 8 KiB = 4 GiB of
-//! lanes, 2 × [`MAX_PAYLOAD_IN_FLIGHT`] of payload held about three times (the lane's buffer,
-//! the request, the connection's buffer; the read buffer, the decoded reply, the claimed job)
+//! lanes, 2 × [`MAX_PAYLOAD_IN_FLIGHT`] of payload held at most three times (a producer's
+//! request and the connection's buffer, where it is built and sent; a consumer's read buffer,
+//! decoded reply and claimed job)
 //! = 6 GiB, and 2 × [`MAX_CONNECTIONS`] × 128 KiB = 1 GiB: ~11 GiB, leaving ~13 GiB for the
 //! server's copy of the jobs and the checker (~0.5 KiB per job, see [`MAX_JOBS`]).
 

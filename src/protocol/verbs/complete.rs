@@ -22,7 +22,7 @@ impl<W: Wire> EchoClient<W> {
     /// [`CallError::Emq`], or a transport error.
     pub async fn complete(&mut self, keys: &QueueKeys, id: &JobId, token: u64) -> Result<CompleteReply, CallError> {
         let cmd = self.evalsha(Script::Complete, 3);
-        cmd.arg(keys.job_key_arg(id)).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
+        cmd.arg_job_key(keys, id).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
         let value = self.call(Script::Complete).await?;
         match int_reply(Script::Complete, &value)? {
             1 => Ok(CompleteReply::Completed),

@@ -113,7 +113,7 @@ impl<W: Wire> EchoClient<W> {
         priority: Option<u64>,
     ) {
         let cmd = self.evalsha(Script::Enqueue, 2);
-        cmd.arg_concat(&[keys.job_prefix.as_bytes(), id.as_bytes()]).arg(&keys.pending).arg(id.as_bytes());
+        cmd.arg_job_key(keys, id).arg(&keys.pending).arg(id.as_bytes());
         cmd.arg_with(payload_len, write_payload);
         if let Some(priority) = priority {
             cmd.arg(priority);
@@ -129,7 +129,7 @@ impl<W: Wire> EchoClient<W> {
         delay_ms: u64,
     ) {
         let cmd = self.evalsha(Script::EnqueueDelayed, 2);
-        cmd.arg_concat(&[keys.job_prefix.as_bytes(), id.as_bytes()]).arg(&keys.delayed).arg(id.as_bytes());
+        cmd.arg_job_key(keys, id).arg(&keys.delayed).arg(id.as_bytes());
         cmd.arg_with(payload_len, write_payload).arg(delay_ms);
     }
 }

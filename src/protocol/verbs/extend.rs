@@ -14,7 +14,7 @@ impl<W: Wire> EchoClient<W> {
     /// a reply other than 1, or a transport error.
     pub async fn extend(&mut self, keys: &QueueKeys, id: &JobId, token: u64, lease_ms: u64) -> Result<(), CallError> {
         let cmd = self.evalsha(Script::Extend, 2);
-        cmd.arg(keys.job_key_arg(id)).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
+        cmd.arg_job_key(keys, id).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
         let value = self.call(Script::Extend).await?;
         match int_reply(Script::Extend, &value)? {
             1 => Ok(()),

@@ -43,7 +43,7 @@ impl<W: Wire> EchoClient<W> {
         args: FailArgs<'_>,
     ) -> Result<FailReply, CallError> {
         let cmd = self.evalsha(Script::Fail, 5);
-        cmd.arg(keys.job_key_arg(id))
+        cmd.arg_job_key(keys, id)
             .arg(&keys.active)
             .arg(&keys.pending)
             .arg(&keys.delayed)

@@ -20,7 +20,7 @@ impl<W: Wire> EchoClient<W> {
         progress: &[u8],
     ) -> Result<(), CallError> {
         let cmd = self.evalsha(Script::Progress, 1);
-        cmd.arg(keys.job_key_arg(id)).arg(id.as_bytes()).arg(token).arg(progress);
+        cmd.arg_job_key(keys, id).arg(id.as_bytes()).arg(token).arg(progress);
         let value = self.call(Script::Progress).await?;
         match int_reply(Script::Progress, &value)? {
             1 => Ok(()),
