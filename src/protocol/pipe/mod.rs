@@ -151,21 +151,10 @@ impl PipeConn {
     ) -> Result<PipeConn, CallError> {
         let target = Target { connector: connector.clone(), opts, registry };
         let stream = driver::open(&target).await?;
-        let now = Instant::now();
-        let shared = Rc::new(Shared {
-            state: RefCell::new(State {
-                out: Vec::with_capacity(64 * 1024),
-                written: 0,
-                queue: VecDeque::with_capacity(256),
-                unsent: 0,
-                slots: Vec::new(),
-                free: Vec::new(),
-                driver: None,
-                driver_woken: false,
-                waiting_since: now,
-                last_read: now,
-            }),
-        });
+        let mut state = State::new(Instant::now());
+        state.out.reserve(64 * 1024);
+        state.queue.reserve(256);
+        let shared = Rc::new(Shared { state: RefCell::new(state) });
         tokio::task::spawn_local(driver::run(shared.clone(), target, stream));
         Ok(PipeConn { shared })
     }
@@ -295,6 +284,22 @@ impl Drop for Call {
 }
 
 impl State {
+    /// A connection's state with nothing queued, as of `now`.
+    fn new(now: Instant) -> State {
+        State {
+            out: Vec::new(),
+            written: 0,
+            queue: VecDeque::new(),
+            unsent: 0,
+            slots: Vec::new(),
+            free: Vec::new(),
+            driver: None,
+            driver_woken: false,
+            waiting_since: now,
+            last_read: now,
+        }
+    }
+
     /// A `write` begun at `at` has taken the output buffer up to `written`: every request not
     /// stamped yet that begins before that offset was (at least partly) sent by it. A short
     /// write leaves the requests after it unstamped, for the write that reaches them.
@@ -363,19 +368,8 @@ mod tests {
 
     /// Three queued requests of 10 bytes each, none written yet.
     fn three_queued() -> State {
-        let now = Instant::now();
-        let mut st = State {
-            out: vec![0; 30],
-            written: 0,
-            queue: VecDeque::new(),
-            unsent: 0,
-            slots: Vec::new(),
-            free: Vec::new(),
-            driver: None,
-            driver_woken: false,
-            waiting_since: now,
-            last_read: now,
-        };
+        let mut st = State::new(Instant::now());
+        st.out = vec![0; 30];
         for i in 0..3u32 {
             st.slots.push(Slot { start: i as usize * 10, ..Slot::default() });
             st.queue.push_back(i);
