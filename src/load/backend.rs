@@ -185,15 +185,10 @@ macro_rules! routed {
             match $call.await {
                 Err(CallError::Redirect(redirect)) if tries < MAX_REDIRECTS => {
                     tries += 1;
-                    let Some(next) = $ops.routes.follow(queue, node, &redirect) else {
+                    let Some(next) = $ops.follow(queue, node, &redirect).await else {
                         break Err(CallError::Redirect(redirect));
                     };
                     node = next;
-                    match redirect.kind {
-                        RedirectKind::Ask => $ops.clients[node].ask_next(),
-                        RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
-                        RedirectKind::Moved => {}
-                    }
                 }
                 other => break other,
             }
@@ -214,6 +209,19 @@ impl<W: Wire> EchoOps<W> {
     /// Wraps `clients` (one per node, in the routes' node order) for the run's `queues`.
     pub fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
         EchoOps { clients, routes, queues }
+    }
+
+    /// Follows `redirect`, the reply of node `from` to a call on `queue`: counts it, updates
+    /// the route on MOVED, has the next call to the new node sent after ASKING on ASK, pauses
+    /// on TRYAGAIN; returns the node to resend to, `None` for a node unknown to the run.
+    async fn follow(&mut self, queue: usize, from: usize, redirect: &Redirect) -> Option<usize> {
+        let next = self.routes.follow(queue, from, redirect)?;
+        match redirect.kind {
+            RedirectKind::Ask => self.clients[next].ask_next(),
+            RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
+            RedirectKind::Moved => {}
+        }
+        Some(next)
     }
 }
 
@@ -265,23 +273,13 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         delay_ms: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
         let start = match &err {
-            CallError::Redirect(redirect) => {
-                let Some(next) = self.routes.follow(queue, node, redirect) else { return Err(err) };
-                match redirect.kind {
-                    RedirectKind::Ask => self.clients[next].ask_next(),
-                    RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
-                    RedirectKind::Moved => {}
-                }
-                next
-            }
+            CallError::Redirect(redirect) => match self.follow(queue, node, redirect).await {
+                Some(next) => next,
+                None => return Err(err),
+            },
             _ => node,
         };
-        routed!(self, queue, start, |c, keys| async {
-            match delay_ms {
-                Some(delay_ms) => c.enqueue_delayed(keys, &id, payload, delay_ms).await,
-                None => c.enqueue(keys, &id, payload, priority).await,
-            }
-        })
+        routed!(self, queue, start, |c, keys| c.send_enqueue(keys, &id, payload, priority, delay_ms))
     }
 
     async fn enqueue(

@@ -229,9 +229,9 @@ pub async fn timed_span<T>(
     // The pipe transport hands over when the request was written and its reply read (one
     // clock read per write and per read); otherwise the call is timed here. A call that took
     // several requests (a NOSCRIPT reload, a followed redirect) counts from its last send.
-    let (sent, done) = match crate::protocol::pipe::take_times() {
-        Some(t) if t.sent >= sent && t.read >= t.sent => (t.sent, t.read),
-        _ => (sent, Instant::now()),
+    let (sent, done) = match crate::protocol::pipe::take_times_since(sent) {
+        Some(t) => (t.sent, t.read),
+        None => (sent, Instant::now()),
     };
     ctx.in_flight.set(ctx.in_flight.get() - 1);
     let span = Span { sent, done, service_us: elapsed_us(sent, done) };

@@ -243,7 +243,8 @@ fn queue_one<Q: QueueOps>(
     };
     let (queue, id) = send.job.queue_and_id();
     let (priority, delay) = send.job.args();
-    // Built straight into the command: no payload buffer, no copy of it.
+    // Built straight into the command: no payload buffer, no copy of it. A new job's ULID is
+    // known from its parts; a duplicate's is decoded from its id.
     let mut crc = 0;
     let ulid = match send.job {
         Job::New { ulid, .. } => ulid,
@@ -267,7 +268,7 @@ async fn redo<Q: QueueOps, P>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight<P>,
     ctx.pool.build(&id, sent.size, &mut payload);
     let (priority, delay) = sent.job.args();
     let result = ops.redo_enqueue(sent.node, err, queue, id, &payload, priority, delay).await;
-    let done = crate::protocol::pipe::take_times().filter(|t| t.sent >= start).map_or_else(Instant::now, |t| t.read);
+    let done = crate::protocol::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
     settle(&ctx, None, &sent, result, start.min(done), done);
 }
 

@@ -61,7 +61,7 @@ thread_local! {
 /// When one request went out and its reply came in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Times {
-    /// The `write` that began to send the request returned (one clock read per write).
+    /// Just before the `write` that began to send the request (one clock read per write).
     pub sent: Instant,
     /// The `read` that brought its reply returned (one clock read per read).
     pub read: Instant,
@@ -75,6 +75,12 @@ pub struct Times {
 /// is stale).
 pub fn take_times() -> Option<Times> {
     TIMES.with(Cell::take)
+}
+
+/// [`take_times`], kept only when it belongs to a call begun at `start` or later (a value
+/// nobody took is older): what a caller that read the clock before its call takes.
+pub fn take_times_since(start: Instant) -> Option<Times> {
+    take_times().filter(|t| t.sent >= start && t.read >= t.sent)
 }
 
 /// Hands `times` to the task whose call returns in this poll (the redis-rs transport's queued

@@ -53,9 +53,7 @@ impl<W: Wire> EchoClient<W> {
         payload: &[u8],
         priority: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        self.frame_enqueue(keys, id, payload.len(), |out| out.extend_from_slice(payload), priority);
-        let value = self.call(Script::Enqueue).await?;
-        enqueue_reply(Script::Enqueue, &value)
+        self.send_enqueue(keys, id, payload, priority, None).await
     }
 
     /// Runs `enqueue_delayed`: KEYS job, delayed; ARGV id, payload, delay_ms (the job is due at
@@ -69,9 +67,25 @@ impl<W: Wire> EchoClient<W> {
         payload: &[u8],
         delay_ms: u64,
     ) -> Result<EnqueueReply, CallError> {
-        self.frame_enqueue_delayed(keys, id, payload.len(), |out| out.extend_from_slice(payload), delay_ms);
-        let value = self.call(Script::EnqueueDelayed).await?;
-        enqueue_reply(Script::EnqueueDelayed, &value)
+        self.send_enqueue(keys, id, payload, None, Some(delay_ms)).await
+    }
+
+    /// Runs [`enqueue`](Self::enqueue) (`delay_ms` `None`, with `priority`) or
+    /// [`enqueue_delayed`](Self::enqueue_delayed) (`delay_ms` `Some`; `priority` unused).
+    ///
+    /// Errors: as theirs.
+    pub async fn send_enqueue(
+        &mut self,
+        keys: &QueueKeys,
+        id: &JobId,
+        payload: &[u8],
+        priority: Option<u64>,
+        delay_ms: Option<u64>,
+    ) -> Result<EnqueueReply, CallError> {
+        let script =
+            self.frame_enqueue(keys, id, payload.len(), |out| out.extend_from_slice(payload), priority, delay_ms);
+        let value = self.call(script).await?;
+        enqueue_reply(script, &value)
     }
 
     /// Queues `enqueue` (`delay_ms` `None`) or `enqueue_delayed` on the connection now and
@@ -91,19 +105,13 @@ impl<W: Wire> EchoClient<W> {
         priority: Option<u64>,
         delay_ms: Option<u64>,
     ) -> EnqueueCall<W::Pending> {
-        let script = match delay_ms {
-            Some(delay_ms) => {
-                self.frame_enqueue_delayed(keys, id, payload_len, write_payload, delay_ms);
-                Script::EnqueueDelayed
-            }
-            None => {
-                self.frame_enqueue(keys, id, payload_len, write_payload, priority);
-                Script::Enqueue
-            }
-        };
+        let script = self.frame_enqueue(keys, id, payload_len, write_payload, priority, delay_ms);
         EnqueueCall { pending: self.queue_scratch(), script }
     }
 
+    /// Frames `enqueue` (KEYS job, pending; ARGV id, payload[, priority]) or, with `delay_ms`,
+    /// `enqueue_delayed` (KEYS job, delayed; ARGV id, payload, delay_ms) in the scratch
+    /// command; returns which script it is.
     fn frame_enqueue(
         &mut self,
         keys: &QueueKeys,
@@ -111,25 +119,23 @@ impl<W: Wire> EchoClient<W> {
         payload_len: usize,
         write_payload: impl FnOnce(&mut Vec<u8>),
         priority: Option<u64>,
-    ) {
-        let cmd = self.evalsha(Script::Enqueue, 2);
-        cmd.arg_job_key(keys, id).arg(&keys.pending).arg(id.as_bytes());
-        cmd.arg_with(payload_len, write_payload);
-        if let Some(priority) = priority {
-            cmd.arg(priority);
+        delay_ms: Option<u64>,
+    ) -> Script {
+        let (script, set) = match delay_ms {
+            Some(_) => (Script::EnqueueDelayed, &keys.delayed),
+            None => (Script::Enqueue, &keys.pending),
+        };
+        let cmd = self.evalsha(script, 2);
+        cmd.arg_job_key(keys, id).arg(set).arg(id.as_bytes()).arg_with(payload_len, write_payload);
+        match (delay_ms, priority) {
+            (Some(delay_ms), _) => {
+                cmd.arg(delay_ms);
+            }
+            (None, Some(priority)) => {
+                cmd.arg(priority);
+            }
+            (None, None) => {}
         }
-    }
-
-    fn frame_enqueue_delayed(
-        &mut self,
-        keys: &QueueKeys,
-        id: &JobId,
-        payload_len: usize,
-        write_payload: impl FnOnce(&mut Vec<u8>),
-        delay_ms: u64,
-    ) {
-        let cmd = self.evalsha(Script::EnqueueDelayed, 2);
-        cmd.arg_job_key(keys, id).arg(&keys.delayed).arg(id.as_bytes());
-        cmd.arg_with(payload_len, write_payload).arg(delay_ms);
+        script
     }
 }
