@@ -10,7 +10,7 @@ use crate::compare::verdict::{judge, judge_paired, MetricComparison, Overall};
 use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MAX_CALLS, MIN_CALLS};
 use crate::error::AppError;
-use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Script, ScriptRegistry};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Protocol, Script, ScriptRegistry};
 use crate::report::{write_atomic, ReportError};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
@@ -178,7 +178,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     drop(server);
 
     let mut scripts = Vec::new();
-    for script in Script::ALL {
+    for &script in Protocol::EchoMqV1.scripts() {
         let of = |arm: usize, f: fn(&ScriptCost) -> f64| -> Vec<f64> {
             blocks.iter().filter(|(_, c)| c.script == script && c.arm == arm).map(|(_, c)| f(c)).collect()
         };

@@ -283,7 +283,11 @@ impl Session {
             unavailable,
             embedded: self.embedded.is_some(),
             lua_dir: lua_dir.display().to_string(),
-            script_sha1: Script::ALL.iter().map(|s| (s.name().to_string(), registry.sha(*s).to_string())).collect(),
+            script_sha1: registry
+                .scripts()
+                .iter()
+                .map(|s| (s.name().to_string(), registry.sha(*s).to_string()))
+                .collect(),
         };
         let mut summary = summarize(&plan, &args, target, &driven, before, after);
         summary.server_samples = Some(server.summary());

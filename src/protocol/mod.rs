@@ -19,6 +19,6 @@ pub use keyspace::{JobId, KeyspaceError, QueueKeys, QueueName};
 pub use pipe::PipeConn;
 pub use registry::ScriptRegistry;
 pub use request::Request;
-pub use script::{ErrorCode, Script};
+pub use script::{ErrorCode, Protocol, Script};
 pub use verbs::{Claimed, CompleteReply, EnqueueCall, EnqueueReply, FailArgs, FailReply};
 pub use wire::{Transport, Wire};

@@ -1,10 +1,11 @@
-//! The script registry: reads the nine scripts from a directory (default `lua/`, overridable so
-//! users can benchmark their own edited scripts), loads them with `SCRIPT LOAD`, calls them with
-//! `EVALSHA`, and on `NOSCRIPT` (server restarted, `SCRIPT FLUSH`) reloads and retries once.
+//! The script registry: reads one protocol's scripts from a directory (EchoMQ's nine from `lua/`,
+//! BullMQ's ten from `.tools/bullmq/current/commands/`; overridable so users can benchmark their
+//! own edited scripts), loads them with `SCRIPT LOAD`, calls them with `EVALSHA`, and on
+//! `NOSCRIPT` (server restarted, `SCRIPT FLUSH`) reloads and retries once.
 
 use super::error::{CallError, RegistryError};
 use super::request::Request;
-use super::script::Script;
+use super::script::{Protocol, Script};
 use super::wire::Wire;
 use redis::Value;
 use std::path::{Path, PathBuf};
@@ -21,22 +22,32 @@ struct Loaded {
     head: Request,
 }
 
-/// The nine scripts of one directory, indexed by [`Script::index`].
+/// One protocol's scripts of one directory, indexed by [`Script::index`] (the other
+/// protocol's slots empty).
 #[derive(Debug, Clone)]
 pub struct ScriptRegistry {
     dir: PathBuf,
-    scripts: Vec<Loaded>,
+    protocol: Protocol,
+    scripts: Vec<Option<Loaded>>,
 }
 
 impl ScriptRegistry {
-    /// Reads `<dir>/<name>.lua` for every [`Script`] and computes its SHA1.
+    /// Reads EchoMQ v1's nine scripts, `<dir>/<name>.lua`, and computes their SHA1s.
+    ///
+    /// Errors: as [`for_protocol`](Self::for_protocol).
+    pub fn from_dir(dir: &Path) -> Result<ScriptRegistry, RegistryError> {
+        ScriptRegistry::for_protocol(Protocol::EchoMqV1, dir)
+    }
+
+    /// Reads `<dir>/<file_name>` for every script of `protocol` ([`Script::file_name`]) and
+    /// computes its SHA1.
     ///
     /// Errors: [`RegistryError::Read`] naming the first file that is missing or unreadable,
     /// [`RegistryError::Empty`] for one that holds nothing but white space.
-    pub fn from_dir(dir: &Path) -> Result<ScriptRegistry, RegistryError> {
-        let mut scripts = Vec::with_capacity(Script::COUNT);
-        for script in Script::ALL {
-            let path = dir.join(format!("{}.lua", script.name()));
+    pub fn for_protocol(protocol: Protocol, dir: &Path) -> Result<ScriptRegistry, RegistryError> {
+        let mut scripts = vec![None; Script::COUNT];
+        for &script in protocol.scripts() {
+            let path = dir.join(script.file_name());
             let source =
                 std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path: path.clone(), source })?;
             if source.trim().is_empty() {
@@ -44,9 +55,9 @@ impl ScriptRegistry {
             }
             let sha = redis::Script::new(&source).get_hash().to_string();
             let head = Request::from_args(&["EVALSHA", &sha]);
-            scripts.push(Loaded { source, sha, head });
+            scripts[script.index()] = Some(Loaded { source, sha, head });
         }
-        Ok(ScriptRegistry { dir: dir.to_path_buf(), scripts })
+        Ok(ScriptRegistry { dir: dir.to_path_buf(), protocol, scripts })
     }
 
     /// The directory the scripts were read from.
@@ -54,14 +65,32 @@ impl ScriptRegistry {
         &self.dir
     }
 
-    /// The SHA1 of `script`'s source (lowercase hex).
-    pub fn sha(&self, script: Script) -> &str {
-        &self.scripts[script.index()].sha
+    /// The protocol whose scripts these are.
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 
-    /// The Lua source of `script`.
+    /// The scripts the registry holds, in index order.
+    pub fn scripts(&self) -> &'static [Script] {
+        self.protocol.scripts()
+    }
+
+    fn loaded(&self, script: Script) -> &Loaded {
+        match &self.scripts[script.index()] {
+            Some(loaded) => loaded,
+            // A call of another protocol's script is the driver's bug, never the user's input.
+            None => panic!("{} is not a {} script", script.name(), self.protocol.name()),
+        }
+    }
+
+    /// The SHA1 of `script`'s source (lowercase hex). Panics for a script of another protocol.
+    pub fn sha(&self, script: Script) -> &str {
+        &self.loaded(script).sha
+    }
+
+    /// The Lua source of `script`. Panics for a script of another protocol.
     pub fn source(&self, script: Script) -> &str {
-        &self.scripts[script.index()].source
+        &self.loaded(script).source
     }
 
     /// `SCRIPT LOAD`s every script. Call it before pipelining: a script invoked inside a
@@ -70,11 +99,11 @@ impl ScriptRegistry {
     /// Errors: the first failed load, classified as a [`CallError`]; a server that answers
     /// with another SHA than ours is a [`CallError::Reply`].
     pub async fn load_all<W: Wire>(&self, conn: &mut W) -> Result<(), CallError> {
-        for script in Script::ALL {
+        for &script in self.scripts() {
             // A compile error names the file: the server's "user_script:55" does not.
             self.load(conn, script).await.map_err(|err| match err {
                 CallError::Server(msg) => {
-                    let path = self.dir.join(format!("{}.lua", script.name()));
+                    let path = self.dir.join(script.file_name());
                     CallError::Server(format!("{}: {msg}", path.display()))
                 }
                 other => other,
@@ -85,7 +114,7 @@ impl ScriptRegistry {
 
     /// The `SCRIPT LOAD <source>` command of `script`.
     pub fn load_request(&self, script: Script) -> Request {
-        Request::from_args(&["SCRIPT", "LOAD", &self.scripts[script.index()].source])
+        Request::from_args(&["SCRIPT", "LOAD", self.source(script)])
     }
 
     /// Checks a `SCRIPT LOAD` reply of `script` against the SHA1 we computed.
@@ -124,7 +153,7 @@ impl ScriptRegistry {
     /// call without allocating or re-framing the SHA.
     pub fn evalsha_into(&self, request: &mut Request, script: Script, numkeys: usize) {
         request.clear();
-        let (head, count) = self.scripts[script.index()].head.framed();
+        let (head, count) = self.loaded(script).head.framed();
         request.push_framed(head, count);
         request.arg(numkeys);
     }

@@ -1,8 +1,56 @@
-//! The nine EchoMQ v1 scripts by name (PROTOCOL.md "Scripts"), and the outcome codes a call can end in.
+//! The scripts a run can call, by name: EchoMQ v1's nine (PROTOCOL.md "Scripts") and the ten of
+//! BullMQ's that its mapping drives (docs/bullmq-mapping.md); which of them a run loads is its
+//! [`Protocol`]'s. Also the outcome codes a call can end in.
 
-/// One EchoMQ v1 script; its file is `lua/<name>.lua`.
+/// A queue protocol: whose scripts a run loads and calls, through which keyspace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Protocol {
+    /// EchoMQ v1.1 (PROTOCOL.md), the scripts in `lua/`.
+    #[default]
+    #[serde(rename = "echomq-v1")]
+    EchoMqV1,
+    /// BullMQ's own scripts, as its 2.26.0 Python client ships them (`scripts/setup` installs
+    /// them into `.tools/bullmq/current/commands/`), driven as its clients call them.
+    #[serde(rename = "bullmq")]
+    BullMq,
+}
+
+impl Protocol {
+    /// The name scenario files and summary.json use: `echomq-v1`, `bullmq`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::EchoMqV1 => "echomq-v1",
+            Protocol::BullMq => "bullmq",
+        }
+    }
+
+    /// The protocol with this name.
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        [Protocol::EchoMqV1, Protocol::BullMq].into_iter().find(|p| p.name() == name)
+    }
+
+    /// The scripts the protocol loads, in [`Script::index`] order.
+    pub fn scripts(self) -> &'static [Script] {
+        match self {
+            Protocol::EchoMqV1 => &Script::ALL[..Script::ECHOMQ],
+            Protocol::BullMq => &Script::ALL[Script::ECHOMQ..],
+        }
+    }
+
+    /// The script directory when none is given, relative to the working directory.
+    pub fn default_dir(self) -> &'static str {
+        match self {
+            Protocol::EchoMqV1 => "lua",
+            Protocol::BullMq => ".tools/bullmq/current/commands",
+        }
+    }
+}
+
+/// One script a run can call: EchoMQ's file is `lua/<name>.lua`, BullMQ's
+/// `<name>-<numkeys>.lua` ([`file_name`](Script::file_name)).
 ///
-/// `index()` is dense (0..9) so per-script tables are plain arrays, not maps: no hashing on the hot path.
+/// `index()` is dense (0..19) so per-script tables are plain arrays, not maps: no hashing on the
+/// hot path. EchoMQ's nine come first and keep their indices (histories store them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Script {
     /// `enqueue`: a new pending job.
@@ -23,11 +71,31 @@ pub enum Script {
     Reap,
     /// `promote`: move due delayed jobs to pending.
     Promote,
+    /// BullMQ `addStandardJob`: a new waiting job (no delay, no priority).
+    AddStandardJob,
+    /// BullMQ `addDelayedJob`: a new job due after its delay.
+    AddDelayedJob,
+    /// BullMQ `addPrioritizedJob`: a new job with a priority.
+    AddPrioritizedJob,
+    /// BullMQ `moveToActive`: take the next job and lock it (also promotes due delayed jobs).
+    MoveToActive,
+    /// BullMQ `moveToFinished`: complete, or fail for good, a locked job.
+    MoveToFinished,
+    /// BullMQ `retryJob`: a failed attempt back to wait.
+    RetryJob,
+    /// BullMQ `moveToDelayed`: a failed attempt back after its backoff.
+    MoveToDelayed,
+    /// BullMQ `extendLock`: renew a job's lock.
+    ExtendLock,
+    /// BullMQ `updateProgress`: store a progress value (not fenced in BullMQ).
+    UpdateProgress,
+    /// BullMQ `moveStalledJobsToWait`: the stalled-jobs check.
+    MoveStalledJobsToWait,
 }
 
 impl Script {
     /// Every script, in `index()` order.
-    pub const ALL: [Script; 9] = [
+    pub const ALL: [Script; 19] = [
         Script::Enqueue,
         Script::EnqueueDelayed,
         Script::Claim,
@@ -37,12 +105,26 @@ impl Script {
         Script::Progress,
         Script::Reap,
         Script::Promote,
+        Script::AddStandardJob,
+        Script::AddDelayedJob,
+        Script::AddPrioritizedJob,
+        Script::MoveToActive,
+        Script::MoveToFinished,
+        Script::RetryJob,
+        Script::MoveToDelayed,
+        Script::ExtendLock,
+        Script::UpdateProgress,
+        Script::MoveStalledJobsToWait,
     ];
 
     /// Number of scripts (the length of per-script arrays).
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 19;
 
-    /// The script's name, which is also its file stem in the Lua directory.
+    /// How many of [`ALL`](Self::ALL) are EchoMQ's (the first ones).
+    const ECHOMQ: usize = 9;
+
+    /// The script's name as results and scenario files print it (BullMQ's without the
+    /// `-<numkeys>` suffix of its file).
     pub fn name(self) -> &'static str {
         match self {
             Script::Enqueue => "enqueue",
@@ -54,6 +136,51 @@ impl Script {
             Script::Progress => "progress",
             Script::Reap => "reap",
             Script::Promote => "promote",
+            Script::AddStandardJob => "addStandardJob",
+            Script::AddDelayedJob => "addDelayedJob",
+            Script::AddPrioritizedJob => "addPrioritizedJob",
+            Script::MoveToActive => "moveToActive",
+            Script::MoveToFinished => "moveToFinished",
+            Script::RetryJob => "retryJob",
+            Script::MoveToDelayed => "moveToDelayed",
+            Script::ExtendLock => "extendLock",
+            Script::UpdateProgress => "updateProgress",
+            Script::MoveStalledJobsToWait => "moveStalledJobsToWait",
+        }
+    }
+
+    /// The number of KEYS the script takes: part of BullMQ's file names (PROTOCOL.md gives
+    /// EchoMQ's per script; their calls pass it themselves).
+    pub fn numkeys(self) -> Option<usize> {
+        Some(match self {
+            Script::AddStandardJob => 9,
+            Script::AddDelayedJob => 6,
+            Script::AddPrioritizedJob => 9,
+            Script::MoveToActive => 11,
+            Script::MoveToFinished => 14,
+            Script::RetryJob => 11,
+            Script::MoveToDelayed => 12,
+            Script::ExtendLock => 2,
+            Script::UpdateProgress => 3,
+            Script::MoveStalledJobsToWait => 9,
+            _ => return None,
+        })
+    }
+
+    /// The file that holds the script in its directory: `enqueue.lua`, `moveToActive-11.lua`.
+    pub fn file_name(self) -> String {
+        match self.numkeys() {
+            Some(n) => format!("{}-{n}.lua", self.name()),
+            None => format!("{}.lua", self.name()),
+        }
+    }
+
+    /// The protocol the script belongs to.
+    pub fn protocol(self) -> Protocol {
+        if self.index() < Self::ECHOMQ {
+            Protocol::EchoMqV1
+        } else {
+            Protocol::BullMq
         }
     }
 

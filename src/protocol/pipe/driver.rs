@@ -107,7 +107,7 @@ pub(crate) async fn open_stream(
         steps.push((Request::from_args(&["CLIENT", "SETNAME", name]), None));
     }
     if let Some(registry) = registry {
-        for script in Script::ALL {
+        for &script in registry.scripts() {
             steps.push((registry.load_request(script), Some(script)));
         }
     }
