@@ -90,9 +90,10 @@ pub struct RunArgs {
     /// Authentication and TLS for the URL (each overrides the scenario's [target] key).
     #[command(flatten)]
     pub target: TargetArgs,
-    /// Directory of the Lua scripts to run (one file per script of PROTOCOL.md).
-    #[arg(long, value_name = "DIR", default_value = "lua")]
-    pub lua_dir: PathBuf,
+    /// Directory of the Lua scripts to run (one file per script of the scenario's protocol);
+    /// default: `lua` for EchoMQ, `.tools/bullmq/current/commands` for BullMQ (scripts/setup).
+    #[arg(long, value_name = "DIR")]
+    pub lua_dir: Option<PathBuf>,
     /// Results folder (default: results/<UTC time>-<scenario name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -179,7 +179,7 @@ async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
     let server = support::server();
     let scenario = held_zombie_soak(tmp.path());
     let mut a = args(&scenario, tmp.path(), server.url());
-    a.lua_dir = lua;
+    a.lua_dir = Some(lua);
     a.duration = Some(Duration::from_secs(4));
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);

@@ -90,7 +90,7 @@ async fn a_run_whose_drain_cannot_finish_names_every_stuck_job() {
     )
     .unwrap();
     let mut a = args(&scenario, &tmp.path().join("out"), server.url());
-    a.lua_dir = lua;
+    a.lua_dir = Some(lua);
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
     assert!(!result.summary.drained);

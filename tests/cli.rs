@@ -313,6 +313,7 @@ fn a_truncated_history_names_the_section_it_cut() {
         issued: 100,
         max_attempts: 3,
         must_finish: true,
+        protocol: Default::default(),
     };
     file::save(&path, &header, &[buf.take()]).unwrap();
     let bytes = std::fs::read(&path).unwrap();

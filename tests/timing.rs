@@ -53,7 +53,7 @@ async fn pipelined_requests_are_timed_one_by_one() {
          [consumers]\ncount = 1\npoll = \"10ms\"\n",
     );
     let mut a = args(&scenario, tmp.path());
-    a.lua_dir = lua;
+    a.lua_dir = Some(lua);
     let result = run(a, never()).await.unwrap();
     let enqueue = script(&result, "enqueue");
     assert_eq!(enqueue.ok, 4);
@@ -77,7 +77,7 @@ async fn open_loop_latency_counts_from_the_intended_send_time() {
          [consumers]\ncount = 1\n",
     );
     let mut a = args(&scenario, tmp.path());
-    a.lua_dir = lua;
+    a.lua_dir = Some(lua);
     let result = run(a, never()).await.unwrap();
     let enqueue = script(&result, "enqueue");
     assert!(enqueue.ok >= 100, "{enqueue:?}");

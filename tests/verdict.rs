@@ -23,7 +23,7 @@ async fn a_run_whose_enqueues_all_fail_is_a_failure_naming_the_script() {
         source.replacen(gate, "do return redis.error_reply('ERR broken on purpose') end\nif false then", 1)
     });
     let mut a = support::run_args(&smoke(), &tmp.path().join("out"));
-    a.lua_dir = lua;
+    a.lua_dir = Some(lua);
     a.duration = Some(Duration::from_secs(1));
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);

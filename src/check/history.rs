@@ -7,7 +7,7 @@ use super::violation::{Invariant, Violation};
 use crate::history::{Event, History, Kind, Outcome};
 use crate::load::payload::PayloadCheck;
 use crate::protocol::ids::{job_id, job_number, job_tag};
-use crate::protocol::{ErrorCode, JobId};
+use crate::protocol::{JobId, Protocol};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -211,7 +211,7 @@ fn check_job(
     }
 
     // Fencing (I6).
-    check_fencing(events, &tokens, row, drained, history.header.max_attempts, &mut push);
+    check_fencing(events, &tokens, row, drained, history.header.max_attempts, history.header.protocol, &mut push);
 
     // No loss (I7): after a drain, or in any run meant to finish its jobs, every job that exists
     // is completed or failed; one left behind is named with how long past its time it is.
@@ -259,8 +259,16 @@ fn check_fencing(
     row: &Row,
     drained: bool,
     max_attempts: u32,
+    protocol: Protocol,
     push: &mut impl FnMut(Invariant, String, String),
 ) {
+    // BullMQ's updateProgress takes no lock token (docs/bullmq-mapping.md): a stale worker's
+    // progress is accepted by design, so only its other calls are fenced.
+    let fenced = |kind: Kind| match kind {
+        Kind::Complete | Kind::Fail | Kind::Extend => true,
+        Kind::Progress => protocol != Protocol::BullMq,
+        _ => false,
+    };
     let handed = |t: u32| tokens.binary_search(&t).is_ok();
     let terminal: Vec<&Event> = events
         .iter()
@@ -278,11 +286,11 @@ fn check_fencing(
         );
     }
     let max_token = tokens.last().copied().unwrap_or(0);
-    for e in events.iter().filter(|e| matches!(e.kind, Kind::Complete | Kind::Fail | Kind::Extend | Kind::Progress)) {
+    for e in events.iter().filter(|e| fenced(e.kind)) {
         let next_handed = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us);
         if let Outcome::Refused(code) = e.outcome {
             // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE.
-            if next_handed.is_some() && !matches!(code, ErrorCode::Fence | ErrorCode::State) {
+            if next_handed.is_some() && !code.is_stale() {
                 push(
                     Invariant::I6,
                     format!("a stale {} refused with EMQFENCE or EMQSTATE", e.kind.name()),
@@ -294,8 +302,9 @@ fn check_fencing(
         if !e.outcome.accepted() {
             continue;
         }
-        // `fail` retries while attempts < max_attempts and fails for good at max_attempts.
-        if e.kind == Kind::Fail && max_attempts > 0 {
+        // `fail` retries while attempts < max_attempts and fails for good at max_attempts
+        // (EchoMQ's script decides; BullMQ's client does, from attempts made, stalls excluded).
+        if e.kind == Kind::Fail && max_attempts > 0 && protocol == Protocol::EchoMqV1 {
             let retried = e.outcome == Outcome::Ok;
             if retried != (e.token < max_attempts) {
                 let (want, got) = if retried { ("failed", "retry") } else { ("retry", "failed") };

@@ -87,7 +87,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         scenario: args.scenario.clone(),
         url: args.url.clone(),
         target: args.target.clone(),
-        lua_dir: base_dir.clone(),
+        lua_dir: Some(base_dir.clone()),
         out: args.out.clone(),
         duration: args.duration,
         seed: args.seed,
@@ -104,7 +104,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         server: args.server.clone(),
     };
     check_out(run_args.out.as_deref())?;
-    let (mut session, registries) = Session::open(&run_args, &[&base_dir, &new_dir]).await?;
+    let (mut session, registries) = Session::open(&run_args, &[Some(&base_dir), Some(&new_dir)]).await?;
     // The lock is released however the series ends.
     let outcome = async {
         let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];

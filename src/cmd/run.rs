@@ -34,14 +34,15 @@ pub struct Merged {
 pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult, AppError> {
     let stop = stop.into();
     check_out(args.out.as_deref())?;
-    let (mut session, registries) = Session::open(&args, &[&args.lua_dir]).await?;
+    let (mut session, registries) = Session::open(&args, &[args.lua_dir.as_deref()]).await?;
     // The lock is released however the repetitions end.
     let outcome = async {
         let registry = registries.into_iter().next().expect("one registry");
         let dir = results_dir(&args, &session.plan)?;
         let repeat = args.repeat.max(1) as usize;
         if repeat == 1 {
-            return Ok(session.rep(registry, &args.lua_dir, &dir, args.keep, stop.clone()).await?.0);
+            let lua_dir = registry.dir().to_path_buf();
+            return Ok(session.rep(registry, &lua_dir, &dir, args.keep, stop.clone()).await?.0);
         }
         let mut merged: Option<RunMetrics> = None;
         let mut folders = Vec::new();
@@ -54,7 +55,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             let name = format!("rep-{k:03}");
             let keep = args.keep && k == repeat;
             let (result, metrics) =
-                session.rep(registry.clone(), &args.lua_dir, &dir.join(&name), keep, stop.clone()).await?;
+                session.rep(registry.clone(), &registry.dir().to_path_buf(), &dir.join(&name), keep, stop.clone()).await?;
             failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
             load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
             folders.push(name);

@@ -15,7 +15,7 @@ use crate::metrics::{JobCounter, RunMetrics};
 use crate::output::Progress;
 use crate::probe::Probe;
 use crate::protocol::ids::run_tag;
-use crate::protocol::{ConnectOptions, QueueKeys, QueueName, Script, ScriptRegistry};
+use crate::protocol::{release, ConnectOptions, Protocol, QueueKeys, QueueName, Script, ScriptRegistry};
 use crate::report::rates::ProducerRates;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::SUMMARY_FILE;
@@ -76,18 +76,27 @@ pub struct Session {
 
 impl Session {
     /// Resolves the scenario and flags, reads the script directories `lua_dirs` (one registry
-    /// each, in order), starts the embedded server (or resolves the target URL with its auth
+    /// each, in order; `None` is the protocol's default, [`Protocol::default_dir`]), starts the embedded server (or resolves the target URL with its auth
     /// and TLS flags), connects, reads the topology, takes the run lock of every queue, and
     /// refuses (or with `--force` deletes) existing keys of the run's queues. Input is checked
     /// before any server starts. Errors: scenario, scripts, server and target errors, a queue
     /// locked by another run (exit 2).
-    pub async fn open(args: &RunArgs, lua_dirs: &[&Path]) -> Result<(Session, Vec<Arc<ScriptRegistry>>), AppError> {
+    pub async fn open(
+        args: &RunArgs,
+        lua_dirs: &[Option<&Path>],
+    ) -> Result<(Session, Vec<Arc<ScriptRegistry>>), AppError> {
         let mut plan = scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?;
         for warning in warnings(args, &plan) {
             eprintln!("emq-bench: warning: {warning}");
         }
-        let registries =
-            lua_dirs.iter().map(|dir| ScriptRegistry::from_dir(dir).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let protocol = plan.protocol;
+        let registries = lua_dirs
+            .iter()
+            .map(|dir| {
+                let dir = dir.unwrap_or(Path::new(protocol.default_dir()));
+                ScriptRegistry::for_protocol(protocol, dir).map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         // The target: a URL (flag, then scenario) or an embedded server started now.
         let url_given = args.url.clone().or(match &plan.target {
             TargetPlan::Url(url) => Some(url.clone()),
@@ -282,7 +291,11 @@ impl Session {
             tls: self.plane.seed().tls_info(),
             unavailable,
             embedded: self.embedded.is_some(),
+            protocol: registry.protocol().name(),
             lua_dir: lua_dir.display().to_string(),
+            bullmq: (registry.protocol() == Protocol::BullMq)
+                .then(|| release::bullmq_release(&registry, Path::new(release::BULLMQ_INSTALL)))
+                .flatten(),
             script_sha1: registry
                 .scripts()
                 .iter()
@@ -424,6 +437,7 @@ fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
         issued: driven.issued,
         max_attempts: plan.producers.max_attempts,
         must_finish: plan.consumers.count > 0 && driven.interrupted.is_none(),
+        protocol: plan.protocol,
     }
 }
 
@@ -475,7 +489,11 @@ async fn node_info(
 fn queue_keys(plan: &Plan) -> Result<Vec<QueueKeys>, AppError> {
     plan.queues
         .iter()
-        .map(|q| QueueName::new(q).map(QueueKeys::new).map_err(|e| AppError::Usage(e.to_string())))
+        .map(|q| {
+            QueueName::new(q)
+                .map(|name| QueueKeys::for_protocol(name, plan.protocol))
+                .map_err(|e| AppError::Usage(e.to_string()))
+        })
         .collect()
 }
 

@@ -211,6 +211,7 @@ mod tests {
             issued: 10,
             max_attempts: 3,
             must_finish: true,
+            protocol: Default::default(),
         }
     }
 

@@ -37,6 +37,10 @@ pub struct HistoryHeader {
     /// even when the drain did not finish. False in older files.
     #[serde(default)]
     pub must_finish: bool,
+    /// The queue protocol the run drove (EchoMQ in older files): which of its calls are
+    /// fenced, and how its failures retry.
+    #[serde(default)]
+    pub protocol: crate::protocol::Protocol,
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.

@@ -6,6 +6,7 @@ use crate::protocol::{
     CallError, Claimed, CompleteReply, EchoClient, EnqueueCall, EnqueueReply, FailArgs, FailReply, JobId,
 };
 use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
+use super::maintenance::Chore;
 use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
@@ -16,11 +17,29 @@ use std::rc::Rc;
 /// Every method returns the protocol's typed reply or a [`CallError`] whose
 /// [`code`](CallError::code) is counted per script.
 pub trait QueueOps: Clone + 'static {
+    /// The fencing token a claim hands out and every fenced call carries: EchoMQ's `u64`
+    /// (the attempt number), BullMQ's lock token.
+    type Token: Copy + std::fmt::Debug + 'static;
     /// The reply of an enqueue queued by [`QueueOps::queue_enqueue`], owned: a producer holds
     /// its window of them at once.
     type EnqueuePending: Future<Output = Result<EnqueueReply, CallError>> + Unpin + 'static;
     /// True when the transport times its calls itself ([`Wire::TIMED`]).
     const TIMED: bool;
+    /// The maintenance chores the protocol needs, each run on its own interval (EchoMQ: reap
+    /// and promote; BullMQ: the stalled-jobs check only, as its claim promotes due jobs).
+    const CHORES: &'static [Chore];
+
+    /// The script an enqueue with these options runs, for recording.
+    fn enqueue_script(delayed: bool, priority: Option<u64>) -> Script;
+    /// The script each other verb runs, for recording. A failure's script may depend on the
+    /// attempt ([`fail_script`](QueueOps::fail_script)).
+    fn script(verb: Verb) -> Script;
+    /// The script a failure of the attempt held with `token` runs with `args` (BullMQ's client
+    /// decides between retry, delay and a final failure before it calls).
+    fn fail_script(token: &Self::Token, args: &FailArgs<'_>) -> Script;
+    /// The attempt number the history records for `token` (invariant I5 checks that a job's
+    /// attempts run 1, 2, 3, ...).
+    fn attempt(token: &Self::Token) -> u32;
 
     /// Queues the enqueue of a new job (delayed by `delay_ms` when `Some`, else with
     /// `priority`) on its queue's node now, and returns its reply to await later: the
@@ -81,20 +100,20 @@ pub trait QueueOps: Clone + 'static {
         queue: usize,
         lease_ms: u64,
         count: u32,
-    ) -> impl Future<Output = Result<Vec<Claimed>, CallError>>;
+    ) -> impl Future<Output = Result<Vec<Claimed<Self::Token>>, CallError>>;
     /// Completes a job held with fencing token `token`.
     fn complete(
         &mut self,
         queue: usize,
         id: JobId,
-        token: u64,
+        token: Self::Token,
     ) -> impl Future<Output = Result<CompleteReply, CallError>>;
     /// Fails the attempt held with `token`.
     fn fail(
         &mut self,
         queue: usize,
         id: JobId,
-        token: u64,
+        token: Self::Token,
         args: FailArgs<'static>,
     ) -> impl Future<Output = Result<FailReply, CallError>>;
     /// Renews the lease held with `token` to `lease_ms` from now.
@@ -102,7 +121,7 @@ pub trait QueueOps: Clone + 'static {
         &mut self,
         queue: usize,
         id: JobId,
-        token: u64,
+        token: Self::Token,
         lease_ms: u64,
     ) -> impl Future<Output = Result<(), CallError>>;
     /// Stores a progress note on the job held with `token`.
@@ -110,7 +129,7 @@ pub trait QueueOps: Clone + 'static {
         &mut self,
         queue: usize,
         id: JobId,
-        token: u64,
+        token: Self::Token,
         note: &[u8],
     ) -> impl Future<Output = Result<(), CallError>>;
     /// Returns up to `limit` expired leases to pending, or to failed once they used
@@ -118,6 +137,27 @@ pub trait QueueOps: Clone + 'static {
     fn reap(&mut self, queue: usize, limit: u32, max_attempts: u32) -> impl Future<Output = Result<u64, CallError>>;
     /// Moves up to `limit` due delayed jobs to pending; replies how many.
     fn promote(&mut self, queue: usize, limit: u32) -> impl Future<Output = Result<u64, CallError>>;
+}
+
+/// How a load thread builds protocol `Self`'s verbs over transport `W`: one `match` on the
+/// run's protocol and transport picks the pair, and everything below is monomorphised.
+pub trait Driver<W: Wire>: QueueOps {
+    /// The protocol's keys of one queue, built once per thread.
+    type Keys: 'static;
+    /// The keys of the run's queues, in their order.
+    fn keys(queues: &[QueueKeys]) -> Rc<[Self::Keys]>;
+    /// The verbs over `clients` (one per node, in the routes' node order) for `keys`.
+    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, keys: Rc<[Self::Keys]>) -> Self;
+}
+
+impl<W: Wire> Driver<W> for EchoOps<W> {
+    type Keys = QueueKeys;
+    fn keys(queues: &[QueueKeys]) -> Rc<[QueueKeys]> {
+        queues.iter().cloned().collect()
+    }
+    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, keys: Rc<[QueueKeys]>) -> Self {
+        EchoOps::new(clients, routes, keys)
+    }
 }
 
 /// The queue → node table of one load thread, shared by its lanes (`Rc`, one thread): a
@@ -232,18 +272,59 @@ pub fn needs_redo(err: &CallError) -> bool {
     matches!(err, CallError::Redirect(_) | CallError::NoScript(_))
 }
 
-/// The script each verb runs, for recording.
-pub fn script_of_enqueue(delayed: bool) -> Script {
-    if delayed {
-        Script::EnqueueDelayed
-    } else {
-        Script::Enqueue
-    }
+/// The verbs besides enqueue, by what they do: [`QueueOps::script`] names the script each
+/// runs in a protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// Take pending jobs with a lease.
+    Claim,
+    /// Finish a held job.
+    Complete,
+    /// Fail a held attempt (the protocol may pick the script per attempt).
+    Fail,
+    /// Renew a held lease.
+    Extend,
+    /// Store a progress note.
+    Progress,
+    /// Return expired leases (BullMQ: the stalled-jobs check).
+    Reap,
+    /// Move due delayed jobs.
+    Promote,
 }
 
 impl<W: Wire> QueueOps for EchoOps<W> {
+    type Token = u64;
     type EnqueuePending = EnqueueCall<W::Pending>;
     const TIMED: bool = W::TIMED;
+    const CHORES: &'static [Chore] = &[Chore::Reap, Chore::Promote];
+
+    fn enqueue_script(delayed: bool, _priority: Option<u64>) -> Script {
+        if delayed {
+            Script::EnqueueDelayed
+        } else {
+            Script::Enqueue
+        }
+    }
+
+    fn script(verb: Verb) -> Script {
+        match verb {
+            Verb::Claim => Script::Claim,
+            Verb::Complete => Script::Complete,
+            Verb::Fail => Script::Fail,
+            Verb::Extend => Script::Extend,
+            Verb::Progress => Script::Progress,
+            Verb::Reap => Script::Reap,
+            Verb::Promote => Script::Promote,
+        }
+    }
+
+    fn fail_script(_token: &u64, _args: &FailArgs<'_>) -> Script {
+        Script::Fail
+    }
+
+    fn attempt(token: &u64) -> u32 {
+        *token as u32
+    }
 
     fn queue_enqueue(
         &mut self,
@@ -300,7 +381,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     ) -> Result<EnqueueReply, CallError> {
         routed!(self, queue, |c, keys| c.enqueue_delayed(keys, &id, payload, delay_ms))
     }
-    async fn claim(&mut self, queue: usize, lease_ms: u64, count: u32) -> Result<Vec<Claimed>, CallError> {
+    async fn claim(&mut self, queue: usize, lease_ms: u64, count: u32) -> Result<Vec<Claimed<u64>>, CallError> {
         routed!(self, queue, |c, keys| c.claim(keys, lease_ms, count))
     }
     async fn complete(&mut self, queue: usize, id: JobId, token: u64) -> Result<CompleteReply, CallError> {

@@ -2,7 +2,7 @@
 //! and lease renewal), then complete, fail (retry or final) or stall on purpose; some stalled
 //! attempts come back as zombies that try to complete with their stale token.
 
-use super::backend::QueueOps;
+use super::backend::{QueueOps, Verb};
 use super::context::{timed_span, Phase, ThreadCtx};
 use super::payload::{verify, PayloadCheck};
 use crate::history::{Kind, Outcome, UNKNOWN_JOB};
@@ -35,7 +35,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
     while ctx.phase() != Phase::Stop {
         let queue = turn % queues;
         turn += 1;
-        let (result, span) = timed_span(&ctx, Script::Claim, None, ops.claim(queue, lease_ms, plan.batch)).await;
+        let (result, span) = timed_span(&ctx, Q::script(Verb::Claim), None, ops.claim(queue, lease_ms, plan.batch)).await;
         let claimed = match result {
             Ok(claimed) => claimed,
             Err(err) => {
@@ -71,7 +71,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
                 job_number(&job.id),
                 Kind::Claim,
                 outcome,
-                job.token as u32,
+                Q::attempt(&job.token),
                 0,
                 span.sent,
                 span.service_us,
@@ -86,7 +86,13 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
     }
 }
 
-async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, job: Claimed, rng: &mut SmallRng) {
+async fn process<Q: QueueOps>(
+    ctx: &Rc<ThreadCtx>,
+    ops: &mut Q,
+    queue: usize,
+    job: Claimed<Q::Token>,
+    rng: &mut SmallRng,
+) {
     let plan = &ctx.plan.consumers;
     let fate = {
         let x: f64 = rng.random();
@@ -111,7 +117,8 @@ async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, jo
     }
     match fate {
         Fate::Complete => {
-            match fenced(ctx, Script::Complete, &job, ops.complete(queue, job.id, job.token), complete_outcome).await {
+            let request = ops.complete(queue, job.id, job.token);
+            match fenced::<Q, _>(ctx, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await {
                 Ok(CompleteReply::Completed) => ctx.bump(JobCounter::Completed, 1),
                 Ok(CompleteReply::AlreadyCompleted) | Err(_) => {}
             }
@@ -120,10 +127,12 @@ async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, jo
             let args = FailArgs {
                 error: "emq-bench: simulated failure",
                 max_attempts: ctx.plan.producers.max_attempts,
-                backoff_ms: plan.backoff.delay(job.token as u32).as_millis() as u64,
+                backoff_ms: plan.backoff.delay(Q::attempt(&job.token)).as_millis() as u64,
                 priority: job.priority,
             };
-            match fenced(ctx, Script::Fail, &job, ops.fail(queue, job.id, job.token, args), fail_outcome).await {
+            let script = Q::fail_script(&job.token, &args);
+            let request = ops.fail(queue, job.id, job.token, args);
+            match fenced::<Q, _>(ctx, Verb::Fail, script, &job, request, fail_outcome).await {
                 Ok(FailReply::Retry) => ctx.bump(JobCounter::Retried, 1),
                 Ok(FailReply::Failed) => ctx.bump(JobCounter::Failed, 1),
                 Err(_) => {}
@@ -135,7 +144,13 @@ async fn process<Q: QueueOps>(ctx: &Rc<ThreadCtx>, ops: &mut Q, queue: usize, jo
 
 /// Simulates `work` on a held job: `progress` notes spread evenly over it, and a lease renewal
 /// every `extend_every`. Returns false when a fenced call says the job is no longer ours.
-async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &Claimed, work: Duration) -> bool {
+async fn work_on<Q: QueueOps>(
+    ctx: &ThreadCtx,
+    ops: &mut Q,
+    queue: usize,
+    job: &Claimed<Q::Token>,
+    work: Duration,
+) -> bool {
     let plan = &ctx.plan.consumers;
     let start = Instant::now();
     let end = start + work;
@@ -155,9 +170,8 @@ async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &
         let now = Instant::now();
         if next_extend.is_some_and(|t| t <= now && t < end) {
             let lease_ms = plan.lease.as_millis().max(1) as u64;
-            if lost(
-                fenced(ctx, Script::Extend, job, ops.extend(queue, job.id, job.token, lease_ms), |_| Outcome::Ok).await,
-            ) {
+            let request = ops.extend(queue, job.id, job.token, lease_ms);
+            if lost(fenced::<Q, _>(ctx, Verb::Extend, Q::script(Verb::Extend), job, request, |_| Outcome::Ok).await) {
                 return false;
             }
             next_extend = plan.extend_every.map(|every| now + every);
@@ -166,7 +180,8 @@ async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &
             notes_sent += 1;
             let note = progress_note(notes_sent, notes);
             let request = ops.progress(queue, job.id, job.token, note.as_bytes());
-            if lost(fenced(ctx, Script::Progress, job, request, |_| Outcome::Ok).await) {
+            let script = Q::script(Verb::Progress);
+            if lost(fenced::<Q, _>(ctx, Verb::Progress, script, job, request, |_| Outcome::Ok).await) {
                 return false;
             }
             next_note = (notes_sent < notes).then(|| start + step * (notes_sent + 1));
@@ -177,23 +192,24 @@ async fn work_on<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, job: &
     }
 }
 
-/// Sends one fenced call (complete, fail, extend, progress) for `job`, timed and remembered in
-/// the history with the job's token.
-async fn fenced<T>(
+/// Sends one fenced call (complete, fail, extend, progress: `verb`, running `script`) for
+/// `job`, timed and remembered in the history with the job's attempt.
+async fn fenced<Q: QueueOps, T>(
     ctx: &ThreadCtx,
+    verb: Verb,
     script: Script,
-    job: &Claimed,
+    job: &Claimed<Q::Token>,
     request: impl std::future::Future<Output = Result<T, CallError>>,
     ok: impl FnOnce(&T) -> Outcome,
 ) -> Result<T, CallError> {
-    let kind = match script {
-        Script::Complete => Kind::Complete,
-        Script::Fail => Kind::Fail,
-        Script::Extend => Kind::Extend,
+    let kind = match verb {
+        Verb::Complete => Kind::Complete,
+        Verb::Fail => Kind::Fail,
+        Verb::Extend => Kind::Extend,
         _ => Kind::Progress,
     };
     let (result, span) = timed_span(ctx, script, None, request).await;
-    ctx.remember(job_number(&job.id), kind, job.token as u32, span, &result, ok);
+    ctx.remember(job_number(&job.id), kind, Q::attempt(&job.token), span, &result, ok);
     result
 }
 
@@ -217,18 +233,19 @@ fn progress_note(sent: u32, of: u32) -> String {
 
 /// True when a fenced call was refused because the job moved on (its lease was reaped).
 fn lost<T>(result: Result<T, CallError>) -> bool {
-    matches!(result, Err(CallError::Emq { code: ErrorCode::Fence | ErrorCode::State | ErrorCode::NoJob, .. }))
+    matches!(result, Err(CallError::Emq { code, .. }) if code.is_stale() || code == ErrorCode::NoJob)
 }
 
 /// A stalled worker coming back late: completes with its stale token after `zombie_delay`.
 /// The protocol must refuse it (EMQFENCE or EMQSTATE) once the lease has been reaped.
-async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: Claimed) {
+async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: Claimed<Q::Token>) {
     tokio::time::sleep(ctx.plan.consumers.zombie_delay).await;
     if ctx.phase() == Phase::Stop {
         return;
     }
-    match fenced(&ctx, Script::Complete, &job, ops.complete(queue, job.id, job.token), complete_outcome).await {
-        Err(CallError::Emq { code: ErrorCode::Fence | ErrorCode::State, .. }) => ctx.bump(JobCounter::StaleRefused, 1),
+    let request = ops.complete(queue, job.id, job.token);
+    match fenced::<Q, _>(&ctx, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await {
+        Err(CallError::Emq { code, .. }) if code.is_stale() => ctx.bump(JobCounter::StaleRefused, 1),
         Ok(CompleteReply::Completed) => {
             ctx.bump(JobCounter::StaleAccepted, 1);
             ctx.bump(JobCounter::Completed, 1);

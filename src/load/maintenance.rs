@@ -1,20 +1,30 @@
-//! Maintenance: per queue, `reap` expired leases and `promote` due delayed jobs at the
-//! scenario's intervals, until the run stops. Both are timed and counted like any script.
+//! Maintenance: per queue, the protocol's chores ([`QueueOps::CHORES`]: EchoMQ's `reap` of
+//! expired leases and `promote` of due delayed jobs, BullMQ's stalled-jobs check) at the
+//! scenario's intervals, until the run stops. Each is timed and counted like any script.
 
-use super::backend::QueueOps;
+use super::backend::{QueueOps, Verb};
 use super::context::{timed, Phase, ThreadCtx};
 use crate::metrics::JobCounter;
-use crate::protocol::Script;
 use std::rc::Rc;
 use std::time::Duration;
 
 /// Which maintenance verb a loop runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chore {
-    /// `reap` expired leases back to pending.
+    /// `reap` expired leases back to pending (BullMQ: `moveStalledJobsToWait`).
     Reap,
     /// `promote` due delayed jobs to pending.
     Promote,
+}
+
+impl Chore {
+    /// The scenario's interval for this chore.
+    pub fn every(self, maintenance: &crate::scenario::MaintenancePlan) -> Duration {
+        match self {
+            Chore::Reap => maintenance.reap,
+            Chore::Promote => maintenance.promote,
+        }
+    }
 }
 
 /// Runs `chore` on `queue` every `every` until the run stops. A missed tick is skipped, not
@@ -28,8 +38,8 @@ pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usiz
     while ctx.phase() != Phase::Stop {
         ticker.tick().await;
         let moved = match chore {
-            Chore::Reap => timed(&ctx, Script::Reap, None, ops.reap(queue, limit, max_attempts)).await,
-            Chore::Promote => timed(&ctx, Script::Promote, None, ops.promote(queue, limit)).await,
+            Chore::Reap => timed(&ctx, Q::script(Verb::Reap), None, ops.reap(queue, limit, max_attempts)).await,
+            Chore::Promote => timed(&ctx, Q::script(Verb::Promote), None, ops.promote(queue, limit)).await,
         };
         let counter = match chore {
             Chore::Reap => JobCounter::Reaped,

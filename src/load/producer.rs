@@ -13,7 +13,7 @@
 //! not inflated), and the window's next sends wait with it, as a pool of lanes ends up waiting
 //! on the slow node too.
 
-use super::backend::{needs_redo, script_of_enqueue, QueueOps};
+use super::backend::{needs_redo, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};
 use super::pacing::Schedule;
 use super::payload::PayloadPool;
@@ -122,11 +122,10 @@ struct InFlight<P> {
 }
 
 impl Job {
-    fn script(&self) -> Script {
-        match self {
-            Job::New { delay, .. } => script_of_enqueue(delay.is_some()),
-            Job::Duplicate { .. } => script_of_enqueue(false),
-        }
+    /// The script the enqueue runs in protocol `Q`.
+    fn script<Q: QueueOps>(&self) -> Script {
+        let (priority, delay) = self.args();
+        Q::enqueue_script(delay.is_some(), priority)
     }
 
     fn queue_and_id(&self) -> (usize, JobId) {
@@ -207,7 +206,7 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
                 Err(err) if needs_redo(&err) => {
                     tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), sent, err, start));
                 }
-                reply => settle(&ctx, Some(&mut producer), &sent, reply, start, done),
+                reply => settle::<Q, _>(&ctx, Some(&mut producer), &sent, reply, start, done),
             }
             now = done;
             match in_flight.front_mut().map(|oldest| poll_now(&mut oldest.pending)) {
@@ -269,12 +268,12 @@ async fn redo<Q: QueueOps, P>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight<P>,
     let (priority, delay) = sent.job.args();
     let result = ops.redo_enqueue(sent.node, err, queue, id, &payload, priority, delay).await;
     let done = crate::protocol::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
-    settle(&ctx, None, &sent, result, start.min(done), done);
+    settle::<Q, _>(&ctx, None, &sent, result, start.min(done), done);
 }
 
 /// Records one reply sent at `start` and read at `done`: in the histograms and the history,
 /// and in the job counters; an accepted new job becomes the producer's next duplicate.
-fn settle<P>(
+fn settle<Q: QueueOps, P>(
     ctx: &ThreadCtx,
     producer: Option<&mut Producer>,
     sent: &InFlight<P>,
@@ -284,7 +283,7 @@ fn settle<P>(
 ) {
     ctx.in_flight.set(ctx.in_flight.get() - 1);
     let span = Span { sent: start, done, service_us: elapsed_us(start, done) };
-    ctx.record(sent.job.script(), sent.intended, span, &result);
+    ctx.record(sent.job.script::<Q>(), sent.intended, span, &result);
     match sent.job {
         Job::New { queue, number, id, id_ms, .. } => {
             ctx.remember_enqueue(number, Kind::Enqueue, sent.crc, queue as u16, id_ms, span, &result, enqueue_outcome);

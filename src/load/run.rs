@@ -11,6 +11,7 @@ use super::stop::{Interruption, StopSignal};
 use super::thread::{run_thread, Go, ThreadSpec};
 use crate::faults::{FaultSpan, FaultsSeen, Nemesis};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
+use crate::protocol::keyspace::{Depth, DEPTH_SCRIPT};
 use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
 use crate::scenario::{Plan, Stop};
 use crate::target::{Connector, Plane};
@@ -88,38 +89,45 @@ pub struct Driven {
     pub busy: Vec<f64>,
 }
 
-/// The five ZCARDs of one queue in one script (atomic; redirects reported, see [`depths`]).
-const DEPTHS: &str = "return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]), \
-    redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5])}";
-
-/// Reads the depth of every location set of `queues`: one atomic read per queue, on the node
-/// that owns it (one consistent reading of its five sets: a job moving between two of them, by
-/// reap, retry or promote, would otherwise be counted in neither). Never across queues: one
-/// call may only name keys of one slot on a cluster. The read is a five-ZCARD script with its
-/// keys declared, not MULTI/EXEC: a transaction hides a MOVED/ASK/TRYAGAIN behind EXECABORT,
-/// a script reports it, and the plane follows it.
+/// Reads the depth of every place of `queues` ([`QueueKeys::depth_keys`]): one atomic read per
+/// queue, on the node that owns it (one consistent reading of its places: a job moving between
+/// two of them, by reap, retry or promote, would otherwise be counted in neither). Never across
+/// queues: one call may only name keys of one slot on a cluster. The read is a script with its
+/// keys declared ([`DEPTH_SCRIPT`]), not MULTI/EXEC: a transaction hides a MOVED/ASK/TRYAGAIN
+/// behind EXECABORT, a script reports it, and the plane follows it.
 pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallError> {
     let mut d = Depths::default();
     for q in queues {
+        let places = q.depth_keys();
         let counts = plane
-            .on_queue(q, |mut conn| async move {
-                let mut cmd = redis::cmd("EVAL");
-                cmd.arg(DEPTHS).arg(5);
-                for (_, key) in q.location_sets() {
-                    cmd.arg(key);
+            .on_queue(q, |mut conn| {
+                let places = &places;
+                async move {
+                    let mut cmd = redis::cmd("EVAL");
+                    cmd.arg(DEPTH_SCRIPT).arg(places.len());
+                    for (_, key) in places {
+                        cmd.arg(key);
+                    }
+                    let counts: Vec<u64> = cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+                    Ok(counts)
                 }
-                let counts: Vec<u64> = cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
-                Ok(counts)
             })
             .await?;
-        let [pending, delayed, active, completed, failed] = counts[..] else {
-            return Err(CallError::Reply(format!("the depth read replied {counts:?}, expected 5 counts")));
-        };
-        d.pending += pending;
-        d.delayed += delayed;
-        d.active += active;
-        d.completed += completed;
-        d.failed += failed;
+        if counts.len() != places.len() {
+            return Err(CallError::Reply(format!(
+                "the depth read replied {counts:?}, expected {} counts",
+                places.len()
+            )));
+        }
+        for ((depth, _), n) in places.iter().zip(counts) {
+            *match depth {
+                Depth::Pending => &mut d.pending,
+                Depth::Delayed => &mut d.delayed,
+                Depth::Active => &mut d.active,
+                Depth::Completed => &mut d.completed,
+                Depth::Failed => &mut d.failed,
+            } += n;
+        }
     }
     Ok(d)
 }

@@ -2,16 +2,16 @@
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
 //! runtime costs about half the CPU per request of the multi-thread one (measured here).
 
-use super::backend::{EchoOps, Routes};
+use super::backend::{Driver, EchoOps, Routes};
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
-use super::maintenance::{chore_loop, Chore};
+use super::maintenance::chore_loop;
 use super::pacing::Schedule;
 use super::payload::PayloadPool;
 use super::producer::{self, Producer};
 use crate::history::HistoryBuf;
 use crate::metrics::{JobCounter, MetricsSink, Recorder};
-use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, QueueKeys, ScriptRegistry, Transport, Wire};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Protocol, QueueKeys, ScriptRegistry, Transport, Wire};
 use crate::scenario::Plan;
 use crate::target::{Connector, Control};
 use std::cell::RefCell;
@@ -90,16 +90,21 @@ pub fn run_thread(
 ) -> Vec<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
-    let stream = match spec.connect.transport {
-        Transport::Pipe => local.block_on(&runtime, thread_main::<PipeConn>(spec, ready, go, stop)),
-        Transport::RedisRs => local.block_on(&runtime, thread_main::<Control>(spec, ready, go, stop)),
+    let stream = match (spec.registry.protocol(), spec.connect.transport) {
+        (Protocol::EchoMqV1, Transport::Pipe) => {
+            local.block_on(&runtime, thread_main::<PipeConn, EchoOps<PipeConn>>(spec, ready, go, stop))
+        }
+        (Protocol::EchoMqV1, Transport::RedisRs) => {
+            local.block_on(&runtime, thread_main::<Control, EchoOps<Control>>(spec, ready, go, stop))
+        }
+        _ => todo!(),
     };
     // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
     drop(local);
     stream
 }
 
-async fn thread_main<W: Wire>(
+async fn thread_main<W: Wire, Q: Driver<W>>(
     spec: ThreadSpec,
     ready: oneshot::Sender<Result<(), CallError>>,
     go: oneshot::Receiver<Go>,
@@ -112,7 +117,7 @@ async fn thread_main<W: Wire>(
     };
     // Built before the start too: filling the pool takes milliseconds.
     let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
-    let (queues, routes, pconns, cconns, mconn) = match connected {
+    let (keys, routes, pconns, cconns, mconn) = match connected {
         Ok(all) => {
             let _ = ready.send(Ok(()));
             all
@@ -122,6 +127,7 @@ async fn thread_main<W: Wire>(
             return Vec::new();
         }
     };
+    let queues = Q::keys(&keys);
     // No Go means the coordinator gave up (another thread failed to connect).
     let Ok(Go { start, sink }) = go.await else { return Vec::new() };
     let plan = spec.plan.clone();
@@ -156,7 +162,7 @@ async fn thread_main<W: Wire>(
     let begin = Instant::now();
     let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
     for (k, &p) in producers.iter().enumerate() {
-        let ops = EchoOps::new(pconns[k % pconns.len()].clone(), routes.clone(), queues.clone());
+        let ops = Q::new(pconns[k % pconns.len()].clone(), routes.clone(), queues.clone());
         let schedule = match plan.producers.open_loop {
             Some(open) => {
                 let phase = p as f64 / f64::from(plan.producers.count);
@@ -174,18 +180,19 @@ async fn thread_main<W: Wire>(
         tokio::task::spawn_local(producer::run(ctx.clone(), producer, ops, plan.producers.pipeline as usize));
     }
     for (k, &c) in consumers.iter().enumerate() {
-        let ops = EchoOps::new(cconns[k % cconns.len()].clone(), routes.clone(), queues.clone());
+        let ops = Q::new(cconns[k % cconns.len()].clone(), routes.clone(), queues.clone());
         for lane in 0..plan.consumers.pipeline {
             let spread = c * plan.consumers.pipeline as usize + lane as usize;
             tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed(4, c, lane)));
         }
     }
     if let Some(client) = mconn.into_iter().next() {
-        let ops = EchoOps::new(client, routes.clone(), queues.clone());
-        let m = plan.maintenance;
+        let ops = Q::new(client, routes.clone(), queues.clone());
         for queue in 0..queues.len() {
-            tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, Chore::Reap, m.reap));
-            tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, Chore::Promote, m.promote));
+            for &chore in Q::CHORES {
+                let every = chore.every(&plan.maintenance);
+                tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, chore, every));
+            }
         }
     }
     // Idle threads still hand over their data every second; cluster redirects followed by the

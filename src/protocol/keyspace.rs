@@ -154,10 +154,16 @@ impl fmt::Debug for JobId {
 }
 
 /// Every key of one queue, built once (PROTOCOL.md "Keyspace"): all share the hash tag `{q}`.
+///
+/// The fields are EchoMQ's; a run of another protocol keeps them (the run lock, the slot and
+/// the queue's name are the same) and asks [`scan_pattern`](Self::scan_pattern) and
+/// [`depth_keys`](Self::depth_keys) for its own keyspace (BullMQ's `bull:{q}:*`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueKeys {
     /// The queue's checked name.
     pub queue: QueueName,
+    /// The protocol whose keyspace the run writes.
+    pub protocol: super::script::Protocol,
     /// `emq:{q}:job:`, the prefix of every job row and the prefix ARGV of claim/reap/promote.
     pub job_prefix: String,
     /// `emq:{q}:pending` (ZSET, score = priority).
@@ -177,10 +183,16 @@ pub struct QueueKeys {
 }
 
 impl QueueKeys {
-    /// Builds the keys of queue `queue`.
+    /// Builds the EchoMQ keys of queue `queue`.
     pub fn new(queue: QueueName) -> QueueKeys {
+        QueueKeys::for_protocol(queue, super::script::Protocol::EchoMqV1)
+    }
+
+    /// Builds the keys of queue `queue` for a run of `protocol`.
+    pub fn for_protocol(queue: QueueName, protocol: super::script::Protocol) -> QueueKeys {
         let base = format!("emq:{{{}}}:", queue.as_str());
         QueueKeys {
+            protocol,
             job_prefix: format!("{base}job:"),
             pending: format!("{base}pending"),
             delayed: format!("{base}delayed"),
@@ -206,9 +218,41 @@ impl QueueKeys {
         [self.job_prefix.as_bytes(), id.as_bytes()]
     }
 
-    /// `emq:{q}:*`, the SCAN pattern that matches every key of this queue and no other.
+    /// The SCAN pattern that matches every key the protocol writes for this queue and no
+    /// other: `emq:{q}:*` (EchoMQ), `bull:{q}:*` (BullMQ, its prefix `bull` and the queue
+    /// named `{q}`, docs/bullmq-mapping.md).
     pub fn scan_pattern(&self) -> String {
-        format!("emq:{{{}}}:*", self.queue.as_str())
+        match self.protocol {
+            super::script::Protocol::EchoMqV1 => format!("emq:{{{}}}:*", self.queue.as_str()),
+            super::script::Protocol::BullMq => format!("bull:{{{}}}:*", self.queue.as_str()),
+        }
+    }
+
+    /// The keys whose sizes give the queue's depths, with the depth each counts in: EchoMQ's
+    /// five sets; BullMQ's `wait`, `paused` and `prioritized` (pending), `delayed`, `active`
+    /// (a list), `completed`, `failed`. Lists and sorted sets alike ([`DEPTH_SCRIPT`]).
+    pub fn depth_keys(&self) -> Vec<(Depth, String)> {
+        match self.protocol {
+            super::script::Protocol::EchoMqV1 => vec![
+                (Depth::Pending, self.pending.clone()),
+                (Depth::Delayed, self.delayed.clone()),
+                (Depth::Active, self.active.clone()),
+                (Depth::Completed, self.completed.clone()),
+                (Depth::Failed, self.failed.clone()),
+            ],
+            super::script::Protocol::BullMq => {
+                let key = |suffix: &str| format!("bull:{{{}}}:{suffix}", self.queue.as_str());
+                vec![
+                    (Depth::Pending, key("wait")),
+                    (Depth::Pending, key("paused")),
+                    (Depth::Pending, key("prioritized")),
+                    (Depth::Delayed, key("delayed")),
+                    (Depth::Active, key("active")),
+                    (Depth::Completed, key("completed")),
+                    (Depth::Failed, key("failed")),
+                ]
+            }
+        }
     }
 
     /// The five location sets, in the order of the `state` values they hold.
@@ -222,6 +266,29 @@ impl QueueKeys {
         ]
     }
 }
+
+/// Where a job sits, as the run's depth counts go (the protocols name their places
+/// differently: BullMQ's wait, paused and prioritized are all pending).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Waiting to be claimed.
+    Pending,
+    /// Due later.
+    Delayed,
+    /// Claimed, under a lease or lock.
+    Active,
+    /// Completed.
+    Completed,
+    /// Failed for good.
+    Failed,
+}
+
+/// Counts the members of each key given, a list or a sorted set (0 for a missing key): one
+/// consistent reading of a queue's places, in one script.
+pub const DEPTH_SCRIPT: &str = "local n = {} for i, k in ipairs(KEYS) do \
+    local t = redis.call('TYPE', k).ok \
+    if t == 'list' then n[i] = redis.call('LLEN', k) elseif t == 'zset' then n[i] = redis.call('ZCARD', k) \
+    else n[i] = 0 end end return n";
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ pub mod ids;
 pub mod keyspace;
 pub mod pipe;
 pub mod registry;
+pub mod release;
 pub mod request;
 pub mod script;
 pub mod verbs;

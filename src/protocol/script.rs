@@ -280,6 +280,13 @@ impl ErrorCode {
         self as usize
     }
 
+    /// True for a refusal of a stale worker: the token is not the job's current one, or the
+    /// job is no longer in the state the call needs (PROTOCOL.md I6: every stale call is
+    /// refused with `EMQFENCE`/`EMQSTATE`).
+    pub fn is_stale(self) -> bool {
+        matches!(self, ErrorCode::Fence | ErrorCode::State)
+    }
+
     /// True when the outcome of the call is unknown (the script may have run).
     pub fn is_unknown_outcome(self) -> bool {
         matches!(self, ErrorCode::Timeout | ErrorCode::Connection)

@@ -26,10 +26,16 @@ pub struct TargetInfo {
     pub unavailable: Vec<String>,
     /// True when the harness started the server itself.
     pub embedded: bool,
+    /// The queue protocol the run drove: `echomq-v1` or `bullmq`.
+    pub protocol: &'static str,
     /// The Lua directory the scripts came from.
     pub lua_dir: String,
     /// Script name → SHA1 of the source that ran (to tell two script versions apart).
     pub script_sha1: BTreeMap<String, String>,
+    /// For BullMQ: the pinned release installed by `scripts/setup` and the scripts that
+    /// differ from it (`null` for EchoMQ, or when no release is installed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bullmq: Option<crate::protocol::release::Release>,
 }
 
 /// The harness process's own cost, from getrusage(2).

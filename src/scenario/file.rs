@@ -24,6 +24,7 @@ use super::units::{Count, HumanDuration};
 /// warmup = "1s"               # excluded from histograms; default "0s"; at most 7 days
 /// drain = "30s"               # max wait for consumers after producers stop; default "30s"; <= 7 days
 /// queues = 4                  # "name" (one queue) or N in 1..=10000 (bench-0 .. bench-(N-1)); default "bench"
+/// protocol = "bullmq"         # the queue protocol: "echomq-v1" (default) or "bullmq" (BullMQ's own scripts)
 /// [target] ... [producers] ... [consumers] ... [maintenance] ... [[faults]] ...
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,9 @@ pub struct Scenario {
     /// The queue set.
     #[serde(default)]
     pub queues: Queues,
+    /// The queue protocol whose scripts the run drives.
+    #[serde(default, skip_serializing_if = "is_echomq")]
+    pub protocol: crate::protocol::Protocol,
     /// `[target]`.
     #[serde(default)]
     pub target: Target,
@@ -69,6 +73,10 @@ pub struct Scenario {
     /// `[thresholds]`: absolute CI gates, key → "<op> <limit>" (see `thresholds.rs`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub thresholds: std::collections::BTreeMap<String, String>,
+}
+
+fn is_echomq(protocol: &crate::protocol::Protocol) -> bool {
+    *protocol == crate::protocol::Protocol::EchoMqV1
 }
 
 fn zero() -> HumanDuration {

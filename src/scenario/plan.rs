@@ -38,6 +38,8 @@ pub struct Plan {
     pub drain: Duration,
     /// Resolved queue names, each valid per PROTOCOL.md (1-64 bytes of `[A-Za-z0-9_.-]`).
     pub queues: Vec<String>,
+    /// The queue protocol (`protocol`).
+    pub protocol: crate::protocol::Protocol,
     /// The server to drive.
     pub target: TargetPlan,
     /// `[producers]`, resolved.

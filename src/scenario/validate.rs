@@ -50,6 +50,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         warmup,
         drain: cx.at_most("drain", &raw.drain, MAX_RUN)?,
         queues: queues(&cx, &raw.queues)?,
+        protocol: raw.protocol,
         target: target(&cx, &raw)?,
         producers,
         consumers,

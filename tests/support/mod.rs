@@ -106,7 +106,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         scenario: scenario.to_path_buf(),
         url: None,
         target: Default::default(),
-        lua_dir: lua_dir(),
+        lua_dir: Some(lua_dir()),
         out: Some(out.to_path_buf()),
         duration: None,
         seed: None,

@@ -7,15 +7,17 @@ use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 use redis::Value;
 
-/// One claimed job: the entry `[id, payload, token, priority]` of the claim reply.
+/// One claimed job: for EchoMQ the entry `[id, payload, token, priority]` of the claim reply.
+/// `T` is the protocol's fencing token: EchoMQ's `u64`, BullMQ's lock token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed {
+pub struct Claimed<T = u64> {
     /// The job's id.
     pub id: JobId,
     /// The stored payload bytes.
     pub payload: Vec<u8>,
-    /// The fencing token: the job's `attempts` after this claim (1 on the first claim).
-    pub token: u64,
+    /// The fencing token: EchoMQ's is the job's `attempts` after this claim (1 on the first
+    /// claim).
+    pub token: T,
     /// The pending score the job had (0 = highest).
     pub priority: u64,
 }
