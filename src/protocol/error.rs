@@ -10,10 +10,12 @@ use std::path::PathBuf;
 /// (Jepsen's `:info`), so the harness records them as unknown, never as a refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
-    /// An `EMQ*` error reply (PROTOCOL.md "Errors"); `code` is one of the five protocol codes.
+    /// An `EMQ*` error reply (PROTOCOL.md "Errors"), or one of BullMQ's refusals (a negative
+    /// integer reply, extendLock's `0`: `protocol::bullmq::codes`), with an empty `message`
+    /// (no allocation: the code says it all).
     #[error("{} {message}", code.name())]
     Emq {
-        /// `Kind`, `Arg`, `NoJob`, `State` or `Fence`.
+        /// `Kind`, `Arg`, `NoJob`, `State` or `Fence`; or a BullMQ code ([`ErrorCode::is_bullmq`]).
         code: ErrorCode,
         /// The text after the code, as the script wrote it.
         message: String,

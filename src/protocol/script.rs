@@ -231,11 +231,34 @@ pub enum ErrorCode {
     Busy,
     /// `NOSCRIPT` that survived the registry's reload and retry (a script flush mid-pipeline).
     NoScript,
+    // BullMQ's refusals (docs/bullmq-mapping.md section 4): integer replies, not error replies,
+    // mapped by `protocol::bullmq::codes` (appended: the history stores codes by index).
+    /// BullMQ `-2` (`JobLockNotExist`): the job has no lock (expired, or released by an
+    /// earlier finish): a stale worker whose lease ran out.
+    LockMissing,
+    /// BullMQ `-6` (`JobLockMismatch`): another claim's token holds the lock (a stale worker).
+    LockMismatch,
+    /// BullMQ `-3` (`JobNotInState`): the job is not in `active` (moveToFinished, retryJob,
+    /// moveToDelayed); the lock was already checked and released by then.
+    NotInState,
+    /// BullMQ `-1` (`JobNotExist`): the job's hash does not exist.
+    Missing,
+    /// BullMQ extendLock's `0`: the lock is not held by this token (expired, released or
+    /// another claim's), so it was not extended. BullMQ has no name for it.
+    NotExtended,
+    /// BullMQ `-4` (`JobPendingDependencies`): completing a flow parent with pending children.
+    PendingDependencies,
+    /// BullMQ `-5` (`ParentJobNotExist`): an add named a parent that does not exist.
+    ParentMissing,
+    /// BullMQ `-7` (`ParentJobCannotBeReplaced`): a duplicate id already has another live parent.
+    ParentNotReplaceable,
+    /// BullMQ `-9` (`JobHasFailedChildren`): completing a flow parent with failed children.
+    FailedChildren,
 }
 
 impl ErrorCode {
     /// Every code, in `index()` order.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::Kind,
         ErrorCode::Arg,
         ErrorCode::NoJob,
@@ -250,12 +273,22 @@ impl ErrorCode {
         ErrorCode::ReadOnly,
         ErrorCode::Busy,
         ErrorCode::NoScript,
+        ErrorCode::LockMissing,
+        ErrorCode::LockMismatch,
+        ErrorCode::NotInState,
+        ErrorCode::Missing,
+        ErrorCode::NotExtended,
+        ErrorCode::PendingDependencies,
+        ErrorCode::ParentMissing,
+        ErrorCode::ParentNotReplaceable,
+        ErrorCode::FailedChildren,
     ];
 
     /// Number of codes (the length of per-code arrays).
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 23;
 
-    /// The code as reports print it: the wire code for protocol errors, a lowercase word otherwise.
+    /// The code as reports print it: the wire code for EchoMQ's errors, BullMQ's `ErrorCode` name
+    /// (its `error_code.py`) for BullMQ's refusals, a lowercase word otherwise.
     pub fn name(self) -> &'static str {
         match self {
             ErrorCode::Kind => "EMQKIND",
@@ -272,6 +305,15 @@ impl ErrorCode {
             ErrorCode::ReadOnly => "READONLY",
             ErrorCode::Busy => "BUSY",
             ErrorCode::NoScript => "NOSCRIPT",
+            ErrorCode::LockMissing => "JobLockNotExist",
+            ErrorCode::LockMismatch => "JobLockMismatch",
+            ErrorCode::NotInState => "JobNotInState",
+            ErrorCode::Missing => "JobNotExist",
+            ErrorCode::NotExtended => "LockNotExtended",
+            ErrorCode::PendingDependencies => "JobPendingDependencies",
+            ErrorCode::ParentMissing => "ParentJobNotExist",
+            ErrorCode::ParentNotReplaceable => "ParentJobCannotBeReplaced",
+            ErrorCode::FailedChildren => "JobHasFailedChildren",
         }
     }
 
@@ -290,6 +332,25 @@ impl ErrorCode {
     /// True when the outcome of the call is unknown (the script may have run).
     pub fn is_unknown_outcome(self) -> bool {
         matches!(self, ErrorCode::Timeout | ErrorCode::Connection)
+    }
+
+    /// True when the refusal says the caller's claim is no longer the job's current one (a
+    /// stale worker, a zombie): EchoMQ's `EMQFENCE`/`EMQSTATE`, BullMQ's lock missing or
+    /// mismatched and not-in-active. A refused stale finish changed nothing the caller owns.
+    pub fn is_stale(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::Fence
+                | ErrorCode::State
+                | ErrorCode::LockMissing
+                | ErrorCode::LockMismatch
+                | ErrorCode::NotInState
+        )
+    }
+
+    /// True for BullMQ's refusals (integer replies mapped by `protocol::bullmq::codes`).
+    pub fn is_bullmq(self) -> bool {
+        self.index() >= ErrorCode::LockMissing.index()
     }
 
     /// True for what a fault (a lost connection, a full memory, a restart, a failover, a
