@@ -75,6 +75,14 @@ pub struct CheckArgs {
     /// (I1 rows nobody enqueued, I4-I8 against what the harness saw). Run with --keep.
     #[arg(long, value_name = "FILE")]
     pub history: Option<PathBuf>,
+    /// The queues' protocol, whose keyspace is read: echomq-v1 or bullmq (default: the
+    /// history's, else echomq-v1).
+    #[arg(long, value_name = "NAME", value_parser = parse_protocol)]
+    pub protocol: Option<crate::protocol::Protocol>,
+}
+
+fn parse_protocol(name: &str) -> Result<crate::protocol::Protocol, String> {
+    crate::protocol::Protocol::from_name(name).ok_or_else(|| format!("{name:?}: expected echomq-v1 or bullmq"))
 }
 
 /// `emq-bench run`.

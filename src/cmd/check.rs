@@ -72,9 +72,11 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         (Some(h), true) => h.header.queues.clone(),
         _ => args.queues.clone(),
     };
+    let protocol = args.protocol.or(history.as_ref().map(|h| h.header.protocol)).unwrap_or_default();
     let mut queues: Vec<QueueKeys> = Vec::with_capacity(names.len());
     for name in &names {
-        let keys = QueueKeys::new(QueueName::new(name).map_err(|e| AppError::Usage(format!("--queue: {e}")))?);
+        let name = QueueName::new(name).map_err(|e| AppError::Usage(format!("--queue: {e}")))?;
+        let keys = QueueKeys::for_protocol(name, protocol);
         if !queues.contains(&keys) {
             queues.push(keys);
         }
@@ -90,8 +92,9 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         // Nothing to check is no proof of anything: most likely a typo in the queue name.
         if let Some(empty) = state.queues.iter().find(|q| q.rows.is_empty() && q.members.is_empty()) {
             return Err(AppError::Usage(format!(
-                "--queue {}: the server has no key emq:{{{}}}:*, so there is nothing to check; is the name right?",
-                empty.queue, empty.queue
+                "--queue {}: the server has no key {}, so there is nothing to check; is the name (or --protocol) right?",
+                empty.queue,
+                queues.iter().find(|q| q.queue.as_str() == empty.queue).map_or(String::new(), |q| q.scan_pattern())
             )));
         }
     }

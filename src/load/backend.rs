@@ -7,6 +7,7 @@ use crate::protocol::{
 };
 use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
 use super::maintenance::Chore;
+use crate::scenario::Plan;
 use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
@@ -25,6 +26,11 @@ pub trait QueueOps: Clone + 'static {
     type EnqueuePending: Future<Output = Result<EnqueueReply, CallError>> + Unpin + 'static;
     /// True when the transport times its calls itself ([`Wire::TIMED`]).
     const TIMED: bool;
+    /// True when an enqueue's reply says whether the id was new (EchoMQ: 1 or 0). BullMQ
+    /// answers a repeated job id with the id, as it answers a new one: its replies read as
+    /// [`EnqueueReply::Enqueued`], and the producer records a deliberate duplicate as
+    /// refused by what it sent; that it changed nothing is the checker's to prove (I8).
+    const REPORTS_DUPLICATES: bool = true;
     /// The maintenance chores the protocol needs, each run on its own interval (EchoMQ: reap
     /// and promote; BullMQ: the stalled-jobs check only, as its claim promotes due jobs).
     const CHORES: &'static [Chore];
@@ -36,7 +42,12 @@ pub trait QueueOps: Clone + 'static {
     fn script(verb: Verb) -> Script;
     /// The script a failure of the attempt held with `token` runs with `args` (BullMQ's client
     /// decides between retry, delay and a final failure before it calls).
-    fn fail_script(token: &Self::Token, args: &FailArgs<'_>) -> Script;
+    fn fail_script(&self, token: &Self::Token, args: &FailArgs<'_>) -> Script;
+    /// True when a claim with `token` must be failed at once, unprocessed (BullMQ: the
+    /// stalled check deferred the failure of a job stalled past its limit, `defa`).
+    fn must_fail(_token: &Self::Token) -> bool {
+        false
+    }
     /// The attempt number the history records for `token` (invariant I5 checks that a job's
     /// attempts run 1, 2, 3, ...).
     fn attempt(token: &Self::Token) -> u32;
@@ -142,17 +153,19 @@ pub trait QueueOps: Clone + 'static {
 /// How a load thread builds protocol `Self`'s verbs over transport `W`: one `match` on the
 /// run's protocol and transport picks the pair, and everything below is monomorphised.
 pub trait Driver<W: Wire>: QueueOps {
-    /// The protocol's keys of one queue, built once per thread.
-    type Keys: 'static;
-    /// The keys of the run's queues, in their order.
-    fn keys(queues: &[QueueKeys]) -> Rc<[Self::Keys]>;
-    /// The verbs over `clients` (one per node, in the routes' node order) for `keys`.
-    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, keys: Rc<[Self::Keys]>) -> Self;
+    /// What the thread's verbs share, built once per thread: the protocol's keys of the run's
+    /// queues, and whatever else its calls need (BullMQ: the jobs' retry policy, the lock
+    /// token minter).
+    type Shared: Clone + 'static;
+    /// The shared part for load thread `thread` of a run of `plan` on `queues` (in order).
+    fn shared(queues: &[QueueKeys], plan: &Plan, thread: usize) -> Self::Shared;
+    /// The verbs over `clients` (one per node, in the routes' node order).
+    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, shared: Self::Shared) -> Self;
 }
 
 impl<W: Wire> Driver<W> for EchoOps<W> {
-    type Keys = QueueKeys;
-    fn keys(queues: &[QueueKeys]) -> Rc<[QueueKeys]> {
+    type Shared = Rc<[QueueKeys]>;
+    fn shared(queues: &[QueueKeys], _plan: &Plan, _thread: usize) -> Rc<[QueueKeys]> {
         queues.iter().cloned().collect()
     }
     fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, keys: Rc<[QueueKeys]>) -> Self {
@@ -181,13 +194,13 @@ impl Routes {
         self.redirects.take()
     }
 
-    fn node(&self, queue: usize) -> usize {
+    pub(crate) fn node(&self, queue: usize) -> usize {
         self.node_of_queue[queue].get()
     }
 
     /// Where to send next after `redirect` from node `from`; `None` for a node unknown to the
     /// run (no connection to it).
-    fn follow(&self, queue: usize, from: usize, redirect: &Redirect) -> Option<usize> {
+    pub(crate) fn follow(&self, queue: usize, from: usize, redirect: &Redirect) -> Option<usize> {
         self.redirects.set(self.redirects.get() + 1);
         if redirect.kind == RedirectKind::TryAgain {
             return Some(self.node(queue));
@@ -204,12 +217,13 @@ impl Routes {
 
 /// Redirects one call may follow before its last one is reported as an error: with the 2 ms
 /// TRYAGAIN pause, a migration may keep a queue's keys split for about 5 s.
-const MAX_REDIRECTS: u32 = 2500;
+pub(crate) const MAX_REDIRECTS: u32 = 2500;
 /// The wait before resending after TRYAGAIN (the migration of the slot's keys is under way).
-const TRYAGAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
+pub(crate) const TRYAGAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Runs `$call` with `$client` (the queue's node's client, or `$start`'s) and `$keys`,
-/// following redirects.
+/// following redirects ([`follow`]). `$ops` has `clients`, `routes` and `queues` fields (the
+/// queue's keys of its protocol).
 macro_rules! routed {
     ($ops:ident, $queue:expr, |$client:ident, $keys:ident| $call:expr) => {{
         let queue = $queue;
@@ -225,7 +239,9 @@ macro_rules! routed {
             match $call.await {
                 Err(CallError::Redirect(redirect)) if tries < MAX_REDIRECTS => {
                     tries += 1;
-                    let Some(next) = $ops.follow(queue, node, &redirect).await else {
+                    let Some(next) =
+                        $crate::load::backend::follow(&$ops.routes, &mut $ops.clients, queue, node, &redirect).await
+                    else {
                         break Err(CallError::Redirect(redirect));
                     };
                     node = next;
@@ -234,6 +250,42 @@ macro_rules! routed {
             }
         }
     }};
+}
+pub(crate) use routed;
+
+/// Follows `redirect`, the reply of node `from` to a call on `queue`: counts it, updates the
+/// route on MOVED, has the next call to the new node sent after ASKING on ASK, pauses on
+/// TRYAGAIN; returns the node to resend to, `None` for a node unknown to the run.
+pub(crate) async fn follow<W: Wire>(
+    routes: &Routes,
+    clients: &mut [EchoClient<W>],
+    queue: usize,
+    from: usize,
+    redirect: &Redirect,
+) -> Option<usize> {
+    let next = routes.follow(queue, from, redirect)?;
+    match redirect.kind {
+        RedirectKind::Ask => clients[next].ask_next(),
+        RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
+        RedirectKind::Moved => {}
+    }
+    Some(next)
+}
+
+/// Where a redo of a call queued on node `node` and answered with `err` starts
+/// ([`QueueOps::redo_enqueue`]): the redirect's target, followed as the routed path follows
+/// one, or `node` itself after NOSCRIPT; `None` for a redirect to a node unknown to the run.
+pub(crate) async fn redo_node<W: Wire>(
+    routes: &Routes,
+    clients: &mut [EchoClient<W>],
+    queue: usize,
+    node: usize,
+    err: &CallError,
+) -> Option<usize> {
+    match err {
+        CallError::Redirect(redirect) => follow(routes, clients, queue, node, redirect).await,
+        _ => Some(node),
+    }
 }
 
 /// The EchoMQ v1.1 implementation: one pipelined client per node (either transport), the
@@ -249,19 +301,6 @@ impl<W: Wire> EchoOps<W> {
     /// Wraps `clients` (one per node, in the routes' node order) for the run's `queues`.
     pub fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
         EchoOps { clients, routes, queues }
-    }
-
-    /// Follows `redirect`, the reply of node `from` to a call on `queue`: counts it, updates
-    /// the route on MOVED, has the next call to the new node sent after ASKING on ASK, pauses
-    /// on TRYAGAIN; returns the node to resend to, `None` for a node unknown to the run.
-    async fn follow(&mut self, queue: usize, from: usize, redirect: &Redirect) -> Option<usize> {
-        let next = self.routes.follow(queue, from, redirect)?;
-        match redirect.kind {
-            RedirectKind::Ask => self.clients[next].ask_next(),
-            RedirectKind::TryAgain => tokio::time::sleep(TRYAGAIN_PAUSE).await,
-            RedirectKind::Moved => {}
-        }
-        Some(next)
     }
 }
 
@@ -318,7 +357,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         }
     }
 
-    fn fail_script(_token: &u64, _args: &FailArgs<'_>) -> Script {
+    fn fail_script(&self, _token: &u64, _args: &FailArgs<'_>) -> Script {
         Script::Fail
     }
 
@@ -353,13 +392,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         priority: Option<u64>,
         delay_ms: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        let start = match &err {
-            CallError::Redirect(redirect) => match self.follow(queue, node, redirect).await {
-                Some(next) => next,
-                None => return Err(err),
-            },
-            _ => node,
-        };
+        let Some(start) = redo_node(&self.routes, &mut self.clients, queue, node, &err).await else { return Err(err) };
         routed!(self, queue, start, |c, keys| c.send_enqueue(keys, &id, payload, priority, delay_ms))
     }
 

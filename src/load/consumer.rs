@@ -96,7 +96,11 @@ async fn process<Q: QueueOps>(
     let plan = &ctx.plan.consumers;
     let fate = {
         let x: f64 = rng.random();
-        if x < plan.fail.get() {
+        // A job its protocol says must fail now (BullMQ's deferred failure of a job stalled
+        // too often) is failed unprocessed, as BullMQ's worker fails it.
+        if Q::must_fail(&job.token) {
+            Fate::Fail
+        } else if x < plan.fail.get() {
             Fate::Fail
         } else if x < plan.fail.get() + plan.stall.get() {
             Fate::Stall
@@ -130,7 +134,7 @@ async fn process<Q: QueueOps>(
                 backoff_ms: plan.backoff.delay(Q::attempt(&job.token)).as_millis() as u64,
                 priority: job.priority,
             };
-            let script = Q::fail_script(&job.token, &args);
+            let script = ops.fail_script(&job.token, &args);
             let request = ops.fail(queue, job.id, job.token, args);
             match fenced::<Q, _>(ctx, Verb::Fail, script, &job, request, fail_outcome).await {
                 Ok(FailReply::Retry) => ctx.bump(JobCounter::Retried, 1),

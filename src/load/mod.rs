@@ -2,6 +2,7 @@
 //! open or closed loop, each request timed on its own.
 
 pub mod backend;
+pub mod bullmq;
 pub mod consumer;
 pub mod context;
 pub mod maintenance;

@@ -300,6 +300,12 @@ fn settle<Q: QueueOps, P>(
             }
         }
         Job::Duplicate { queue, id } => {
+            // A protocol whose reply cannot say "already there" (BullMQ answers with the id
+            // either way) accepted the repeat as its own documented no-op.
+            let result = match result {
+                Ok(EnqueueReply::Enqueued) if !Q::REPORTS_DUPLICATES => Ok(EnqueueReply::Duplicate),
+                other => other,
+            };
             // The original enqueue kept the id's time part (0 here).
             let number = job_number(&id);
             ctx.remember_enqueue(number, Kind::EnqueueDup, sent.crc, queue as u16, 0, span, &result, enqueue_outcome);

@@ -3,6 +3,7 @@
 //! runtime costs about half the CPU per request of the multi-thread one (measured here).
 
 use super::backend::{Driver, EchoOps, Routes};
+use super::bullmq::BullOps;
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
 use super::maintenance::chore_loop;
@@ -97,7 +98,12 @@ pub fn run_thread(
         (Protocol::EchoMqV1, Transport::RedisRs) => {
             local.block_on(&runtime, thread_main::<Control, EchoOps<Control>>(spec, ready, go, stop))
         }
-        _ => todo!(),
+        (Protocol::BullMq, Transport::Pipe) => {
+            local.block_on(&runtime, thread_main::<PipeConn, BullOps<PipeConn>>(spec, ready, go, stop))
+        }
+        (Protocol::BullMq, Transport::RedisRs) => {
+            local.block_on(&runtime, thread_main::<Control, BullOps<Control>>(spec, ready, go, stop))
+        }
     };
     // Dropping the LocalSet cancels every lane still running (in-flight requests are abandoned).
     drop(local);
@@ -127,7 +133,8 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
             return Vec::new();
         }
     };
-    let queues = Q::keys(&keys);
+    let queues = keys.len();
+    let shared = Q::shared(&keys, &spec.plan, spec.index);
     // No Go means the coordinator gave up (another thread failed to connect).
     let Ok(Go { start, sink }) = go.await else { return Vec::new() };
     let plan = spec.plan.clone();
@@ -162,7 +169,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     let begin = Instant::now();
     let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
     for (k, &p) in producers.iter().enumerate() {
-        let ops = Q::new(pconns[k % pconns.len()].clone(), routes.clone(), queues.clone());
+        let ops = Q::new(pconns[k % pconns.len()].clone(), routes.clone(), shared.clone());
         let schedule = match plan.producers.open_loop {
             Some(open) => {
                 let phase = p as f64 / f64::from(plan.producers.count);
@@ -180,15 +187,15 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         tokio::task::spawn_local(producer::run(ctx.clone(), producer, ops, plan.producers.pipeline as usize));
     }
     for (k, &c) in consumers.iter().enumerate() {
-        let ops = Q::new(cconns[k % cconns.len()].clone(), routes.clone(), queues.clone());
+        let ops = Q::new(cconns[k % cconns.len()].clone(), routes.clone(), shared.clone());
         for lane in 0..plan.consumers.pipeline {
             let spread = c * plan.consumers.pipeline as usize + lane as usize;
             tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed(4, c, lane)));
         }
     }
     if let Some(client) = mconn.into_iter().next() {
-        let ops = Q::new(client, routes.clone(), queues.clone());
-        for queue in 0..queues.len() {
+        let ops = Q::new(client, routes.clone(), shared.clone());
+        for queue in 0..queues {
             for &chore in Q::CHORES {
                 let every = chore.every(&plan.maintenance);
                 tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, chore, every));

@@ -322,12 +322,6 @@ impl ErrorCode {
         self as usize
     }
 
-    /// True for a refusal of a stale worker: the token is not the job's current one, or the
-    /// job is no longer in the state the call needs (PROTOCOL.md I6: every stale call is
-    /// refused with `EMQFENCE`/`EMQSTATE`).
-    pub fn is_stale(self) -> bool {
-        matches!(self, ErrorCode::Fence | ErrorCode::State)
-    }
 
     /// True when the outcome of the call is unknown (the script may have run).
     pub fn is_unknown_outcome(self) -> bool {
@@ -336,7 +330,8 @@ impl ErrorCode {
 
     /// True when the refusal says the caller's claim is no longer the job's current one (a
     /// stale worker, a zombie): EchoMQ's `EMQFENCE`/`EMQSTATE`, BullMQ's lock missing or
-    /// mismatched and not-in-active. A refused stale finish changed nothing the caller owns.
+    /// mismatched, not-in-active, and an extendLock that found another's (or no) lock. A refused
+    /// stale finish changed nothing the caller owns.
     pub fn is_stale(self) -> bool {
         matches!(
             self,
@@ -345,6 +340,7 @@ impl ErrorCode {
                 | ErrorCode::LockMissing
                 | ErrorCode::LockMismatch
                 | ErrorCode::NotInState
+                | ErrorCode::NotExtended
         )
     }
 
