@@ -442,3 +442,43 @@ async fn bullmqs_official_client_processes_our_jobs_and_we_process_its_jobs() {
                            "completed": ours.len() + theirs.len(), "failed": 0})
     );
 }
+
+/// The load threads' transport (the pipe) carries the same calls: a window of queued adds,
+/// then claims, a refusal and completions.
+#[tokio::test]
+async fn the_pipe_transport_carries_the_calls() {
+    use emq_bench::protocol::{ConnectOptions, PipeConn, Transport};
+    let server = support::server();
+    let registry = Arc::new(
+        ScriptRegistry::for_protocol(Protocol::BullMq, &root().join(".tools/bullmq/current/commands")).unwrap(),
+    );
+    let opts = ConnectOptions { transport: Transport::Pipe, ..ConnectOptions::default() };
+    let connector = support::connector(&server.url());
+    tokio::task::LocalSet::new()
+        .run_until(async {
+            let mut c: EchoClient<PipeConn> = EchoClient::open(&connector, opts, registry).await.unwrap();
+            let q = bull_keys("piped");
+            let pool = PayloadPool::new(15);
+            let mut ids = JobIdGen::new(15);
+            let jobs: Vec<(JobId, Vec<u8>)> = (0..20)
+                .map(|i| {
+                    let id = ids.next_id();
+                    (id, payload_of(&pool, &id, 20 + 97 * i))
+                })
+                .collect();
+            let window: Vec<_> = jobs.iter().map(|(id, p)| c.queue_add_job(&q, id, p, &AddOpts::default())).collect();
+            for call in window {
+                assert_eq!(call.await.unwrap(), AddReply::Accepted);
+            }
+            let mut tokens = LockTokens::new(4);
+            for (id, payload) in &jobs {
+                let job = c.move_to_active(&q, tokens.mint(), 5_000).await.unwrap().unwrap();
+                assert_eq!((&job.id, &job.payload), (id, payload));
+                let stale = BullClaimed { lock: LockToken::from_u64(5), ..job.clone() };
+                assert_eq!(code(c.move_to_completed(&q, &stale, 1).await), ErrorCode::LockMismatch);
+                c.move_to_completed(&q, &job, 1).await.unwrap();
+            }
+            assert_eq!(c.move_to_active(&q, tokens.mint(), 5_000).await.unwrap(), None);
+        })
+        .await;
+}
