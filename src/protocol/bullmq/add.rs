@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 /// the processor, the scripts only store it).
 pub const JOB_NAME: &str = "emq";
 
-/// The options of one add, as BullMQ's client packs them into ARGV[3] (`job.py` `Job.__init__`).
+/// The options of one add, as BullMQ's client packs them into ARGV 3 (`job.py` `Job.__init__`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct AddOpts {
     /// `opts.delay`, ms after the add's timestamp (client clock); > 0 → addDelayedJob.

@@ -52,7 +52,7 @@ impl<W: Wire> EchoClient<W> {
     /// Runs `moveToFinished` to fail `job` for good with `reason`: as
     /// [`move_to_completed`](Self::move_to_completed) with the failed set and
     /// metrics:failed, ARGV `"failedReason"`, the JSON string of `reason`, `"failed"`, and
-    /// ARGV[9] the msgpack fields `[failedReason, reason, stacktrace, "[]"]` (what the Python
+    /// ARGV 9 the msgpack fields `[failedReason, reason, stacktrace, "[]"]` (what the Python
     /// client's `moveToFailed` sends). `max_attempts` is compared with the new `atm` for the
     /// `retries-exhausted` event.
     ///

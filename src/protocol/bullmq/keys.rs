@@ -48,9 +48,9 @@ pub struct BullKeys {
     pub events: String,
     /// `repeat` (job schedulers: unused, but a KEYS entry of the stalled check).
     pub repeat: String,
-    /// `metrics:completed` (moveToFinished's KEYS[13] for a completion).
+    /// `metrics:completed` (moveToFinished's KEYS 13 for a completion).
     pub metrics_completed: String,
-    /// `metrics:failed` (moveToFinished's KEYS[13] for a final failure).
+    /// `metrics:failed` (moveToFinished's KEYS 13 for a final failure).
     pub metrics_failed: String,
 }
 

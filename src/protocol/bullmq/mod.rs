@@ -6,7 +6,7 @@
 //!
 //! The hot calls (add, claim, complete) allocate nothing per request: keys are built once per
 //! queue, job and lock keys framed from their pieces, MessagePack written in place by rmp
-//! ([`pack`]), the payload base64-encoded into the command. Every timestamp ARGV is the
+//! (`pack.rs`), the payload base64-encoded into the command. Every timestamp ARGV is the
 //! client's clock in ms, as BullMQ's clients send it; only lock TTLs and the stalled-check
 //! guard run on the server's clock.
 
