@@ -9,7 +9,6 @@
 
 use super::rows::KeyReader;
 use super::state::{Location, QueueState, Row, ServerState, StateField};
-use crate::load::payload::{header_crc, verify};
 use crate::protocol::pipe::open_stream;
 use crate::protocol::{CallError, JobId, QueueKeys};
 use crate::target::{Control, Route};
@@ -193,7 +192,8 @@ pub enum Reduced {
 }
 
 /// Reduces one `HGETALL` reply of job `id` to a [`Row`]. The payload is verified against `id`
-/// ([`verify`]: identity + CRC-32 header) and dropped; only its length and header CRC are kept.
+/// ([`Row::take_payload`]: identity + CRC-32 header) and dropped; only its length and header CRC
+/// are kept.
 pub fn reduce_row(id: &JobId, reply: &Value) -> Reduced {
     reduce_reply(reply, |pairs| reduce_pairs(id, pairs))
 }
@@ -228,28 +228,13 @@ fn bulk_pair<'a>(name: &'a Value, value: &'a Value) -> Option<(&'a [u8], &'a [u8
 /// Reduces a row's field/value pairs (in reply order) to a [`Row`]; a `None` pair (a field or
 /// value that is not a bulk string) means the reply is not a HASH's.
 pub(super) fn reduce_pairs<'a>(id: &JobId, pairs: impl Iterator<Item = Option<(&'a [u8], &'a [u8])>>) -> Reduced {
-    let mut row = Row {
-        state: StateField::Missing,
-        attempts: None,
-        payload_len: None,
-        payload_check: None,
-        payload_crc: None,
-        foreign_fields: Vec::new(),
-        has_last_error: false,
-        stalled: false,
-        has_progress: false,
-        bull: None,
-    };
+    let mut row = Row::empty();
     for pair in pairs {
         let Some((name, value)) = pair else { return Reduced::NotAHash };
         match name {
             b"state" => row.state = parse_state(value),
             b"attempts" => row.attempts = Some(parse_attempts(value)),
-            b"payload" => {
-                row.payload_len = Some(value.len());
-                row.payload_check = Some(verify(id, value));
-                row.payload_crc = header_crc(value);
-            }
+            b"payload" => row.take_payload(id, value),
             b"last_error" => {
                 row.has_last_error = true;
                 row.stalled = value == b"stalled";
@@ -315,7 +300,7 @@ async fn set_sizes<C: ConnectionLike>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::payload::{PayloadCheck, PayloadPool};
+    use crate::load::payload::{header_crc, PayloadCheck, PayloadPool};
     use crate::protocol::{JobIdGen, QueueName};
 
     fn bulk(s: &[u8]) -> Value {

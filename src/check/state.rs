@@ -120,6 +120,32 @@ pub struct Row {
     pub bull: Option<Box<BullRow>>,
 }
 
+impl Row {
+    /// A row with no field read yet: no state, attempts or payload, no other field.
+    pub fn empty() -> Row {
+        Row {
+            state: StateField::Missing,
+            attempts: None,
+            payload_len: None,
+            payload_check: None,
+            payload_crc: None,
+            foreign_fields: Vec::new(),
+            has_last_error: false,
+            stalled: false,
+            has_progress: false,
+            bull: None,
+        }
+    }
+
+    /// Records job `id`'s payload bytes: their length, the check against `id` and the CRC-32
+    /// header ([`verify`](crate::load::payload::verify), I4); the bytes themselves are not kept.
+    pub fn take_payload(&mut self, id: &JobId, payload: &[u8]) {
+        self.payload_len = Some(payload.len());
+        self.payload_check = Some(crate::load::payload::verify(id, payload));
+        self.payload_crc = crate::load::payload::header_crc(payload);
+    }
+}
+
 /// The fields of a BullMQ job hash that EchoMQ has no counterpart for (docs/bullmq-mapping.md
 /// section 2). A counter is `Some(Ok(n))`, `Some(Err(raw))` when not a canonical non-negative
 /// decimal integer, `None` when absent (BullMQ writes none of them at add).

@@ -27,38 +27,43 @@ use rayon::prelude::*;
 pub fn check_structural(state: &ServerState) -> Vec<Violation> {
     let mut out = Vec::new();
     for queue in &state.queues {
-        if queue.bull.is_some() {
-            out.append(&mut super::bullmq::check_queue(queue, false));
-            continue;
-        }
-        let mut found: Vec<Violation> = queue
-            .rows
-            .par_iter()
-            .flat_map_iter(|(id, row)| check_row(queue, id, row, queue.members.get(id).copied().unwrap_or(0)))
-            .collect();
-        found.par_extend(queue.members.par_iter().filter(|(id, _)| !queue.rows.contains_key(*id)).map(|(id, mask)| {
-            violation(
-                Invariant::I2,
-                queue,
-                id.as_str(),
-                format!("a row emq:{{{}}}:job:<id> for each location-set member", queue.queue),
-                format!("member of {}, but no row", mask_names(*mask)),
-            )
-        }));
-        found.extend(queue.stray_keys.iter().map(|key| stray_key(queue, key)));
-        found.extend(queue.stray_members.iter().map(|(loc, member)| {
-            violation(
-                Invariant::I2,
-                queue,
-                member,
-                "location sets hold only job ids (JOB + 26-char lowercase Crockford-base32 ULID)".into(),
-                format!("member {member:?} of {}", set_key(&queue.queue, *loc)),
-            )
-        }));
-        found.par_sort_unstable_by(|a, b| (a.invariant, &a.job, &a.found).cmp(&(b.invariant, &b.job, &b.found)));
+        let mut found = match queue.bull {
+            Some(_) => super::bullmq::check_queue(queue, false),
+            None => check_queue(queue),
+        };
         out.append(&mut found);
     }
     out
+}
+
+/// The violations of one EchoMQ queue, sorted by invariant, then job, then finding.
+pub(super) fn check_queue(queue: &QueueState) -> Vec<Violation> {
+    let mut found: Vec<Violation> = queue
+        .rows
+        .par_iter()
+        .flat_map_iter(|(id, row)| check_row(queue, id, row, queue.members.get(id).copied().unwrap_or(0)))
+        .collect();
+    found.par_extend(queue.members.par_iter().filter(|(id, _)| !queue.rows.contains_key(*id)).map(|(id, mask)| {
+        violation(
+            Invariant::I2,
+            queue,
+            id.as_str(),
+            format!("a row emq:{{{}}}:job:<id> for each location-set member", queue.queue),
+            format!("member of {}, but no row", mask_names(*mask)),
+        )
+    }));
+    found.extend(queue.stray_keys.iter().map(|key| stray_key(queue, key)));
+    found.extend(queue.stray_members.iter().map(|(loc, member)| {
+        violation(
+            Invariant::I2,
+            queue,
+            member,
+            "location sets hold only job ids (JOB + 26-char lowercase Crockford-base32 ULID)".into(),
+            format!("member {member:?} of {}", set_key(&queue.queue, *loc)),
+        )
+    }));
+    found.par_sort_unstable_by(|a, b| (a.invariant, &a.job, &a.found).cmp(&(b.invariant, &b.job, &b.found)));
+    found
 }
 
 /// Distinct job ids seen in `state`: rows plus members that have no row, over every queue.

@@ -4,7 +4,7 @@
 //! `data` before a processor sees it (`job.py` `fromJSON`), so the field must be JSON; base64
 //! needs no JSON escape, so the literal is the base64 between two quotes.
 //!
-//! The load side writes it with [`encode_data`] (addStandardJob's ARGV[2]); the checker and the
+//! The load side writes it with [`encode_data`] (addStandardJob's `ARGV[2]`); the checker and the
 //! consumer read it back with [`decode_data`] before [`verify`](crate::load::payload::verify).
 
 use base64::engine::general_purpose::STANDARD;

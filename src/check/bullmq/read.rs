@@ -4,7 +4,7 @@
 //! strays), then `HGETALL` of every job hash the lists, sets or SCAN named, [`ROWS_PER_PIPE`] per
 //! pipeline, each reduced at once so no payload is kept.
 //!
-//! Through redis-rs on the control connection (like [`set_sizes`](crate::check::scan)), not the
+//! Through redis-rs on the control connection (like `set_sizes` in [`crate::check::scan()`]), not the
 //! zero-copy [`KeyReader`](crate::check::rows::KeyReader), which knows EchoMQ's five ZSETs only:
 //! correct first; a row costs ~5 µs of client CPU here, so a million jobs take seconds more.
 //! Like EchoMQ's scan, it is meant for a quiesced queue: it is no snapshot.

@@ -3,8 +3,7 @@
 //! section 2 lists the fields).
 
 use crate::check::scan::{parse_attempts, reduce_reply, Reduced};
-use crate::check::state::{BullRow, Row, StateField, BULL_BORN_FIELDS, BULL_LATER_FIELDS};
-use crate::load::payload::{header_crc, verify};
+use crate::check::state::{BullRow, Row, BULL_BORN_FIELDS, BULL_LATER_FIELDS};
 use crate::protocol::bullmq_data::decode_data;
 use crate::protocol::JobId;
 use redis::Value;
@@ -20,18 +19,7 @@ pub fn reduce_bull_row(id: &JobId, reply: &Value) -> Reduced {
 }
 
 fn reduce_bull_pairs<'a>(id: &JobId, pairs: &mut dyn Iterator<Item = Option<(&'a [u8], &'a [u8])>>) -> Reduced {
-    let mut row = Row {
-        state: StateField::Missing,
-        attempts: None,
-        payload_len: None,
-        payload_check: None,
-        payload_crc: None,
-        foreign_fields: Vec::new(),
-        has_last_error: false,
-        stalled: false,
-        has_progress: false,
-        bull: None,
-    };
+    let mut row = Row::empty();
     let mut bull = BullRow::default();
     for pair in pairs {
         let Some((name, value)) = pair else { return Reduced::NotAHash };
@@ -40,11 +28,7 @@ fn reduce_bull_pairs<'a>(id: &JobId, pairs: &mut dyn Iterator<Item = Option<(&'a
         }
         match name {
             b"data" => match decode_data(value) {
-                Some(payload) => {
-                    row.payload_len = Some(payload.len());
-                    row.payload_check = Some(verify(id, &payload));
-                    row.payload_crc = header_crc(&payload);
-                }
+                Some(payload) => row.take_payload(id, &payload),
                 None => {
                     row.payload_len = Some(value.len());
                     bull.data_undecodable = true;
@@ -77,7 +61,8 @@ fn reduce_bull_pairs<'a>(id: &JobId, pairs: &mut dyn Iterator<Item = Option<(&'a
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::payload::{PayloadCheck, PayloadPool};
+    use crate::check::state::StateField;
+    use crate::load::payload::{header_crc, PayloadCheck, PayloadPool};
     use crate::protocol::bullmq_data::encode_data;
     use crate::protocol::JobIdGen;
 

@@ -42,12 +42,11 @@ const NOT_DRAINED: u8 = BULL_MASK & !(Location::Completed.bit() | Location::Fail
 pub fn check_structural_bullmq(state: &ServerState, drained: bool) -> Vec<Violation> {
     let mut out = Vec::new();
     for queue in &state.queues {
-        if queue.bull.is_some() {
-            out.append(&mut check_queue(queue, drained));
-        } else {
-            let one = ServerState { queues: vec![queue.clone()], now_ms: state.now_ms };
-            out.append(&mut crate::check::check_structural(&one));
-        }
+        let mut found = match queue.bull {
+            Some(_) => check_queue(queue, drained),
+            None => crate::check::structural::check_queue(queue),
+        };
+        out.append(&mut found);
     }
     out
 }
