@@ -1,13 +1,15 @@
 //! The BullMQ checker against a real server and a real BullMQ state: the official Python client
 //! (bullmq 2.26.0, `.tools/bullmq-venv`, made by `scripts/setup`) adds the harness's jobs, with
-//! the harness's ids and payloads, and its Worker completes and fails some
+//! the harness's ids and payloads, and its Workers complete, fail and hold some
 //! (`tests/bullmq/make_state.py`); the checker must read each job where BullMQ put it and find
 //! nothing wrong. Then each violation, planted with plain commands on top of such a state, must
 //! be named with the right invariant and job (and nothing else may be).
 
 mod support;
 
-use emq_bench::check::{check_structural, check_structural_bullmq, scan_bullmq, Invariant, Location, ServerState};
+use emq_bench::check::{
+    check_bullmq, check_structural, check_structural_bullmq, scan_bullmq, Invariant, Location, ServerState,
+};
 use emq_bench::load::payload::{PayloadCheck, PayloadPool};
 use emq_bench::protocol::bullmq_data::encode_data;
 use emq_bench::protocol::{JobId, JobIdGen, QueueName};
@@ -18,9 +20,10 @@ use std::process::Command;
 use support::*;
 
 /// A job's end in the plan, as `make_state.py` names it, and the location it must be read in.
-const ENDS: [(&str, Location); 5] = [
+const ENDS: [(&str, Location); 6] = [
     ("completed", Location::Completed),
     ("failed", Location::Failed),
+    ("active", Location::Active),
     ("wait", Location::Wait),
     ("prioritized", Location::Prioritized),
     ("delayed", Location::Delayed),
@@ -82,7 +85,7 @@ fn sorted(mut v: Vec<(Invariant, String, String)>) -> Vec<(Invariant, String, St
 }
 
 /// Makes a [`Made`] with `counts[i]` jobs ending as `ENDS[i]`, payloads of 20.. bytes.
-async fn made(seed: u64, counts: [usize; 5]) -> Made {
+async fn made(seed: u64, counts: [usize; 6]) -> Made {
     let python = python();
     let server = server();
     let conn = client(&server).await.connection().clone();
@@ -123,19 +126,19 @@ async fn made(seed: u64, counts: [usize; 5]) -> Made {
     Made { _server: server, conn, queue: QueueName::new("q").unwrap(), jobs }
 }
 
-/// Two of each end but one delayed and one prioritized: enough to plant on.
+/// Two of each end but one delayed, one prioritized and none active: enough to plant on.
 async fn small(seed: u64) -> Made {
-    made(seed, [2, 2, 2, 1, 1]).await
+    made(seed, [2, 2, 0, 2, 1, 1]).await
 }
 
 #[tokio::test]
 async fn the_official_clients_state_reads_into_its_locations_and_is_clean() {
-    let made = made(21, [6, 4, 5, 2, 3]).await;
+    let made = made(21, [6, 4, 2, 5, 2, 3]).await;
     let state = made.state().await;
     let queue = &state.queues[0];
     assert_eq!(queue.queue, "q");
     assert_eq!((queue.stray_keys.len(), queue.stray_members.len()), (0, 0), "{:?}", queue.stray_keys);
-    assert_eq!(queue.rows.len(), 20);
+    assert_eq!(queue.rows.len(), 22);
     for ((end, loc), ids) in ENDS.iter().zip(&made.jobs) {
         for id in ids {
             assert_eq!(queue.members.get(id), Some(&loc.bit()), "{id} should be in {end}");
@@ -146,12 +149,14 @@ async fn the_official_clients_state_reads_into_its_locations_and_is_clean() {
             assert!(row.foreign_fields.is_empty(), "{id}: {:?}", row.foreign_fields);
             let finished = matches!(loc, Location::Completed | Location::Failed);
             // BullMQ writes no counter at add; the worker's one claim and one finish write 1.
-            let count = finished.then_some(Ok(1));
-            assert_eq!((&bull.ats, &bull.atm, &bull.stc), (&count, &count, &None), "{id} ({end})");
+            let started = (finished || *loc == Location::Active).then_some(Ok(1));
+            let made = finished.then_some(Ok(1));
+            assert_eq!((&bull.ats, &bull.atm, &bull.stc), (&started, &made, &None), "{id} ({end})");
             assert_eq!(bull.finished_on.is_some(), finished, "{id}");
             assert_eq!(bull.has_returnvalue, *loc == Location::Completed, "{id}");
             assert_eq!(row.has_last_error, *loc == Location::Failed, "{id}");
-            assert!(!bull.has_lock && !row.stalled, "{id}");
+            assert_eq!(bull.has_lock, *loc == Location::Active, "{id}: the held jobs' locks, no other");
+            assert!(!row.stalled, "{id}");
         }
     }
     // The delayed jobs' due time: an hour after they were added.
@@ -162,6 +167,9 @@ async fn the_official_clients_state_reads_into_its_locations_and_is_clean() {
     }
     assert_eq!(check_structural_bullmq(&state, false), vec![]);
     assert_eq!(check_structural(&state), vec![], "check_structural applies BullMQ's rules to a BullMQ queue");
+    let outcome = check_bullmq(&made.conn, std::slice::from_ref(&made.queue), false).await.unwrap();
+    assert_eq!((outcome.report.checked_jobs, outcome.report.violations_total), (22, 0));
+    assert_eq!((outcome.jobs_with_retries, outcome.failed_by_stall), (0, 0));
 }
 
 #[tokio::test]
