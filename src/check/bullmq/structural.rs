@@ -157,8 +157,9 @@ fn check_row(queue: &QueueState, id: &JobId, row: &Row, mask: u8, drained: bool)
     } else if let Some(damage) = payload_damage(row) {
         add(Invariant::I4, PAYLOAD_EXPECTED.into(), damage);
     }
-    // I5: counters are counts; a finished attempt needs a started one.
-    let mut counts = [("ats", &bull.ats), ("atm", &bull.atm), ("stc", &bull.stc)].map(|(name, value)| match value {
+    // I5: counters are counts (absent = 0: BullMQ writes none at add); a finished attempt needs a
+    // started one.
+    let [ats, atm, _] = [("ats", &bull.ats), ("atm", &bull.atm), ("stc", &bull.stc)].map(|(name, value)| match value {
         None => Some(0),
         Some(Ok(n)) => Some(*n),
         Some(Err(raw)) => {
@@ -166,8 +167,7 @@ fn check_row(queue: &QueueState, id: &JobId, row: &Row, mask: u8, drained: bool)
             None
         }
     });
-    let [ats, atm, _] = &mut counts;
-    if let (Some(ats), Some(atm)) = (*ats, *atm) {
+    if let (Some(ats), Some(atm)) = (ats, atm) {
         if atm > ats {
             add(
                 Invariant::I5,
