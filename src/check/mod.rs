@@ -7,7 +7,9 @@
 //! - [`structural`]: what the server state alone can prove.
 //! - [`violation`]: the violation model and `invariants.json`.
 //! - [`report`]: the `invariants.json` writer and the table of the first violations.
+//! - [`bullmq`]: the same for a BullMQ 2.26.0 queue (`bull:{q}:*`): its reads and its rules.
 
+pub mod bullmq;
 pub mod history;
 pub mod report;
 pub mod rows;
@@ -17,9 +19,10 @@ pub mod state;
 pub mod structural;
 pub mod violation;
 
+pub use bullmq::{check_bullmq, check_structural_bullmq, scan_bullmq};
 pub use report::{format_violations, write_invariants, InvariantsReport};
 pub use run::{check, CheckOutcome, CheckSummary};
 pub use scan::scan;
-pub use state::{Location, QueueState, Row, ServerState, StateField};
+pub use state::{BullQueue, BullRow, Location, QueueState, Row, ServerState, StateField};
 pub use structural::{check_structural, checked_jobs};
 pub use violation::{Invariant, Violation};

@@ -9,7 +9,6 @@
 
 use super::rows::KeyReader;
 use super::state::{Location, QueueState, Row, ServerState, StateField};
-use crate::load::payload::{header_crc, verify};
 use crate::protocol::pipe::open_stream;
 use crate::protocol::{CallError, JobId, QueueKeys};
 use crate::target::{Control, Route};
@@ -46,6 +45,9 @@ pub fn classify(keys: &QueueKeys, key: &[u8]) -> KeyKind {
 }
 
 /// The key of location set `loc` of queue `keys`, e.g. `emq:{q}:completed`.
+///
+/// Panics for BullMQ's own locations (`wait`, `prioritized`, `paused`), which EchoMQ's keyspace
+/// has no key for; callers pass members of [`Location::ALL`].
 pub fn set_key(keys: &QueueKeys, loc: Location) -> &str {
     match loc {
         Location::Pending => &keys.pending,
@@ -53,6 +55,9 @@ pub fn set_key(keys: &QueueKeys, loc: Location) -> &str {
         Location::Active => &keys.active,
         Location::Completed => &keys.completed,
         Location::Failed => &keys.failed,
+        Location::Wait | Location::Prioritized | Location::Paused => {
+            unreachable!("BullMQ's {} is no EchoMQ location set", loc.name())
+        }
     }
 }
 
@@ -187,17 +192,28 @@ pub enum Reduced {
 }
 
 /// Reduces one `HGETALL` reply of job `id` to a [`Row`]. The payload is verified against `id`
-/// ([`verify`]: identity + CRC-32 header) and dropped; only its length and header CRC are kept.
+/// ([`Row::take_payload`]: identity + CRC-32 header) and dropped; only its length and header CRC
+/// are kept.
 pub fn reduce_row(id: &JobId, reply: &Value) -> Reduced {
+    reduce_reply(reply, |pairs| reduce_pairs(id, pairs))
+}
+
+/// Hands the field/value pairs of one `HGETALL` reply (RESP2 array or RESP3 map) to `reduce`;
+/// [`Reduced::Absent`] for an empty reply, [`Reduced::NotAHash`] for any other shape. A `None`
+/// pair is a field or value that is not a bulk string.
+pub(super) fn reduce_reply<'a>(
+    reply: &'a Value,
+    reduce: impl FnOnce(&mut dyn Iterator<Item = Option<(&'a [u8], &'a [u8])>>) -> Reduced,
+) -> Reduced {
     match reply {
         Value::Array(items) if items.is_empty() => Reduced::Absent,
         Value::Map(pairs) if pairs.is_empty() => Reduced::Absent,
         // RESP2: field, value, field, value, ...
         Value::Array(items) if items.len() % 2 == 0 => {
-            reduce_pairs(id, items.chunks_exact(2).map(|pair| bulk_pair(&pair[0], &pair[1])))
+            reduce(&mut items.chunks_exact(2).map(|pair| bulk_pair(&pair[0], &pair[1])))
         }
         // RESP3: a map.
-        Value::Map(pairs) => reduce_pairs(id, pairs.iter().map(|(name, value)| bulk_pair(name, value))),
+        Value::Map(pairs) => reduce(&mut pairs.iter().map(|(name, value)| bulk_pair(name, value))),
         _ => Reduced::NotAHash,
     }
 }
@@ -212,27 +228,13 @@ fn bulk_pair<'a>(name: &'a Value, value: &'a Value) -> Option<(&'a [u8], &'a [u8
 /// Reduces a row's field/value pairs (in reply order) to a [`Row`]; a `None` pair (a field or
 /// value that is not a bulk string) means the reply is not a HASH's.
 pub(super) fn reduce_pairs<'a>(id: &JobId, pairs: impl Iterator<Item = Option<(&'a [u8], &'a [u8])>>) -> Reduced {
-    let mut row = Row {
-        state: StateField::Missing,
-        attempts: None,
-        payload_len: None,
-        payload_check: None,
-        payload_crc: None,
-        foreign_fields: Vec::new(),
-        has_last_error: false,
-        stalled: false,
-        has_progress: false,
-    };
+    let mut row = Row::empty();
     for pair in pairs {
         let Some((name, value)) = pair else { return Reduced::NotAHash };
         match name {
             b"state" => row.state = parse_state(value),
             b"attempts" => row.attempts = Some(parse_attempts(value)),
-            b"payload" => {
-                row.payload_len = Some(value.len());
-                row.payload_check = Some(verify(id, value));
-                row.payload_crc = header_crc(value);
-            }
+            b"payload" => row.take_payload(id, value),
             b"last_error" => {
                 row.has_last_error = true;
                 row.stalled = value == b"stalled";
@@ -255,8 +257,8 @@ fn parse_state(value: &[u8]) -> StateField {
 }
 
 /// An `attempts` value: a canonical non-negative decimal integer (what `HINCRBY` writes), or
-/// the raw text.
-fn parse_attempts(value: &[u8]) -> Result<u64, String> {
+/// the raw text. Also BullMQ's counters (`ats`, `atm`, `stc`) and times.
+pub(super) fn parse_attempts(value: &[u8]) -> Result<u64, String> {
     let raw = || String::from_utf8_lossy(value).into_owned();
     let canonical = !value.is_empty() && value.iter().all(u8::is_ascii_digit) && (value == b"0" || value[0] != b'0');
     if !canonical {
@@ -298,7 +300,7 @@ async fn set_sizes<C: ConnectionLike>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::payload::{PayloadCheck, PayloadPool};
+    use crate::load::payload::{header_crc, PayloadCheck, PayloadPool};
     use crate::protocol::{JobIdGen, QueueName};
 
     fn bulk(s: &[u8]) -> Value {

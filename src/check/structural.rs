@@ -20,37 +20,50 @@ use rayon::prelude::*;
 
 /// Every violation the server state alone shows, sorted by queue (in `state` order), then
 /// invariant, then job. Rows are analysed in parallel (rayon).
+///
+/// A BullMQ queue (one with [`QueueState::bull`]) gets BullMQ's rules instead
+/// ([`super::bullmq::check_queue`]), with no claim that the run drained: for the drained rule
+/// call [`super::bullmq::check_structural_bullmq`].
 pub fn check_structural(state: &ServerState) -> Vec<Violation> {
     let mut out = Vec::new();
     for queue in &state.queues {
-        let mut found: Vec<Violation> = queue
-            .rows
-            .par_iter()
-            .flat_map_iter(|(id, row)| check_row(queue, id, row, queue.members.get(id).copied().unwrap_or(0)))
-            .collect();
-        found.par_extend(queue.members.par_iter().filter(|(id, _)| !queue.rows.contains_key(*id)).map(|(id, mask)| {
-            violation(
-                Invariant::I2,
-                queue,
-                id.as_str(),
-                format!("a row emq:{{{}}}:job:<id> for each location-set member", queue.queue),
-                format!("member of {}, but no row", mask_names(*mask)),
-            )
-        }));
-        found.extend(queue.stray_keys.iter().map(|key| stray_key(queue, key)));
-        found.extend(queue.stray_members.iter().map(|(loc, member)| {
-            violation(
-                Invariant::I2,
-                queue,
-                member,
-                "location sets hold only job ids (JOB + 26-char lowercase Crockford-base32 ULID)".into(),
-                format!("member {member:?} of {}", set_key(&queue.queue, *loc)),
-            )
-        }));
-        found.par_sort_unstable_by(|a, b| (a.invariant, &a.job, &a.found).cmp(&(b.invariant, &b.job, &b.found)));
+        let mut found = match queue.bull {
+            Some(_) => super::bullmq::check_queue(queue, false),
+            None => check_queue(queue),
+        };
         out.append(&mut found);
     }
     out
+}
+
+/// The violations of one EchoMQ queue, sorted by invariant, then job, then finding.
+pub(super) fn check_queue(queue: &QueueState) -> Vec<Violation> {
+    let mut found: Vec<Violation> = queue
+        .rows
+        .par_iter()
+        .flat_map_iter(|(id, row)| check_row(queue, id, row, queue.members.get(id).copied().unwrap_or(0)))
+        .collect();
+    found.par_extend(queue.members.par_iter().filter(|(id, _)| !queue.rows.contains_key(*id)).map(|(id, mask)| {
+        violation(
+            Invariant::I2,
+            queue,
+            id.as_str(),
+            format!("a row emq:{{{}}}:job:<id> for each location-set member", queue.queue),
+            format!("member of {}, but no row", mask_names(*mask)),
+        )
+    }));
+    found.extend(queue.stray_keys.iter().map(|key| stray_key(queue, key)));
+    found.extend(queue.stray_members.iter().map(|(loc, member)| {
+        violation(
+            Invariant::I2,
+            queue,
+            member,
+            "location sets hold only job ids (JOB + 26-char lowercase Crockford-base32 ULID)".into(),
+            format!("member {member:?} of {}", set_key(&queue.queue, *loc)),
+        )
+    }));
+    found.par_sort_unstable_by(|a, b| (a.invariant, &a.job, &a.found).cmp(&(b.invariant, &b.job, &b.found)));
+    found
 }
 
 /// Distinct job ids seen in `state`: rows plus members that have no row, over every queue.
@@ -101,17 +114,8 @@ fn check_row(queue: &QueueState, id: &JobId, row: &Row, mask: u8) -> Vec<Violati
         );
     }
     // I4: the payload against its own header.
-    if let Some(check) = row.payload_check.filter(|c| *c != PayloadCheck::Intact) {
-        let len = row.payload_len.unwrap_or(0);
-        let found = match check {
-            PayloadCheck::TooShort => format!("payload of {len} bytes, shorter than the {HEADER_LEN}-byte header"),
-            PayloadCheck::WrongId => "payload header (bytes 0..16) names another job".into(),
-            _ => format!(
-                "payload of {len} bytes does not match its header CRC-32 {:#010x} (bytes changed since it was built)",
-                row.payload_crc.unwrap_or(0)
-            ),
-        };
-        add(Invariant::I4, "payload carrying its job's ULID and a matching CRC-32 (bytes as sent)".into(), found);
+    if let Some(found) = payload_damage(row) {
+        add(Invariant::I4, PAYLOAD_EXPECTED.into(), found);
     }
     // I5 sanity: attempts is a count of claims.
     match (&row.attempts, &row.state) {
@@ -128,6 +132,23 @@ fn check_row(queue: &QueueState, id: &JobId, row: &Row, mask: u8) -> Vec<Violati
         _ => {}
     }
     out
+}
+
+/// What I4 expects of a payload.
+pub(super) const PAYLOAD_EXPECTED: &str = "payload carrying its job's ULID and a matching CRC-32 (bytes as sent)";
+
+/// What is wrong with `row`'s payload by its own header, or `None` when it is intact or absent.
+pub(super) fn payload_damage(row: &Row) -> Option<String> {
+    let check = row.payload_check.filter(|c| *c != PayloadCheck::Intact)?;
+    let len = row.payload_len.unwrap_or(0);
+    Some(match check {
+        PayloadCheck::TooShort => format!("payload of {len} bytes, shorter than the {HEADER_LEN}-byte header"),
+        PayloadCheck::WrongId => "payload header (bytes 0..16) names another job".into(),
+        _ => format!(
+            "payload of {len} bytes does not match its header CRC-32 {:#010x} (bytes changed since it was built)",
+            row.payload_crc.unwrap_or(0)
+        ),
+    })
 }
 
 /// The I1 violation of a key that is neither a well-formed job row nor a location set.
@@ -153,7 +174,13 @@ fn stray_key(queue: &QueueState, key: &str) -> Violation {
     )
 }
 
-fn violation(invariant: Invariant, queue: &QueueState, job: &str, expected: String, found: String) -> Violation {
+pub(super) fn violation(
+    invariant: Invariant,
+    queue: &QueueState,
+    job: &str,
+    expected: String,
+    found: String,
+) -> Violation {
     Violation { invariant, queue: queue.queue.clone(), job: Some(job.to_string()), expected, found }
 }
 
@@ -173,7 +200,7 @@ fn set_key(queue: &str, loc: Location) -> String {
 /// The sets of a membership mask as words: `no location set`, `active`, `active and completed`,
 /// `pending, active and completed`.
 pub fn mask_names(mask: u8) -> String {
-    let names: Vec<&str> = Location::ALL.iter().filter(|loc| mask & loc.bit() != 0).map(|loc| loc.name()).collect();
+    let names: Vec<&str> = Location::EVERY.iter().filter(|loc| mask & loc.bit() != 0).map(|loc| loc.name()).collect();
     match names.as_slice() {
         [] => "no location set".into(),
         [one] => (*one).into(),
@@ -197,6 +224,7 @@ mod tests {
             has_last_error: false,
             stalled: false,
             has_progress: false,
+            bull: None,
         }
     }
 
