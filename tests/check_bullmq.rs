@@ -167,7 +167,7 @@ async fn the_official_clients_state_reads_into_its_locations_and_is_clean() {
     }
     assert_eq!(check_structural_bullmq(&state, false), vec![]);
     assert_eq!(check_structural(&state), vec![], "check_structural applies BullMQ's rules to a BullMQ queue");
-    let outcome = check_bullmq(&made.conn, std::slice::from_ref(&made.queue), false).await.unwrap();
+    let outcome = check_bullmq(&made.conn, std::slice::from_ref(&made.queue), false, None).await.unwrap();
     assert_eq!((outcome.report.checked_jobs, outcome.report.violations_total), (22, 0));
     assert_eq!((outcome.jobs_with_retries, outcome.failed_by_stall), (0, 0));
 }

@@ -216,7 +216,15 @@ fn check_job(
     // No loss (I7): after a drain, or in any run meant to finish its jobs, every job that exists
     // is completed or failed; one left behind is named with how long past its time it is.
     if drained || history.header.must_finish {
-        if let StateField::Known(state @ (Location::Pending | Location::Delayed | Location::Active)) = row.state {
+        if let StateField::Known(
+            state @ (Location::Pending
+            | Location::Delayed
+            | Location::Active
+            | Location::Wait
+            | Location::Prioritized
+            | Location::Paused),
+        ) = row.state
+        {
             let expected = if drained {
                 "completed or failed after the drain"
             } else {

@@ -6,7 +6,7 @@ use super::scan::scan;
 use super::state::{Location, StateField};
 use super::structural::{check_structural, checked_jobs};
 use crate::history::History;
-use crate::protocol::{CallError, QueueKeys};
+use crate::protocol::{CallError, Protocol, QueueKeys, QueueName};
 use crate::target::Route;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -62,6 +62,9 @@ pub async fn check<R: Route>(
     queues: &[QueueKeys],
     history: Option<&History>,
 ) -> Result<CheckOutcome, CallError> {
+    if queues.first().is_some_and(|q| q.protocol == Protocol::BullMq) {
+        return check_bullmq_run(router, queues, history).await;
+    }
     let began = std::time::Instant::now();
     let state = scan(router, queues).await?;
     let mut violations = check_structural(&state);
@@ -82,4 +85,14 @@ pub async fn check<R: Route>(
         .count() as u64;
     let report = InvariantsReport::new(checked_jobs(&state), violations);
     Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds: began.elapsed().as_secs_f64() })
+}
+
+/// [`check`] for BullMQ queues ([`super::bullmq::check_bullmq`]).
+async fn check_bullmq_run<R: Route>(
+    router: &R,
+    queues: &[QueueKeys],
+    history: Option<&History>,
+) -> Result<CheckOutcome, CallError> {
+    let names: Vec<QueueName> = queues.iter().map(|q| q.queue.clone()).collect();
+    super::bullmq::check_bullmq(router, &names, history.is_some_and(|h| h.header.drained), history).await
 }

@@ -46,6 +46,9 @@ pub struct BullShared {
     policy: RetryPolicy,
     /// The stalled check's guard lifetime, ms: the reap interval.
     check_ms: u64,
+    /// Each failure's delay is the one the consumer drew (a weighted backoff), not BullMQ's
+    /// formula of the job's opts.
+    drawn: bool,
 }
 
 /// The BullMQ implementation: one pipelined client per node, the thread's routes, and what
@@ -82,6 +85,9 @@ pub fn backoff_of(backoff: &scenario::Backoff) -> Backoff {
         scenario::Backoff::None => Backoff::None,
         scenario::Backoff::Fixed(d) => Backoff::Fixed(d.as_millis() as u64),
         scenario::Backoff::Exponential { base, .. } => Backoff::Exponential(base.as_millis() as u64),
+        // BullMQ has no drawn backoff: the harness, as the client, draws each failure's delay
+        // (`BullShared::drawn`), and the job's opts carry none.
+        scenario::Backoff::Weighted { .. } => Backoff::None,
     }
 }
 
@@ -114,13 +120,15 @@ impl<W: Wire> BullOps<W> {
         }
     }
 
-    /// What a failure of the claim with `token` does, as BullMQ's client decides it.
-    fn step(&self, token: &BullToken) -> FailStep {
+    /// What a failure of the claim with `token` does, as BullMQ's client decides it: from
+    /// the attempts made and the job's backoff, or the delay the consumer drew (`args`).
+    fn step(&self, token: &BullToken, args: &FailArgs<'_>) -> FailStep {
         let policy = &self.shared.policy;
+        let backoff = if self.shared.drawn { Backoff::Fixed(args.backoff_ms) } else { policy.backoff };
         if token.deferred {
             FailStep::Fail
         } else {
-            fail_step(token.atm, policy.max_attempts, policy.backoff)
+            fail_step(token.atm, policy.max_attempts, backoff)
         }
     }
 }
@@ -138,6 +146,7 @@ impl<W: Wire> Driver<W> for BullOps<W> {
                 lifo: false,
             },
             check_ms: plan.maintenance.reap.as_millis().max(1) as u64,
+            drawn: matches!(plan.consumers.backoff, scenario::Backoff::Weighted { .. }),
         })
     }
 
@@ -186,8 +195,8 @@ impl<W: Wire> QueueOps for BullOps<W> {
         }
     }
 
-    fn fail_script(&self, token: &BullToken, _args: &FailArgs<'_>) -> Script {
-        self.step(token).script()
+    fn fail_script(&self, token: &BullToken, args: &FailArgs<'_>) -> Script {
+        self.step(token, args).script()
     }
 
     fn must_fail(token: &BullToken) -> bool {
@@ -287,7 +296,8 @@ impl<W: Wire> QueueOps for BullOps<W> {
     ) -> Result<FailReply, CallError> {
         let job = Self::claimed(id, token);
         let policy = self.shared.policy;
-        let step = routed!(self, queue, |c, keys| c.move_to_failed(keys, &job, &policy, args.error))?;
+        let step = self.step(&token, &args);
+        routed!(self, queue, |c, keys| c.take_fail_step(keys, &job, step, &policy, args.error))?;
         Ok(match step {
             FailStep::Retry | FailStep::Delay(_) => FailReply::Retry,
             FailStep::Fail => FailReply::Failed,

@@ -131,7 +131,7 @@ async fn process<Q: QueueOps>(
             let args = FailArgs {
                 error: "emq-bench: simulated failure",
                 max_attempts: ctx.plan.producers.max_attempts,
-                backoff_ms: plan.backoff.delay(Q::attempt(&job.token)).as_millis() as u64,
+                backoff_ms: plan.backoff.draw(Q::attempt(&job.token), rng).as_millis() as u64,
                 priority: job.priority,
             };
             let script = ops.fail_script(&job.token, &args);

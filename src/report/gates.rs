@@ -16,8 +16,10 @@ use std::collections::BTreeMap;
 /// The share of a script's calls that may fail (other than the provoked refusals).
 pub const MAX_ERROR_SHARE: f64 = 0.01;
 
-/// The fenced verbs, whose EMQFENCE/EMQSTATE refusals a scenario provokes.
-const FENCED: [&str; 4] = ["complete", "fail", "extend", "progress"];
+/// The fenced verbs (EchoMQ's and BullMQ's), whose stale refusals ([`ErrorCode::is_stale`]:
+/// EMQFENCE/EMQSTATE, BullMQ's lock missing or mismatched) a scenario provokes with zombies.
+const FENCED: [&str; 8] =
+    ["complete", "fail", "extend", "progress", "moveToFinished", "retryJob", "moveToDelayed", "extendLock"];
 
 /// What the run was meant to do, for the gates.
 #[derive(Debug, Clone, Copy)]
@@ -48,7 +50,7 @@ pub fn failures(
             continue;
         }
         let provoked: u64 = if FENCED.contains(&s.script.as_str()) {
-            [ErrorCode::Fence, ErrorCode::State].iter().filter_map(|c| s.errors.get(c.name())).sum()
+            ErrorCode::ALL.iter().filter(|c| c.is_stale()).filter_map(|c| s.errors.get(c.name())).sum()
         } else {
             0
         };

@@ -88,7 +88,8 @@ impl Default for Consumers {
 
 /// Retry delay after a failed attempt (the `fail` script's `backoff_ms` ARGV).
 ///
-/// TOML: `{ fixed = "100ms" }` or `{ exponential = { base = "50ms", max = "5s" } }`.
+/// TOML: `{ fixed = "100ms" }`, `{ exponential = { base = "50ms", max = "5s" } }`, or a delay
+/// drawn per failure, `{ weighted = [["0ms", 1], ["20ms", 1]] }` (at most 1000 pairs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum BackoffSpec {
@@ -101,6 +102,8 @@ pub enum BackoffSpec {
         /// Upper bound of the delay.
         max: HumanDuration,
     },
+    /// A delay drawn per failure: (delay, weight > 0) pairs.
+    Weighted(Vec<(HumanDuration, f64)>),
 }
 
 /// `consumers.extend`: renew the lease (the `extend` script) while a job's work runs.

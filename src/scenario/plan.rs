@@ -226,7 +226,7 @@ pub struct ConsumerPlan {
 }
 
 /// Retry delay after a failed attempt (`backoff_ms` ARGV of `fail`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Backoff {
     /// 0ms: the job goes straight back to pending.
     #[default]
@@ -240,12 +240,40 @@ pub enum Backoff {
         /// Cap.
         max: Duration,
     },
+    /// A delay drawn per failure from weighted values (weights > 0, summing to `total`): a
+    /// mix of immediate and delayed retries in one run (BullMQ: retryJob and moveToDelayed).
+    Weighted {
+        /// (delay, weight) pairs.
+        choices: std::sync::Arc<[(Duration, f64)]>,
+        /// The weights' sum.
+        total: f64,
+    },
 }
 
 impl Backoff {
-    /// The delay after failed attempt number `attempt` (the fencing token, 1-based).
+    /// The delay after failed attempt number `attempt` (the fencing token, 1-based); a
+    /// weighted backoff draws it with `rng`.
+    pub fn draw(&self, attempt: u32, rng: &mut impl rand::Rng) -> Duration {
+        match self {
+            Backoff::Weighted { choices, total } => {
+                let mut x = rng.random::<f64>() * total;
+                for &(delay, weight) in choices.iter() {
+                    if x < weight {
+                        return delay;
+                    }
+                    x -= weight;
+                }
+                choices.last().map_or(Duration::ZERO, |c| c.0)
+            }
+            other => other.delay(attempt),
+        }
+    }
+
+    /// The delay after failed attempt number `attempt` (the fencing token, 1-based); for a
+    /// weighted backoff, its largest delay.
     pub fn delay(&self, attempt: u32) -> Duration {
         match *self {
+            Backoff::Weighted { ref choices, .. } => choices.iter().map(|c| c.0).max().unwrap_or_default(),
             Backoff::None => Duration::ZERO,
             Backoff::Fixed(d) => d,
             Backoff::Exponential { base, max } => {

@@ -174,6 +174,9 @@ fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
 }
 
 /// `[consumers]`; `largest_payload` (bytes) is the producers' largest drawn, what a claim returns.
+/// Pairs a weighted backoff may list (as a weighted distribution: `scenario::bounds`).
+const MAX_BACKOFF_CHOICES: usize = 1000;
+
 fn consumers(cx: &Ctx, raw: &Scenario, largest_payload: u64) -> Result<ConsumerPlan, ScenarioError> {
     let c = &raw.consumers;
     let tasks = cx.tasks("consumers", c.count, c.connections, c.pipeline)?;
@@ -206,6 +209,22 @@ fn consumers(cx: &Ctx, raw: &Scenario, largest_payload: u64) -> Result<ConsumerP
             base: base.get(),
             max: cx.at_most("consumers.backoff.exponential.max", max, MAX_DURATION)?,
         },
+        Some(BackoffSpec::Weighted(pairs)) => {
+            let field = "consumers.backoff.weighted";
+            if pairs.is_empty() || pairs.len() > MAX_BACKOFF_CHOICES {
+                let expected = format!("1 to {MAX_BACKOFF_CHOICES} [delay, weight] pairs");
+                return Err(cx.err(field, format!("{} pairs", pairs.len()), expected));
+            }
+            let mut choices = Vec::with_capacity(pairs.len());
+            for (delay, weight) in pairs {
+                if !(weight.is_finite() && *weight > 0.0) {
+                    return Err(cx.err(field, format!("weight {weight}"), "weights > 0"));
+                }
+                choices.push((cx.at_most(field, delay, MAX_DURATION)?, *weight));
+            }
+            let total = choices.iter().map(|c| c.1).sum();
+            Backoff::Weighted { choices: choices.into(), total }
+        }
     };
     let extend_every = match &c.extend {
         ExtendSpec::Enabled(false) => None,

@@ -18,27 +18,53 @@ pub use structural::{check_queue, check_structural_bullmq};
 
 use super::report::InvariantsReport;
 use super::run::CheckOutcome;
-use super::state::ServerState;
+use super::history::check_history;
+use super::state::{Location, ServerState, StateField};
+use crate::history::History;
 use super::structural::checked_jobs;
 use crate::protocol::{CallError, QueueName};
 use crate::target::Route;
 
 /// Reads `queues` ([`scan_bullmq`]) and checks what their state proves
-/// ([`check_structural_bullmq`]; `drained`: the run's drain finished). The history's invariants
-/// are not checked for BullMQ yet. `jobs_with_retries` counts jobs with `ats` ≥ 2 (claimed more
-/// than once: retries or stalls); `failed_by_stall` failed jobs whose `failedReason` is the
-/// stall limit's. Errors: the reads' [`CallError`].
+/// ([`check_structural_bullmq`]; `drained`: the run's drain finished), then, given the run's
+/// `history`, the invariants that need it ([`check_history`]) on the history's view of each
+/// row ([`history_view`]). `jobs_with_retries` counts jobs with `ats` ≥ 2 (claimed more than
+/// once: retries or stalls); `failed_by_stall` failed jobs whose `failedReason` is the stall
+/// limit's. Errors: the reads' [`CallError`].
 pub async fn check_bullmq<R: Route>(
     router: &R,
     queues: &[QueueName],
     drained: bool,
+    history: Option<&History>,
 ) -> Result<CheckOutcome, CallError> {
     let began = std::time::Instant::now();
-    let state = scan_bullmq(router, queues).await?;
-    let violations = check_structural_bullmq(&state, drained);
+    let mut state = scan_bullmq(router, queues).await?;
+    let mut violations = check_structural_bullmq(&state, drained);
+    if let Some(history) = history {
+        history_view(&mut state);
+        violations.extend(check_history(history, &state));
+    }
     let (jobs_with_retries, failed_by_stall) = retries_and_stalls(&state);
     let report = InvariantsReport::new(checked_jobs(&state), violations);
     Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds: began.elapsed().as_secs_f64() })
+}
+
+/// Gives BullMQ rows what the history's checks read from an EchoMQ row: the state is the one
+/// location the job is in (BullMQ keeps no state field: docs/bullmq-mapping.md section 1;
+/// none when it is in none or several, which the structural rules report), and `attempts`
+/// is `ats`, one per claim as EchoMQ's attempts are.
+pub fn history_view(state: &mut ServerState) {
+    for queue in &mut state.queues {
+        for (id, row) in queue.rows.iter_mut() {
+            let mask = queue.members.get(id).copied().unwrap_or(0);
+            if let Some(location) = Location::EVERY.into_iter().find(|l| l.bit() == mask) {
+                row.state = StateField::Known(location);
+            }
+            if let Some(bull) = &row.bull {
+                row.attempts = bull.ats.clone();
+            }
+        }
+    }
 }
 
 /// Jobs claimed at least twice (`ats` ≥ 2), and failed jobs the stall limit failed.

@@ -40,12 +40,30 @@ impl<W: Wire> EchoClient<W> {
         reason: &str,
     ) -> Result<FailStep, CallError> {
         let step = job.fail_step(policy.max_attempts, policy.backoff);
+        self.take_fail_step(keys, job, step, policy, reason).await?;
+        Ok(step)
+    }
+
+    /// Runs the script of `step`, a decision already made (by [`BullClaimed::fail_step`], or
+    /// by a client that draws each failure's delay itself): [`retry_job`](Self::retry_job),
+    /// [`move_to_delayed`](Self::move_to_delayed) or
+    /// [`move_to_failed_final`](Self::move_to_failed_final), with `policy`'s lifo and attempts.
+    ///
+    /// Errors: the script's.
+    pub async fn take_fail_step(
+        &mut self,
+        keys: &BullKeys,
+        job: &BullClaimed,
+        step: FailStep,
+        policy: &RetryPolicy,
+        reason: &str,
+    ) -> Result<(), CallError> {
         match step {
             FailStep::Retry => self.retry_job(keys, job, policy.lifo, reason).await?,
             FailStep::Delay(ms) => self.move_to_delayed(keys, job, ms, reason).await?,
             FailStep::Fail => self.move_to_failed_final(keys, job, policy.max_attempts, reason).await?,
         }
-        Ok(step)
+        Ok(())
     }
 
     /// Runs `retryJob`: KEYS active, wait, paused, the job key, meta, events, delayed,
