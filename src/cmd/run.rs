@@ -55,7 +55,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             let name = format!("rep-{k:03}");
             let keep = args.keep && k == repeat;
             let (result, metrics) =
-                session.rep(registry.clone(), &registry.dir().to_path_buf(), &dir.join(&name), keep, stop.clone()).await?;
+                session.rep(registry.clone(), registry.dir(), &dir.join(&name), keep, stop.clone()).await?;
             failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
             load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
             folders.push(name);

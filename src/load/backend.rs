@@ -2,11 +2,11 @@
 //! names, so another wire protocol (seed 002's BullMQ-compatible layout) can later be driven
 //! by the same load, histograms and checker by implementing [`QueueOps`] once more.
 
+use super::maintenance::Chore;
 use crate::protocol::{
     CallError, Claimed, CompleteReply, EchoClient, EnqueueCall, EnqueueReply, FailArgs, FailReply, JobId,
 };
 use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
-use super::maintenance::Chore;
 use crate::scenario::Plan;
 use std::cell::Cell;
 use std::future::Future;

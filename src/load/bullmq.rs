@@ -8,8 +8,8 @@
 
 use super::backend::{redo_node, routed, Driver, QueueOps, Routes, Verb, MAX_REDIRECTS};
 use super::maintenance::Chore;
-use crate::protocol::bullmq::{AddCall, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{fail_step, FailStep, RetryPolicy};
+use crate::protocol::bullmq::{AddCall, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
 use crate::protocol::{QueueKeys, Script, Wire};
 use crate::scenario::{self, Plan};
@@ -239,7 +239,8 @@ impl<W: Wire> QueueOps for BullOps<W> {
     ) -> Result<EnqueueReply, CallError> {
         let Some(start) = redo_node(&self.routes, &mut self.clients, queue, node, &err).await else { return Err(err) };
         let opts = self.add_opts(priority, delay_ms);
-        let reply: Result<AddReply, CallError> = routed!(self, queue, start, |c, keys| c.add_job(keys, &id, payload, &opts));
+        let reply: Result<AddReply, CallError> =
+            routed!(self, queue, start, |c, keys| c.add_job(keys, &id, payload, &opts));
         reply.map(|r| r.as_enqueue(false))
     }
 

@@ -35,7 +35,8 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
     while ctx.phase() != Phase::Stop {
         let queue = turn % queues;
         turn += 1;
-        let (result, span) = timed_span(&ctx, Q::script(Verb::Claim), None, ops.claim(queue, lease_ms, plan.batch)).await;
+        let (result, span) =
+            timed_span(&ctx, Q::script(Verb::Claim), None, ops.claim(queue, lease_ms, plan.batch)).await;
         let claimed = match result {
             Ok(claimed) => claimed,
             Err(err) => {
@@ -94,13 +95,12 @@ async fn process<Q: QueueOps>(
     rng: &mut SmallRng,
 ) {
     let plan = &ctx.plan.consumers;
+    // A job its protocol says must fail now (BullMQ's deferred failure of a job stalled too
+    // often) is failed unprocessed, as BullMQ's worker fails it.
+    let doomed = Q::must_fail(&job.token);
     let fate = {
         let x: f64 = rng.random();
-        // A job its protocol says must fail now (BullMQ's deferred failure of a job stalled
-        // too often) is failed unprocessed, as BullMQ's worker fails it.
-        if Q::must_fail(&job.token) {
-            Fate::Fail
-        } else if x < plan.fail.get() {
+        if doomed || x < plan.fail.get() {
             Fate::Fail
         } else if x < plan.fail.get() + plan.stall.get() {
             Fate::Stall
@@ -116,13 +116,14 @@ async fn process<Q: QueueOps>(
         return;
     }
     let work = plan.work.sample(rng);
-    if !work_on(ctx, ops, queue, &job, work).await {
+    if !doomed && !work_on(ctx, ops, queue, &job, work).await {
         return; // lost the job while working (fenced or gone): nothing more to do with it
     }
     match fate {
         Fate::Complete => {
             let request = ops.complete(queue, job.id, job.token);
-            match fenced::<Q, _>(ctx, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await {
+            match fenced::<Q, _>(ctx, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await
+            {
                 Ok(CompleteReply::Completed) => ctx.bump(JobCounter::Completed, 1),
                 Ok(CompleteReply::AlreadyCompleted) | Err(_) => {}
             }

@@ -12,7 +12,9 @@ use super::payload::PayloadPool;
 use super::producer::{self, Producer};
 use crate::history::HistoryBuf;
 use crate::metrics::{JobCounter, MetricsSink, Recorder};
-use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Protocol, QueueKeys, ScriptRegistry, Transport, Wire};
+use crate::protocol::{
+    CallError, ConnectOptions, EchoClient, PipeConn, Protocol, QueueKeys, ScriptRegistry, Transport, Wire,
+};
 use crate::scenario::Plan;
 use crate::target::{Connector, Control};
 use std::cell::RefCell;

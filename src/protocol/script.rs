@@ -322,7 +322,6 @@ impl ErrorCode {
         self as usize
     }
 
-
     /// True when the outcome of the call is unknown (the script may have run).
     pub fn is_unknown_outcome(self) -> bool {
         matches!(self, ErrorCode::Timeout | ErrorCode::Connection)

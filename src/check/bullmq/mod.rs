@@ -16,12 +16,12 @@ pub mod structural;
 pub use read::scan_bullmq;
 pub use structural::{check_queue, check_structural_bullmq};
 
+use super::history::check_history;
 use super::report::InvariantsReport;
 use super::run::CheckOutcome;
-use super::history::check_history;
 use super::state::{Location, ServerState, StateField};
-use crate::history::History;
 use super::structural::checked_jobs;
+use crate::history::History;
 use crate::protocol::{CallError, QueueName};
 use crate::target::Route;
 
