@@ -304,7 +304,7 @@ async fn after_a_drain_a_waiting_job_is_i7() {
 }
 
 #[tokio::test]
-async fn a_finished_job_missing_its_outcome_and_an_active_one_without_its_lock_are_i7() {
+async fn a_finished_job_missing_its_outcome_is_i7_and_an_active_one_without_its_lock_is_a_legal_stall() {
     let made = small(29).await;
     let (done, failed, held, lost) =
         (made.ids("completed")[0], made.ids("failed")[0], made.ids("wait")[0], made.ids("wait")[1]);
@@ -321,10 +321,10 @@ async fn a_finished_job_missing_its_outcome_and_an_active_one_without_its_lock_a
     let mut want = vec![
         (Invariant::I7, done.to_string(), "no returnvalue".into()),
         (Invariant::I7, failed.to_string(), "its lock key still there".into()),
-        (Invariant::I7, lost.to_string(), "active without a lock: a stall the stalled check has not moved back".into()),
     ];
     want.sort();
     assert_eq!(found, want);
     let state = made.state().await;
     assert!(state.queues[0].rows[&held].bull.as_ref().unwrap().has_lock);
+    assert!(!state.queues[0].rows[&lost].bull.as_ref().unwrap().has_lock, "a stall not moved back yet is no violation");
 }

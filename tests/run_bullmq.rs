@@ -91,3 +91,45 @@ async fn a_move_to_active_that_does_not_count_attempts_is_caught() {
     let check = result.summary.check.as_ref().expect("checked");
     assert!(check.by_invariant.get(Invariant::I5.id()).is_some_and(|&n| n > 0), "{check:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emq_bench_check_reads_a_kept_bullmq_run_and_names_a_corrupted_job() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = bullmq_args("bullmq-smoke.toml", &tmp.path().join("out"));
+    a.url = Some(server.url());
+    a.keep = true;
+    a.duration = Some(std::time::Duration::from_millis(1500));
+    let result = run(a, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let check_args = |history: bool| emq_bench::cli::CheckArgs {
+        url: server.url(),
+        target: Default::default(),
+        queues: if history { Vec::new() } else { vec!["bench-0".into(), "bench-1".into()] },
+        out: None,
+        json: false,
+        history: history.then(|| tmp.path().join("out/history.bin")),
+        // From the history's header when it is given.
+        protocol: (!history).then_some(Protocol::BullMq),
+    };
+    for history in [false, true] {
+        let checked = emq_bench::cmd::check::check(check_args(history)).await.unwrap();
+        assert_eq!(checked.outcome, Outcome::Success, "history {history}: {}", checked.table);
+        assert_eq!(checked.report.checked_jobs as u64, result.summary.jobs["enqueued"]);
+    }
+    // One completed job's data changed on the server: I4, named, with and without the history.
+    let mut conn = support::client(&server).await.connection().clone();
+    let ids: Vec<String> =
+        redis::cmd("ZRANGE").arg("bull:{bench-0}:completed").arg(0).arg(0).query_async(&mut conn).await.unwrap();
+    let key = format!("bull:{{bench-0}}:{}", ids[0]);
+    let _: () = redis::cmd("HSET").arg(&key).arg("data").arg("\"AAAA\"").query_async(&mut conn).await.unwrap();
+    for history in [false, true] {
+        let checked = emq_bench::cmd::check::check(check_args(history)).await.unwrap();
+        assert_eq!(checked.outcome, Outcome::Failed);
+        assert!(
+            checked.report.violations.iter().any(|v| v.invariant == Invariant::I4 && v.job.as_deref() == Some(&ids[0])),
+            "history {history}: {}",
+            checked.table
+        );
+    }
+}

@@ -301,7 +301,10 @@ fn check_fencing(
             if next_handed.is_some() && !code.is_stale() {
                 push(
                     Invariant::I6,
-                    format!("a stale {} refused with EMQFENCE or EMQSTATE", e.kind.name()),
+                    format!(
+                        "a stale {} refused as stale (EMQFENCE, EMQSTATE; BullMQ: lock missing or mismatched)",
+                        e.kind.name()
+                    ),
                     format!("refused with {}", code.name()),
                 );
             }

@@ -8,7 +8,7 @@ use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
-use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
+use crate::protocol::{ConnectOptions, Protocol, QueueKeys, QueueName};
 use crate::target::{Connector, Plane, Target, TargetError};
 use std::time::{Duration, Instant};
 
@@ -86,7 +86,12 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let plane = Plane::open(&connector, opts).await?;
 
     let started = Instant::now();
-    let state = check::scan(&plane, &queues).await.map_err(TargetError::Call)?;
+    let names: Vec<QueueName> = queues.iter().map(|q| q.queue.clone()).collect();
+    let mut state = match protocol {
+        Protocol::EchoMqV1 => check::scan(&plane, &queues).await,
+        Protocol::BullMq => check::bullmq::scan_bullmq(&plane, &names).await,
+    }
+    .map_err(TargetError::Call)?;
     let scanned = started.elapsed();
     if history.is_none() {
         // Nothing to check is no proof of anything: most likely a typo in the queue name.
@@ -98,10 +103,19 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
             )));
         }
     }
-    let mut violations = check::check_structural(&state);
-    if let Some(history) = &history {
-        violations.extend(check::history::check_history(history, &state));
-    }
+    let violations = match protocol {
+        Protocol::EchoMqV1 => {
+            let mut violations = check::check_structural(&state);
+            if let Some(history) = &history {
+                violations.extend(check::history::check_history(history, &state));
+            }
+            violations
+        }
+        Protocol::BullMq => {
+            let drained = history.as_ref().is_some_and(|h| h.header.drained);
+            check::bullmq::violations(&mut state, drained, history.as_ref())
+        }
+    };
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
     let checked = started.elapsed() - scanned;
     eprintln!(

@@ -41,6 +41,20 @@ fn warnings(args: &RunArgs, plan: &Plan) -> Vec<String> {
         ));
     }
     out.extend(plan.warnings());
+    if plan.protocol == Protocol::BullMq {
+        if plan.consumers.batch > 1 {
+            out.push(format!(
+                "consumers.batch = {}: BullMQ's moveToActive takes one job per call, so each claim takes one",
+                plan.consumers.batch
+            ));
+        }
+        if let scenario::Backoff::Exponential { max, .. } = plan.consumers.backoff {
+            out.push(format!(
+                "consumers.backoff.exponential.max = {}: BullMQ's exponential backoff has no cap (2^attempts made x base)",
+                humantime::format_duration(max)
+            ));
+        }
+    }
     out
 }
 
@@ -293,8 +307,16 @@ impl Session {
             embedded: self.embedded.is_some(),
             protocol: registry.protocol().name(),
             lua_dir: lua_dir.display().to_string(),
+            // The release beside the scripts (`<install>/commands`), else the one scripts/setup
+            // installed (an edited copy elsewhere is compared with it).
             bullmq: (registry.protocol() == Protocol::BullMq)
-                .then(|| release::bullmq_release(&registry, Path::new(release::BULLMQ_INSTALL)))
+                .then(|| {
+                    registry
+                        .dir()
+                        .parent()
+                        .and_then(|install| release::bullmq_release(&registry, install))
+                        .or_else(|| release::bullmq_release(&registry, Path::new(release::BULLMQ_INSTALL)))
+                })
                 .flatten(),
             script_sha1: registry
                 .scripts()

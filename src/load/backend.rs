@@ -36,7 +36,7 @@ pub trait QueueOps: Clone + 'static {
     const CHORES: &'static [Chore];
 
     /// The script an enqueue with these options runs, for recording.
-    fn enqueue_script(delayed: bool, priority: Option<u64>) -> Script;
+    fn enqueue_script(delay_ms: Option<u64>, priority: Option<u64>) -> Script;
     /// The script each other verb runs, for recording. A failure's script may depend on the
     /// attempt ([`fail_script`](QueueOps::fail_script)).
     fn script(verb: Verb) -> Script;
@@ -337,8 +337,8 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     const TIMED: bool = W::TIMED;
     const CHORES: &'static [Chore] = &[Chore::Reap, Chore::Promote];
 
-    fn enqueue_script(delayed: bool, _priority: Option<u64>) -> Script {
-        if delayed {
+    fn enqueue_script(delay_ms: Option<u64>, _priority: Option<u64>) -> Script {
+        if delay_ms.is_some() {
             Script::EnqueueDelayed
         } else {
             Script::Enqueue

@@ -79,7 +79,7 @@ impl<W: Wire> Clone for BullOps<W> {
 }
 
 /// The scenario's backoff as BullMQ's: its exponential backoff has no cap, so `max` is not
-/// applied (the scenario warns).
+/// applied (the run warns).
 pub fn backoff_of(backoff: &scenario::Backoff) -> Backoff {
     match *backoff {
         scenario::Backoff::None => Backoff::None,
@@ -173,14 +173,13 @@ impl<W: Wire> QueueOps for BullOps<W> {
     const REPORTS_DUPLICATES: bool = false;
     const CHORES: &'static [Chore] = &[Chore::Reap];
 
-    fn enqueue_script(delayed: bool, priority: Option<u64>) -> Script {
-        if delayed {
-            Script::AddDelayedJob
-        } else if priority.is_some_and(|p| p > 0) {
-            Script::AddPrioritizedJob
-        } else {
-            Script::AddStandardJob
+    fn enqueue_script(delay_ms: Option<u64>, priority: Option<u64>) -> Script {
+        AddOpts {
+            delay_ms: delay_ms.unwrap_or(0),
+            priority: priority.unwrap_or(0).min(MAX_PRIORITY) as u32,
+            ..AddOpts::default()
         }
+        .script()
     }
 
     fn script(verb: Verb) -> Script {
@@ -190,8 +189,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
             Verb::Extend => Script::ExtendLock,
             Verb::Progress => Script::UpdateProgress,
             Verb::Reap => Script::MoveStalledJobsToWait,
-            // Never run: BullMQ has no promote chore (`CHORES`); moveToActive promotes.
-            Verb::Promote => Script::MoveToActive,
+            Verb::Promote => unreachable!("BullMQ has no promote chore (CHORES): moveToActive promotes"),
         }
     }
 
@@ -331,8 +329,8 @@ impl<W: Wire> QueueOps for BullOps<W> {
     }
 
     /// Never called: BullMQ has no promote chore ([`QueueOps::CHORES`]); `moveToActive`
-    /// promotes due delayed jobs itself.
+    /// promotes due delayed jobs itself. A call is the driver's bug.
     async fn promote(&mut self, _queue: usize, _limit: u32) -> Result<u64, CallError> {
-        Ok(0)
+        unreachable!("BullMQ has no promote chore (CHORES): moveToActive promotes")
     }
 }

@@ -130,7 +130,9 @@ async fn process<Q: QueueOps>(
         }
         Fate::Fail => {
             let args = FailArgs {
-                error: "emq-bench: simulated failure",
+                // BullMQ's worker fails a deferred failure with this reason (the checker
+                // counts such jobs as failed by stall).
+                error: if doomed { crate::protocol::bullmq::STALLED_TOO_OFTEN } else { "emq-bench: simulated failure" },
                 max_attempts: ctx.plan.producers.max_attempts,
                 backoff_ms: plan.backoff.draw(Q::attempt(&job.token), rng).as_millis() as u64,
                 priority: job.priority,
@@ -139,6 +141,8 @@ async fn process<Q: QueueOps>(
             let request = ops.fail(queue, job.id, job.token, args);
             match fenced::<Q, _>(ctx, Verb::Fail, script, &job, request, fail_outcome).await {
                 Ok(FailReply::Retry) => ctx.bump(JobCounter::Retried, 1),
+                // A stall failure is counted by the check's scan ("failed by stall"), as reap's.
+                Ok(FailReply::Failed) if doomed => {}
                 Ok(FailReply::Failed) => ctx.bump(JobCounter::Failed, 1),
                 Err(_) => {}
             }

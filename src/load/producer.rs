@@ -125,7 +125,7 @@ impl Job {
     /// The script the enqueue runs in protocol `Q`.
     fn script<Q: QueueOps>(&self) -> Script {
         let (priority, delay) = self.args();
-        Q::enqueue_script(delay.is_some(), priority)
+        Q::enqueue_script(delay, priority)
     }
 
     fn queue_and_id(&self) -> (usize, JobId) {

@@ -105,8 +105,11 @@ pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallE
                 async move {
                     let mut cmd = redis::cmd("EVAL");
                     cmd.arg(DEPTH_SCRIPT).arg(places.len());
-                    for (_, key) in places {
+                    for (_, key, _) in places {
                         cmd.arg(key);
+                    }
+                    for &(_, _, list) in places {
+                        cmd.arg(if list { "l" } else { "z" });
                     }
                     let counts: Vec<u64> = cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
                     Ok(counts)
@@ -119,7 +122,7 @@ pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallE
                 places.len()
             )));
         }
-        for ((depth, _), n) in places.iter().zip(counts) {
+        for ((depth, _, _), n) in places.iter().zip(counts) {
             *match depth {
                 Depth::Pending => &mut d.pending,
                 Depth::Delayed => &mut d.delayed,

@@ -228,28 +228,28 @@ impl QueueKeys {
         }
     }
 
-    /// The keys whose sizes give the queue's depths, with the depth each counts in: EchoMQ's
-    /// five sets; BullMQ's `wait`, `paused` and `prioritized` (pending), `delayed`, `active`
-    /// (a list), `completed`, `failed`. Lists and sorted sets alike ([`DEPTH_SCRIPT`]).
-    pub fn depth_keys(&self) -> Vec<(Depth, String)> {
+    /// The keys whose sizes give the queue's depths, with the depth each counts in and whether
+    /// it is a list (else a sorted set): EchoMQ's five sets; BullMQ's `wait`, `paused` (lists)
+    /// and `prioritized` (pending), `delayed`, `active` (a list), `completed`, `failed`.
+    pub fn depth_keys(&self) -> Vec<(Depth, String, bool)> {
         match self.protocol {
             super::script::Protocol::EchoMqV1 => vec![
-                (Depth::Pending, self.pending.clone()),
-                (Depth::Delayed, self.delayed.clone()),
-                (Depth::Active, self.active.clone()),
-                (Depth::Completed, self.completed.clone()),
-                (Depth::Failed, self.failed.clone()),
+                (Depth::Pending, self.pending.clone(), false),
+                (Depth::Delayed, self.delayed.clone(), false),
+                (Depth::Active, self.active.clone(), false),
+                (Depth::Completed, self.completed.clone(), false),
+                (Depth::Failed, self.failed.clone(), false),
             ],
             super::script::Protocol::BullMq => {
                 let key = |suffix: &str| format!("bull:{{{}}}:{suffix}", self.queue.as_str());
                 vec![
-                    (Depth::Pending, key("wait")),
-                    (Depth::Pending, key("paused")),
-                    (Depth::Pending, key("prioritized")),
-                    (Depth::Delayed, key("delayed")),
-                    (Depth::Active, key("active")),
-                    (Depth::Completed, key("completed")),
-                    (Depth::Failed, key("failed")),
+                    (Depth::Pending, key("wait"), true),
+                    (Depth::Pending, key("paused"), true),
+                    (Depth::Pending, key("prioritized"), false),
+                    (Depth::Delayed, key("delayed"), false),
+                    (Depth::Active, key("active"), true),
+                    (Depth::Completed, key("completed"), false),
+                    (Depth::Failed, key("failed"), false),
                 ]
             }
         }
@@ -283,12 +283,13 @@ pub enum Depth {
     Failed,
 }
 
-/// Counts the members of each key given, a list or a sorted set (0 for a missing key): one
-/// consistent reading of a queue's places, in one script.
+/// Counts the members of each key given: `LLEN` where its ARGV is `l`, else `ZCARD` (0 for a
+/// missing key): one consistent reading of a queue's places, in one script. Only the commands
+/// the keys' types need, so an ACL user allowed ZCARD (EchoMQ) or ZCARD and LLEN (BullMQ) may
+/// run it.
 pub const DEPTH_SCRIPT: &str = "local n = {} for i, k in ipairs(KEYS) do \
-    local t = redis.call('TYPE', k).ok \
-    if t == 'list' then n[i] = redis.call('LLEN', k) elseif t == 'zset' then n[i] = redis.call('ZCARD', k) \
-    else n[i] = 0 end end return n";
+    if ARGV[i] == 'l' then n[i] = redis.call('LLEN', k) else n[i] = redis.call('ZCARD', k) end \
+    end return n";
 
 #[cfg(test)]
 mod tests {

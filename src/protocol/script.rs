@@ -329,8 +329,9 @@ impl ErrorCode {
 
     /// True when the refusal says the caller's claim is no longer the job's current one (a
     /// stale worker, a zombie): EchoMQ's `EMQFENCE`/`EMQSTATE`, BullMQ's lock missing or
-    /// mismatched, not-in-active, and an extendLock that found another's (or no) lock. A refused
-    /// stale finish changed nothing the caller owns.
+    /// mismatched, and an extendLock that found another's (or no) lock. BullMQ's `-3`
+    /// (not in active) is not stale: it comes after the lock check passed with the current
+    /// token, and the script has already deleted the lock (docs/bullmq-mapping.md 3.3).
     pub fn is_stale(self) -> bool {
         matches!(
             self,
@@ -338,7 +339,6 @@ impl ErrorCode {
                 | ErrorCode::State
                 | ErrorCode::LockMissing
                 | ErrorCode::LockMismatch
-                | ErrorCode::NotInState
                 | ErrorCode::NotExtended
         )
     }

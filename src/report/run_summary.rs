@@ -33,7 +33,7 @@ pub struct TargetInfo {
     /// Script name → SHA1 of the source that ran (to tell two script versions apart).
     pub script_sha1: BTreeMap<String, String>,
     /// For BullMQ: the pinned release installed by `scripts/setup` and the scripts that
-    /// differ from it (`null` for EchoMQ, or when no release is installed).
+    /// differ from it (absent for EchoMQ, or when no release is installed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bullmq: Option<crate::protocol::release::Release>,
 }

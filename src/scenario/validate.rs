@@ -173,10 +173,10 @@ fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
     })
 }
 
-/// `[consumers]`; `largest_payload` (bytes) is the producers' largest drawn, what a claim returns.
 /// Pairs a weighted backoff may list (as a weighted distribution: `scenario::bounds`).
 const MAX_BACKOFF_CHOICES: usize = 1000;
 
+/// `[consumers]`; `largest_payload` (bytes) is the producers' largest drawn, what a claim returns.
 fn consumers(cx: &Ctx, raw: &Scenario, largest_payload: u64) -> Result<ConsumerPlan, ScenarioError> {
     let c = &raw.consumers;
     let tasks = cx.tasks("consumers", c.count, c.connections, c.pipeline)?;

@@ -21,6 +21,7 @@ use super::report::InvariantsReport;
 use super::run::CheckOutcome;
 use super::state::{Location, ServerState, StateField};
 use super::structural::checked_jobs;
+use super::violation::Violation;
 use crate::history::History;
 use crate::protocol::{CallError, QueueName};
 use crate::target::Route;
@@ -39,14 +40,21 @@ pub async fn check_bullmq<R: Route>(
 ) -> Result<CheckOutcome, CallError> {
     let began = std::time::Instant::now();
     let mut state = scan_bullmq(router, queues).await?;
-    let mut violations = check_structural_bullmq(&state, drained);
-    if let Some(history) = history {
-        history_view(&mut state);
-        violations.extend(check_history(history, &state));
-    }
+    let violations = violations(&mut state, drained, history);
     let (jobs_with_retries, failed_by_stall) = retries_and_stalls(&state);
     let report = InvariantsReport::new(checked_jobs(&state), violations);
     Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds: began.elapsed().as_secs_f64() })
+}
+
+/// Every violation `state` (read by [`scan_bullmq`]) shows: BullMQ's structural rules, then,
+/// given the run's `history`, its invariants on the history's view of each row.
+pub fn violations(state: &mut ServerState, drained: bool, history: Option<&History>) -> Vec<Violation> {
+    let mut violations = check_structural_bullmq(state, drained);
+    if let Some(history) = history {
+        history_view(state);
+        violations.extend(check_history(history, state));
+    }
+    violations
 }
 
 /// Gives BullMQ rows what the history's checks read from an EchoMQ row: the state is the one
@@ -61,7 +69,8 @@ pub fn history_view(state: &mut ServerState) {
                 row.state = StateField::Known(location);
             }
             if let Some(bull) = &row.bull {
-                row.attempts = bull.ats.clone();
+                // No `ats`: never claimed (the history's claims then prove the count wrong).
+                row.attempts = Some(bull.ats.clone().unwrap_or(Ok(0)));
             }
         }
     }

@@ -10,7 +10,7 @@ use redis::Value;
 
 /// The `defa` text moveStalledJobsToWait writes for a job stalled past `maxStalledCount`; the
 /// worker fails the job with it as `failedReason` (docs/bullmq-mapping.md section 5).
-pub const STALLED_TOO_OFTEN: &[u8] = b"job stalled more than allowable limit";
+pub const STALLED_TOO_OFTEN: &[u8] = crate::protocol::bullmq::STALLED_TOO_OFTEN.as_bytes();
 
 /// Reduces one `HGETALL` reply of job `id` (RESP2 or RESP3) to a BullMQ [`Row`]. `has_lock` is
 /// left false: the lock is another key, which the reader sets it from.

@@ -222,13 +222,9 @@ fn check_row(queue: &QueueState, id: &JobId, row: &Row, mask: u8, drained: bool)
             );
         }
     }
-    if is(Location::Active) && !bull.has_lock {
-        add(
-            Invariant::I7,
-            "an active job holds its lock (bull:{q}:<id>:lock) until it finishes".into(),
-            "active without a lock: a stall the stalled check has not moved back".into(),
-        );
-    }
+    // An active job without its lock is legal in BullMQ: a stall the stalled check has not
+    // moved back yet (docs/bullmq-mapping.md section 6); after a drain, the rule below names
+    // any job still active.
     if drained && mask & NOT_DRAINED != 0 {
         add(
             Invariant::I7,

@@ -32,6 +32,10 @@ pub use retry::RetryPolicy;
 pub use stalled::StalledReply;
 pub use token::{LockToken, LockTokens};
 
+/// The reason BullMQ's worker fails a job the stalled check flagged `defa` (stalled more than
+/// maxStalledCount times): its `failedReason`, which the checker counts as failed by stall.
+pub const STALLED_TOO_OFTEN: &str = "job stalled more than allowable limit";
+
 /// The client's clock, ms since the Unix epoch: BullMQ's timestamp ARGV
 /// (`round(time.time() * 1000)` in its Python client). 0 before 1970.
 pub fn client_ms() -> u64 {
