@@ -8,7 +8,7 @@
 
 use super::backend::{redo_node, routed, Driver, QueueOps, Routes, Verb, MAX_REDIRECTS};
 use super::maintenance::Chore;
-use crate::protocol::bullmq::{fail_step, FailStep, RetryPolicy};
+use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
 use crate::protocol::bullmq::{AddCall, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
 use crate::protocol::{QueueKeys, Script, Wire};
@@ -125,11 +125,7 @@ impl<W: Wire> BullOps<W> {
     fn step(&self, token: &BullToken, args: &FailArgs<'_>) -> FailStep {
         let policy = &self.shared.policy;
         let backoff = if self.shared.drawn { Backoff::Fixed(args.backoff_ms) } else { policy.backoff };
-        if token.deferred {
-            FailStep::Fail
-        } else {
-            fail_step(token.atm, policy.max_attempts, backoff)
-        }
+        claim_fail_step(token.atm, token.deferred, policy.max_attempts, backoff)
     }
 }
 

@@ -175,15 +175,6 @@ impl Script {
         }
     }
 
-    /// The protocol the script belongs to.
-    pub fn protocol(self) -> Protocol {
-        if self.index() < Self::ECHOMQ {
-            Protocol::EchoMqV1
-        } else {
-            Protocol::BullMq
-        }
-    }
-
     /// Dense index in `0..Script::COUNT`.
     pub fn index(self) -> usize {
         self as usize

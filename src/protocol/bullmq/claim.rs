@@ -2,7 +2,7 @@
 
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
-use super::policy::{fail_step, Backoff, FailStep};
+use super::policy::{claim_fail_step, Backoff, FailStep};
 use super::token::LockToken;
 use crate::protocol::bullmq_data::decode_data;
 use crate::protocol::client::EchoClient;
@@ -37,14 +37,10 @@ pub struct BullClaimed {
 }
 
 impl BullClaimed {
-    /// The step a failure of this claim takes: [`fail_step`] of its `atm`, or
+    /// The step a failure of this claim takes: [`fail_step`](super::fail_step) of its `atm`, or
     /// [`FailStep::Fail`] for a deferred failure (the worker's UnrecoverableError).
     pub fn fail_step(&self, max_attempts: u32, backoff: Backoff) -> FailStep {
-        if self.deferred_failure {
-            FailStep::Fail
-        } else {
-            fail_step(self.atm, max_attempts, backoff)
-        }
+        claim_fail_step(self.atm, self.deferred_failure, max_attempts, backoff)
     }
 }
 

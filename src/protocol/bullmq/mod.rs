@@ -27,7 +27,7 @@ pub use add::{AddCall, AddOpts, AddReply, JOB_NAME};
 pub use claim::BullClaimed;
 pub use finish::RETURN_VALUE;
 pub use keys::BullKeys;
-pub use policy::{fail_step, Backoff, FailStep};
+pub use policy::{claim_fail_step, fail_step, Backoff, FailStep};
 pub use retry::RetryPolicy;
 pub use stalled::StalledReply;
 pub use token::{LockToken, LockTokens};

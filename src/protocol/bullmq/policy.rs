@@ -90,6 +90,17 @@ pub fn fail_step(attempts_made: u32, max_attempts: u32, backoff: Backoff) -> Fai
     }
 }
 
+/// [`fail_step`] for a claim that read `attempts_made` (`atm`) and carried a deferred failure
+/// (`defa`) or not: a deferred failure is final whatever the attempts (the worker's
+/// UnrecoverableError).
+pub fn claim_fail_step(attempts_made: u32, deferred: bool, max_attempts: u32, backoff: Backoff) -> FailStep {
+    if deferred {
+        FailStep::Fail
+    } else {
+        fail_step(attempts_made, max_attempts, backoff)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
