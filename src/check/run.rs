@@ -3,8 +3,9 @@
 use super::history::check_history;
 use super::report::InvariantsReport;
 use super::scan::scan;
-use super::state::{Location, StateField};
+use super::state::{Location, ServerState, StateField};
 use super::structural::{check_structural, checked_jobs};
+use super::violation::Violation;
 use crate::history::History;
 use crate::protocol::{CallError, Protocol, QueueKeys, QueueName};
 use crate::target::Route;
@@ -55,6 +56,25 @@ impl CheckOutcome {
     }
 }
 
+/// Every violation a scanned `state` of `protocol`'s queues shows: the structural rules, then,
+/// given the run's `history`, the invariants that need it (BullMQ's on the history's view of
+/// its rows, [`super::bullmq::violations`]). What the run's check and `emq-bench check` share.
+pub fn violations(protocol: Protocol, state: &mut ServerState, history: Option<&History>) -> Vec<Violation> {
+    match protocol {
+        Protocol::EchoMqV1 => {
+            let mut violations = check_structural(state);
+            if let Some(history) = history {
+                violations.extend(check_history(history, state));
+            }
+            violations
+        }
+        Protocol::BullMq => {
+            let drained = history.is_some_and(|h| h.header.drained);
+            super::bullmq::violations(state, drained, history)
+        }
+    }
+}
+
 /// Scans `queues` and checks every invariant the server state proves, plus, with `history`,
 /// those that need it. Errors: the scan's [`CallError`].
 pub async fn check<R: Route>(
@@ -66,11 +86,8 @@ pub async fn check<R: Route>(
         return check_bullmq_run(router, queues, history).await;
     }
     let began = std::time::Instant::now();
-    let state = scan(router, queues).await?;
-    let mut violations = check_structural(&state);
-    if let Some(history) = history {
-        violations.extend(check_history(history, &state));
-    }
+    let mut state = scan(router, queues).await?;
+    let violations = violations(Protocol::EchoMqV1, &mut state, history);
     let jobs_with_retries = state
         .queues
         .iter()

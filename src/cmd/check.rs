@@ -103,19 +103,7 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
             )));
         }
     }
-    let violations = match protocol {
-        Protocol::EchoMqV1 => {
-            let mut violations = check::check_structural(&state);
-            if let Some(history) = &history {
-                violations.extend(check::history::check_history(history, &state));
-            }
-            violations
-        }
-        Protocol::BullMq => {
-            let drained = history.as_ref().is_some_and(|h| h.header.drained);
-            check::bullmq::violations(&mut state, drained, history.as_ref())
-        }
-    };
+    let violations = check::run::violations(protocol, &mut state, history.as_ref());
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
     let checked = started.elapsed() - scanned;
     eprintln!(

@@ -120,6 +120,23 @@ impl<W: Wire> BullOps<W> {
         }
     }
 
+    /// The add of a job with `priority` or `delay_ms` ([`add_opts`](Self::add_opts)) on the
+    /// routed path, starting at node `start`: the awaited enqueues and the redo of a queued one.
+    async fn add(
+        &mut self,
+        queue: usize,
+        start: usize,
+        id: JobId,
+        payload: &[u8],
+        priority: Option<u64>,
+        delay_ms: Option<u64>,
+    ) -> Result<EnqueueReply, CallError> {
+        let opts = self.add_opts(priority, delay_ms);
+        let reply: Result<AddReply, CallError> =
+            routed!(self, queue, start, |c, keys| c.add_job(keys, &id, payload, &opts));
+        reply.map(|r| r.as_enqueue(false))
+    }
+
     /// What a failure of the claim with `token` does, as BullMQ's client decides it: from
     /// the attempts made and the job's backoff, or the delay the consumer drew (`args`).
     fn step(&self, token: &BullToken, args: &FailArgs<'_>) -> FailStep {
@@ -232,10 +249,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
         delay_ms: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
         let Some(start) = redo_node(&self.routes, &mut self.clients, queue, node, &err).await else { return Err(err) };
-        let opts = self.add_opts(priority, delay_ms);
-        let reply: Result<AddReply, CallError> =
-            routed!(self, queue, start, |c, keys| c.add_job(keys, &id, payload, &opts));
-        reply.map(|r| r.as_enqueue(false))
+        self.add(queue, start, id, payload, priority, delay_ms).await
     }
 
     async fn enqueue(
@@ -245,9 +259,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
         payload: &[u8],
         priority: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        let opts = self.add_opts(priority, None);
-        let reply: Result<AddReply, CallError> = routed!(self, queue, |c, keys| c.add_job(keys, &id, payload, &opts));
-        reply.map(|r| r.as_enqueue(false))
+        self.add(queue, self.routes.node(queue), id, payload, priority, None).await
     }
 
     async fn enqueue_delayed(
@@ -257,9 +269,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
         payload: &[u8],
         delay_ms: u64,
     ) -> Result<EnqueueReply, CallError> {
-        let opts = self.add_opts(None, Some(delay_ms));
-        let reply: Result<AddReply, CallError> = routed!(self, queue, |c, keys| c.add_job(keys, &id, payload, &opts));
-        reply.map(|r| r.as_enqueue(false))
+        self.add(queue, self.routes.node(queue), id, payload, None, Some(delay_ms)).await
     }
 
     /// One job at most: `moveToActive` takes one per call, whatever `count` asks.
