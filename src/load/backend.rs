@@ -4,7 +4,7 @@
 
 use super::maintenance::Chore;
 use crate::protocol::{
-    CallError, Claimed, CompleteReply, EchoClient, EnqueueCall, EnqueueReply, FailArgs, FailReply, JobId,
+    CallError, Claimed, CompleteReply, EchoClient, EnqueueCall, EnqueueFrames, EnqueueReply, FailArgs, FailReply, JobId,
 };
 use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
 use crate::scenario::Plan;
@@ -295,12 +295,15 @@ pub struct EchoOps<W: Wire> {
     clients: Vec<EchoClient<W>>,
     routes: Rc<Routes>,
     queues: Rc<[QueueKeys]>,
+    /// Each queue's pre-framed enqueue pieces, by queue index.
+    frames: Rc<[EnqueueFrames]>,
 }
 
 impl<W: Wire> EchoOps<W> {
     /// Wraps `clients` (one per node, in the routes' node order) for the run's `queues`.
     pub fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
-        EchoOps { clients, routes, queues }
+        let frames = queues.iter().map(EnqueueFrames::new).collect();
+        EchoOps { clients, routes, queues, frames }
     }
 }
 
@@ -375,7 +378,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         delay_ms: Option<u64>,
     ) -> EnqueueCall<W::Pending> {
         let node = self.routes.node(queue);
-        self.clients[node].queue_enqueue(&self.queues[queue], id, payload_len, write_payload, priority, delay_ms)
+        self.clients[node].queue_enqueue(&self.frames[queue], id, payload_len, write_payload, priority, delay_ms)
     }
 
     fn node_of(&self, queue: usize) -> usize {

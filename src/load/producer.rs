@@ -60,8 +60,8 @@ impl Producer {
         let intended = self.schedule.next_intended();
         // Open loop: the id's time is the intended send time, read from no clock.
         let stamp = ctx.wall.unix_ms(intended.unwrap_or(now));
-        let job = match (duplicate, self.last) {
-            (true, Some((queue, id))) => Job::Duplicate { queue, id },
+        let (job, ulid) = match (duplicate, self.last) {
+            (true, Some((queue, id))) => (Job::Duplicate { queue, id }, id.ulid().0),
             _ => {
                 // The run-wide job number: unique, increasing per producer, and the id's low
                 // 32 bits (so the checker maps server rows back to the history).
@@ -77,18 +77,18 @@ impl Producer {
                 let delay = plan.delayed.draw(rng).then(|| plan.delay.sample(rng).as_millis() as u64);
                 let priority = (plan.priority.draw(rng) && !plan.priorities.is_empty())
                     .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
-                Job::New {
+                let job = Job::New {
                     queue: rng.random_range(0..ctx.plan.queues.len()),
                     number: number as u32,
                     id: self.ids.mint_at(number as u32, stamp),
-                    ulid: self.ids.last_ulid(number as u32),
                     id_ms: self.ids.last_ms(),
                     delay,
                     priority,
-                }
+                };
+                (job, self.ids.last_ulid(number as u32))
             }
         };
-        Some(Next { intended, job })
+        Some(Next { intended, job, ulid })
     }
 }
 
@@ -96,13 +96,16 @@ impl Producer {
 struct Next {
     intended: Option<Instant>,
     job: Job,
+    /// The job's ULID (what its payload carries), kept out of [`Job`]: a `u128` would align
+    /// every request in flight to 16 bytes.
+    ulid: u128,
 }
 
 /// What one enqueue is.
 #[derive(Clone, Copy)]
 enum Job {
     /// A new job (`delay` ms, or `priority`).
-    New { queue: usize, number: u32, id: JobId, ulid: u128, id_ms: u64, delay: Option<u64>, priority: Option<u64> },
+    New { queue: usize, number: u32, id: JobId, id_ms: u64, delay: Option<u64>, priority: Option<u64> },
     /// A re-sent id, which must change nothing (I8).
     Duplicate { queue: usize, id: JobId },
 }
@@ -242,14 +245,10 @@ fn queue_one<Q: QueueOps>(
     };
     let (queue, id) = send.job.queue_and_id();
     let (priority, delay) = send.job.args();
-    // Built straight into the command: no payload buffer, no copy of it. A new job's ULID is
-    // known from its parts; a duplicate's is decoded from its id.
+    // Built straight into the command: no payload buffer, no copy of it. A new job's ULID was
+    // known from its parts; a duplicate's was decoded from its id.
     let mut crc = 0;
-    let ulid = match send.job {
-        Job::New { ulid, .. } => ulid,
-        Job::Duplicate { id, .. } => id.ulid().0,
-    };
-    let write = |out: &mut Vec<u8>| crc = ctx.pool.append(ulid, size, out);
+    let write = |out: &mut Vec<u8>| crc = ctx.pool.append(send.ulid, size, out);
     let node = ops.node_of(queue);
     let pending = ops.queue_enqueue(queue, &id, PayloadPool::length(size), write, priority, delay);
     let queued = (!Q::TIMED).then(Instant::now);

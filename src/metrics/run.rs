@@ -112,7 +112,8 @@ pub struct RunMetrics {
     /// Measured duration, µs: from the end of warmup to the end the driver gave `finish`.
     /// Every ops/s figure divides ok calls by this.
     pub measured_us: u64,
-    /// Per-script totals, indexed by [`Script::index`] (every script, called or not).
+    /// Per-script totals of the scripts called (or sent late) in the measured part, in
+    /// [`Script`] order; [`RunMetrics::script`] finds one.
     pub scripts: Vec<ScriptTotals>,
     /// The per-second series, measured intervals only, by ascending index (missing = no data).
     pub intervals: Vec<IntervalRecord>,
@@ -132,6 +133,11 @@ impl RunMetrics {
     pub fn job(&self, counter: JobCounter) -> u64 {
         self.jobs[counter.index()]
     }
+
+    /// `script`'s totals; `None` when it was not called in the measured part.
+    pub fn script(&self, script: Script) -> Option<&ScriptTotals> {
+        self.scripts.iter().find(|t| t.script == script)
+    }
 }
 
 impl RunMetrics {
@@ -140,7 +146,15 @@ impl RunMetrics {
     /// summed so ops/s stays ok calls / measured seconds. The per-second series stay this
     /// run's own.
     pub fn absorb(&mut self, other: &RunMetrics) {
-        for (mine, theirs) in self.scripts.iter_mut().zip(&other.scripts) {
+        for theirs in &other.scripts {
+            let at = match self.scripts.binary_search_by_key(&theirs.script.index(), |t| t.script.index()) {
+                Ok(at) => at,
+                Err(at) => {
+                    self.scripts.insert(at, ScriptTotals::new(theirs.script));
+                    at
+                }
+            };
+            let mine = &mut self.scripts[at];
             mine.ok += theirs.ok;
             mine.late += theirs.late;
             for (a, b) in mine.errors.iter_mut().zip(theirs.errors) {

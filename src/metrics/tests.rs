@@ -13,7 +13,7 @@ fn at(start: Instant, ms: u64) -> Instant {
 }
 
 fn totals(m: &RunMetrics, script: Script) -> &ScriptTotals {
-    &m.scripts[script.index()]
+    m.script(script).expect("the script was called")
 }
 
 #[test]

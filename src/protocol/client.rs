@@ -113,6 +113,17 @@ impl<W: Wire> EchoClient<W> {
         &mut self.scratch
     }
 
+    /// The scratch command, emptied: a verb frames into it, then [`call`](Self::call)s.
+    pub(crate) fn scratch(&mut self) -> (&mut Request, &ScriptRegistry) {
+        self.scratch.clear();
+        (&mut self.scratch, &self.registry)
+    }
+
+    /// The connection and the registry at once (a verb framing straight into the connection).
+    pub(crate) fn conn_and_registry(&mut self) -> (&mut W, &ScriptRegistry) {
+        (&mut self.conn, &self.registry)
+    }
+
     /// Sends the next call after `ASKING`, as a cluster ASK redirect requires (once).
     pub fn ask_next(&mut self) {
         self.asking = true;

@@ -23,5 +23,5 @@ pub use pipe::PipeConn;
 pub use registry::ScriptRegistry;
 pub use request::Request;
 pub use script::{ErrorCode, Protocol, Script};
-pub use verbs::{Claimed, CompleteReply, EnqueueCall, EnqueueReply, FailArgs, FailReply};
+pub use verbs::{Claimed, CompleteReply, EnqueueCall, EnqueueFrames, EnqueueReply, FailArgs, FailReply};
 pub use wire::{Transport, Wire};

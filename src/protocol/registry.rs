@@ -153,9 +153,33 @@ impl ScriptRegistry {
     /// call without allocating or re-framing the SHA.
     pub fn evalsha_into(&self, request: &mut Request, script: Script, numkeys: usize) {
         request.clear();
+        self.push_evalsha(request, script, numkeys);
+    }
+
+    /// Appends `EVALSHA <sha> <numkeys>` of `script` to `request` (an empty one: the verbs'
+    /// framing functions start from it).
+    pub fn push_evalsha(&self, request: &mut Request, script: Script, numkeys: usize) {
+        /// `numkeys` 0..=9 framed in advance (every verb's): no digit formatting per call.
+        const SMALL: [&[u8]; 10] = [
+            b"$1\r\n0\r\n",
+            b"$1\r\n1\r\n",
+            b"$1\r\n2\r\n",
+            b"$1\r\n3\r\n",
+            b"$1\r\n4\r\n",
+            b"$1\r\n5\r\n",
+            b"$1\r\n6\r\n",
+            b"$1\r\n7\r\n",
+            b"$1\r\n8\r\n",
+            b"$1\r\n9\r\n",
+        ];
         let (head, count) = self.loaded(script).head.framed();
         request.push_framed(head, count);
-        request.arg(numkeys);
+        match SMALL.get(numkeys) {
+            Some(framed) => request.push_framed(framed, 1),
+            None => {
+                request.arg(numkeys);
+            }
+        }
     }
 
     /// Sends `request` (built by [`evalsha`](Self::evalsha)); on NOSCRIPT loads `script` and

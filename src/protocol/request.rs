@@ -12,10 +12,16 @@ use super::keyspace::{JobId, QueueKeys};
 use redis::{Cmd, RedisWrite, ToRedisArgs};
 use std::io::Write;
 
+/// The header room [`Request::onto`] leaves: `*<count>\r\n` for up to 9 arguments.
+const HEADER_ROOM: &[u8] = b"*0\r\n";
+
 /// A command under construction: its arguments already framed as RESP bulk strings.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// `framed[base..]` holds the arguments; what is before `base` belongs to the output
+    /// buffer the request is being built onto ([`Request::onto`]).
     framed: Vec<u8>,
+    base: usize,
     count: usize,
     /// Buffer of [`RedisWrite::writer_for_next_arg`]: an argument of unknown length is written
     /// here, then framed.
@@ -39,8 +45,34 @@ impl Request {
 
     /// Forgets every argument, keeping the buffers.
     pub fn clear(&mut self) {
-        self.framed.clear();
+        self.framed.truncate(self.base);
         self.count = 0;
+    }
+
+    /// A request built straight onto the end of `out`, a connection's output buffer, behind
+    /// room for its `*<count>` header: [`Request::into_packed`] writes the header in place and
+    /// hands `out` back, so the request's bytes are never copied (issue 11 item 7: that copy
+    /// was ~5 % of the client CPU per enqueue).
+    pub fn onto(mut out: Vec<u8>) -> Request {
+        out.extend_from_slice(HEADER_ROOM);
+        Request { base: out.len(), framed: out, count: 0, pending: Vec::new() }
+    }
+
+    /// The output buffer of [`Request::onto`], with this request packed at its end. A request
+    /// of 10 arguments or more needs a longer header than the room left, and is shifted.
+    pub fn into_packed(self) -> Vec<u8> {
+        let Request { mut framed, base, count, .. } = self;
+        let head = base - HEADER_ROOM.len();
+        match u8::try_from(count) {
+            Ok(digit @ 0..=9) => framed[head + 1] = b'0' + digit,
+            _ => {
+                let mut header = vec![b'*'];
+                header.extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
+                header.extend_from_slice(b"\r\n");
+                framed.splice(head..base, header);
+            }
+        }
+        framed
     }
 
     /// Appends `arg` (one or more arguments, as redis-rs formats them).
@@ -87,9 +119,19 @@ impl Request {
         self.count += count;
     }
 
+    /// Appends `bytes` that continue the framing as it stands, and in which `completes`
+    /// arguments end: pre-framed pieces of a command, such as a key's `$<len>\r\n` and
+    /// prefix ([`EnqueueFrames`](super::verbs::enqueue::EnqueueFrames)). The caller answers
+    /// for the RESP being whole once the command is; a test holds each use to the
+    /// argument-by-argument framing.
+    pub(crate) fn push_raw(&mut self, bytes: &[u8], completes: usize) {
+        self.framed.extend_from_slice(bytes);
+        self.count += completes;
+    }
+
     /// The framed arguments (no `*<count>` header) and how many there are.
     pub fn framed(&self) -> (&[u8], usize) {
-        (&self.framed, self.count)
+        (&self.framed[self.base..], self.count)
     }
 
     /// Appends the whole command, `*<count>\r\n` and the arguments, to `out`.
@@ -97,12 +139,12 @@ impl Request {
         out.push(b'*');
         out.extend_from_slice(itoa::Buffer::new().format(self.count).as_bytes());
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.framed);
+        out.extend_from_slice(&self.framed[self.base..]);
     }
 
     /// The arguments, unframed, in order.
     pub fn args(&self) -> impl Iterator<Item = &[u8]> {
-        let mut rest = &self.framed[..];
+        let mut rest = &self.framed[self.base..];
         std::iter::from_fn(move || {
             // Only this type writes `framed`: `$<len>\r\n<len bytes>\r\n`, repeated.
             let header_end = rest.iter().position(|&b| b == b'\r')?;
@@ -192,6 +234,22 @@ mod tests {
         let args: Vec<&[u8]> = request.args().collect();
         assert_eq!(args.len(), 13);
         assert_eq!(args[3], keys.job_key(&id).as_bytes());
+    }
+
+    #[test]
+    fn a_request_built_onto_a_buffer_packs_as_a_standalone_one() {
+        for args in [1usize, 9, 10, 12] {
+            let mut alone = Request::new();
+            let mut onto = Request::onto(b"*1\r\n$4\r\nPING\r\n".to_vec());
+            for i in 0..args {
+                alone.arg(i);
+                onto.arg(i);
+            }
+            assert_eq!(onto.framed(), alone.framed());
+            let mut expected = b"*1\r\n$4\r\nPING\r\n".to_vec();
+            alone.write_packed(&mut expected);
+            assert_eq!(onto.into_packed(), expected, "{args} arguments");
+        }
     }
 
     #[test]

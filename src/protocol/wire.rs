@@ -57,6 +57,15 @@ pub trait Wire: Clone + 'static {
     /// slow path ([`Wire::send`] through the registry).
     fn queue(&mut self, request: &Request) -> Self::Pending;
 
+    /// [`Wire::queue`] of the request `frame` builds (from empty) where the transport sends
+    /// from: the pipe frames it straight into its output buffer, with no copy of it (`frame`
+    /// must not use this connection). The default builds a [`Request`] and queues it.
+    fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) -> Self::Pending {
+        let mut request = Request::new();
+        frame(&mut request);
+        self.queue(&request)
+    }
+
     /// Sends `ASKING` and then `request` on this connection with nothing in between (a cluster
     /// ASK redirect: the flag holds for the next command only); returns `request`'s reply.
     fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;

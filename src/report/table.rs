@@ -89,7 +89,10 @@ mod tests {
         // Right-aligned numeric columns end at the same offset on every row.
         let ends: Vec<usize> = lines[..3].iter().map(|l| l.len()).collect();
         assert!(ends.iter().all(|&e| e == ends[0]), "{table}");
-        assert!(lines[2].contains("5.0") && lines[2].ends_with(&ms3(run.scripts[3].latency.max())));
+        assert!(
+            lines[2].contains("5.0")
+                && lines[2].ends_with(&ms3(run.script(crate::protocol::Script::Complete).unwrap().latency.max()))
+        );
         assert_eq!(
             lines[4],
             "jobs: enqueued 20, duplicates 0, claimed 0, completed 10, retried 0, failed 0, \

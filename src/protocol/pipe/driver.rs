@@ -25,7 +25,9 @@ const MIN_READ: usize = 4 * 1024;
 const READS_PER_POLL: usize = 16;
 /// Replies handed out per driver poll (see [`read`]). Measured at 1 connection x 64 in
 /// flight: 8 or 16 cost more client CPU (a loopback `write` costs ~5 µs of kernel time);
-/// a whole pipeline at once cost ~10-30% throughput; 32 was best on both.
+/// a whole pipeline at once (64) cost ~8 % less client CPU per request (one write per
+/// window) but ~20 % of the throughput, as the server idles while the client handles the
+/// window (scripts/bench-vs-valkey-benchmark, constant variant); 32 keeps the server busy.
 const REPLIES_PER_POLL: usize = 32;
 /// Reconnect backoff: 10 ms doubling to 1 s, as redis-rs' ConnectionManager does here.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);

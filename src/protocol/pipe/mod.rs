@@ -179,6 +179,30 @@ impl PipeConn {
         let mut st = self.shared.state.borrow_mut();
         let start = st.out.len();
         request.write_packed(&mut st.out);
+        self.queued(st, start)
+    }
+
+    /// [`send`](Self::send) of the request `frame` builds, framed straight into the output
+    /// buffer ([`Request::onto`]): no copy of its bytes. `frame` must not use this connection
+    /// (its state is borrowed meanwhile).
+    ///
+    /// Panics on a request without arguments, as [`send`](Self::send).
+    pub fn send_with(&self, frame: impl FnOnce(&mut Request)) -> Call {
+        let mut st = self.shared.state.borrow_mut();
+        let start = st.out.len();
+        let mut request = Request::onto(std::mem::take(&mut st.out));
+        frame(&mut request);
+        let empty = request.framed().1 == 0;
+        st.out = request.into_packed();
+        if empty {
+            st.out.truncate(start);
+            panic!("an empty request gets no reply");
+        }
+        self.queued(st, start)
+    }
+
+    /// Takes a reply slot for the request just packed at `out[start..]` and wakes the driver.
+    fn queued(&self, mut st: std::cell::RefMut<'_, State>, start: usize) -> Call {
         let slot = match st.free.pop() {
             Some(slot) => {
                 // A reused slot keeps no send time of its last request (a failure may
@@ -207,12 +231,27 @@ impl PipeConn {
     }
 }
 
+#[cfg(test)]
+impl PipeConn {
+    /// The bytes `frame` queues on a connection that is never opened (no driver runs).
+    pub(crate) fn frame_for_test(frame: impl FnOnce(PipeConn)) -> Vec<u8> {
+        let shared = Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) });
+        frame(PipeConn { shared: shared.clone() });
+        let out = shared.state.borrow().out.clone();
+        out
+    }
+}
+
 impl Wire for PipeConn {
     type Pending = Call;
     const TIMED: bool = true;
 
     fn queue(&mut self, request: &Request) -> Call {
         PipeConn::send(self, request)
+    }
+
+    fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) -> Call {
+        PipeConn::send_with(self, frame)
     }
 
     fn open(

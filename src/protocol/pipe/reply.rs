@@ -14,11 +14,39 @@ pub type Decoded = (Result<Value, CallError>, usize);
 ///
 /// Errors: the outer `Err` is a protocol violation (not RESP2): the connection cannot go on.
 pub fn decode(buf: &[u8]) -> Result<Option<Decoded>, String> {
+    if let Some(int) = integer(buf) {
+        return Ok(int);
+    }
     match decode_range(buf) {
         Ok(Some((frame, used))) => Ok(Some((to_value(frame, &buf[..used]), used))),
         Ok(None) => Ok(None),
         Err(err) => Err(format!("malformed reply from the server: {err:?}")),
     }
+}
+
+/// An integer reply (`:<digits>\r\n`, most of the load) read straight off `buf`, with no
+/// frame built: `Some(None)` when it is not complete yet. `None` for anything else (another
+/// type, a sign, more than 18 digits, a malformed one), which the full decoder then reads or
+/// rejects.
+#[inline]
+fn integer(buf: &[u8]) -> Option<Option<Decoded>> {
+    let (&b':', rest) = buf.split_first()? else { return None };
+    let mut value: i64 = 0;
+    for (i, &b) in rest.iter().enumerate().take(19) {
+        match b {
+            b'0'..=b'9' if i < 18 => value = value * 10 + i64::from(b - b'0'),
+            b'\r' if i > 0 => {
+                return match rest.get(i + 1) {
+                    Some(b'\n') => Some(Some((Ok(Value::Int(value)), i + 3))),
+                    Some(_) => None,
+                    None => Some(None),
+                }
+            }
+            _ => return None,
+        }
+    }
+    // Digits only so far: the rest has not arrived (18 digits and more go to the full decoder).
+    (rest.len() < 18).then_some(None)
 }
 
 /// Converts one decoded frame whose ranges point into `buf`. A top-level error reply is
@@ -84,6 +112,35 @@ mod tests {
         assert_eq!(decode(b"+OK\r\n").unwrap().unwrap().0, Ok(Value::Okay));
         assert_eq!(decode(b"$-1\r\n").unwrap().unwrap().0, Ok(Value::Nil));
         assert!(decode(b"?what\r\n").is_err());
+    }
+
+    #[test]
+    fn integer_replies_read_directly_agree_with_the_full_decoder() {
+        let cases: &[&[u8]] = &[
+            b":0\r\n",
+            b":1\r\n:0\r\n",
+            b":123456789012345678\r\n",
+            b":1234567890123456789\r\n",
+            b":-5\r\n",
+            b":\r\n",
+            b":12x\r\n",
+            b":12\rx",
+            b":12",
+            b":12\r",
+            b":",
+            b":9223372036854775807\r\n",
+        ];
+        for &case in cases {
+            let full = match decode_range(case) {
+                Ok(Some((frame, used))) => Ok(Some((to_value(frame, &case[..used]), used))),
+                Ok(None) => Ok(None),
+                Err(_) => Err(()),
+            };
+            assert_eq!(decode(case).map_err(|_| ()), full, "{}", String::from_utf8_lossy(case));
+        }
+        assert_eq!(integer(b":42\r\n"), Some(Some((Ok(Value::Int(42)), 5))));
+        assert_eq!(integer(b":42"), Some(None));
+        assert_eq!(integer(b"+OK\r\n"), None);
     }
 
     #[test]
