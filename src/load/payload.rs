@@ -8,13 +8,15 @@
 //!
 //! Why the filler comes first in the checksum and starts at so few offsets: the filler of a
 //! given start and length is always the same bytes, so its CRC is computed once and cached;
-//! each job then feeds only its 16 identity bytes through the CRC. Checksumming every payload
+//! each job then feeds only its 16 identity bytes through the CRC. A length not seen last from
+//! that start continues from the CRC of the stream's last whole 64 bytes (checkpoints made
+//! once per start), so drawn sizes cost at most 63 bytes more. Checksumming every payload
 //! in full cost ~10 % of the harness's client CPU per enqueue at 256 bytes (issue 11 item 7).
 //! Copying from a pool instead of drawing fresh random bytes keeps the hot path cheap.
 
 use crate::protocol::JobId;
 use rand::{RngCore, SeedableRng};
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 
 /// Bytes of header: 16 of identity, 4 of checksum. The smallest payload the harness sends.
 pub const HEADER_LEN: usize = 20;
@@ -26,12 +28,18 @@ const POOL_LEN: usize = 1 << 16;
 /// How many offsets a filler may start at (spread evenly over the pool).
 pub const FILLER_STARTS: usize = 64;
 const FILLER_STRIDE: usize = POOL_LEN / FILLER_STARTS;
+/// Bytes between two CRC checkpoints of a filler stream (divides the stride: a checkpoint's
+/// bytes never straddle the pool's end).
+const CHECKPOINT: usize = 64;
 
-/// A pool of random filler bytes; one per load thread (`!Sync`: its CRC cache is a `Cell`).
+/// A pool of random filler bytes; one per load thread (`!Sync`: its CRC caches are cells).
 pub struct PayloadPool {
     pool: Vec<u8>,
     /// Per filler start: the filler length last checksummed from it and that filler's CRC-32.
     filler_crc: [Cell<(usize, u32)>; FILLER_STARTS],
+    /// Per filler start, made at its first use: entry `k` is the CRC-32 of the first
+    /// `(k + 1) × 64` bytes of the filler stream from it (the pool once round, 4 KiB).
+    checkpoints: [OnceCell<Box<[u32]>>; FILLER_STARTS],
 }
 
 /// What a payload check found.
@@ -52,7 +60,11 @@ impl PayloadPool {
     pub fn new(seed: u64) -> PayloadPool {
         let mut pool = vec![0u8; POOL_LEN];
         rand::rngs::SmallRng::seed_from_u64(seed).fill_bytes(&mut pool);
-        PayloadPool { pool, filler_crc: std::array::from_fn(|_| Cell::new((usize::MAX, 0))) }
+        PayloadPool {
+            pool,
+            filler_crc: std::array::from_fn(|_| Cell::new((usize::MAX, 0))),
+            checkpoints: std::array::from_fn(|_| OnceCell::new()),
+        }
     }
 
     /// Writes the payload of job `id` with `size` bytes (at least [`HEADER_LEN`]) into `out`,
@@ -78,19 +90,41 @@ impl PayloadPool {
             out.extend_from_slice(&self.pool[offset..offset + take]);
             offset = 0;
         }
-        let filler_len = size - HEADER_LEN;
-        let filler_crc = match self.filler_crc[first].get() {
-            (len, crc) if len == filler_len => crc,
-            _ => {
-                let crc = crc32fast::hash(&out[start + HEADER_LEN..]);
-                self.filler_crc[first].set((filler_len, crc));
-                crc
-            }
-        };
+        let filler_crc = self.filler_crc(first, &out[start + HEADER_LEN..]);
         let mut hasher = crc32fast::Hasher::new_with_initial(filler_crc);
         hasher.update(&identity);
         let crc = hasher.finalize();
         out[start + 16..start + HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        crc
+    }
+
+    /// The CRC-32 of `filler`, the stream from filler start `first`: cached for the length
+    /// last asked of that start, else continued from the stream's last checkpoint within it.
+    fn filler_crc(&self, first: usize, filler: &[u8]) -> u32 {
+        let len = filler.len();
+        let (cached, crc) = self.filler_crc[first].get();
+        if cached == len {
+            return crc;
+        }
+        let marks = self.checkpoints[first].get_or_init(|| {
+            let mut hasher = crc32fast::Hasher::new();
+            (0..POOL_LEN / CHECKPOINT)
+                .map(|k| {
+                    let at = (first * FILLER_STRIDE + k * CHECKPOINT) % POOL_LEN;
+                    hasher.update(&self.pool[at..at + CHECKPOINT]);
+                    hasher.clone().finalize()
+                })
+                .collect()
+        });
+        let whole = (len / CHECKPOINT).min(marks.len());
+        let (initial, done) = match whole {
+            0 => (0, 0),
+            k => (marks[k - 1], k * CHECKPOINT),
+        };
+        let mut hasher = crc32fast::Hasher::new_with_initial(initial);
+        hasher.update(&filler[done..]);
+        let crc = hasher.finalize();
+        self.filler_crc[first].set((len, crc));
         crc
     }
 
@@ -125,10 +159,23 @@ pub fn verify(id: &JobId, payload: &[u8]) -> PayloadCheck {
     if payload[..16] != id.ulid().0.to_be_bytes() {
         return PayloadCheck::WrongId;
     }
-    if header_crc(payload) != Some(checksum(payload)) {
+    let crc = header_crc(payload);
+    // Payloads written before 2026-12-02 checksummed the identity first; keys such a run kept
+    // still check (a change would have to match either CRC: 2 in 2^32 instead of 1).
+    if crc != Some(checksum(payload)) && crc != Some(checksum_identity_first(payload)) {
         return PayloadCheck::BadChecksum;
     }
     PayloadCheck::Intact
+}
+
+/// The checksum of the earlier layout: identity `[0..16)`, then filler `[20..)`.
+fn checksum_identity_first(payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&payload[..16.min(payload.len())]);
+    if payload.len() > HEADER_LEN {
+        hasher.update(&payload[HEADER_LEN..]);
+    }
+    hasher.finalize()
 }
 
 #[cfg(test)]
@@ -161,14 +208,33 @@ mod tests {
         let mut buf = Vec::new();
         // Enough jobs that fillers start at every offset, with lengths that change (the cache
         // keeps one length per start) and come back.
-        for round in 0..1000usize {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        for round in 0..1500usize {
             let id = ids.next_id();
-            let size = [256, 21, 256, 4096, 20][round % 5];
+            // Repeated sizes (the cache), drawn ones (the checkpoints), and past the pool.
+            let size = match round % 3 {
+                0 => [256, 21, 256, 4096, 20, 64 + 20, 128 + 21][round % 7],
+                1 => rand::Rng::random_range(&mut rng, 20..5000),
+                _ => rand::Rng::random_range(&mut rng, POOL_LEN - 100..POOL_LEN + 5000),
+            };
             pool.build(&id, size, &mut buf);
             let mut whole = buf[HEADER_LEN..].to_vec();
             whole.extend_from_slice(&buf[..16]);
             assert_eq!(header_crc(&buf), Some(crc32fast::hash(&whole)), "round {round}");
             assert_eq!(verify(&id, &buf), PayloadCheck::Intact);
         }
+    }
+
+    #[test]
+    fn a_payload_of_the_earlier_checksum_order_still_verifies() {
+        let pool = PayloadPool::new(5);
+        let id = JobIdGen::new(2).next_id();
+        let mut buf = Vec::new();
+        pool.build(&id, 300, &mut buf);
+        let old = checksum_identity_first(&buf);
+        buf[16..HEADER_LEN].copy_from_slice(&old.to_le_bytes());
+        assert_eq!(verify(&id, &buf), PayloadCheck::Intact);
+        buf[HEADER_LEN] ^= 1;
+        assert_eq!(verify(&id, &buf), PayloadCheck::BadChecksum);
     }
 }

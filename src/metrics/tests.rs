@@ -206,3 +206,31 @@ async fn run_loop_ends_when_every_recorder_is_dropped() {
     let m = handle.await.unwrap().finish(Instant::now());
     assert_eq!(totals(&m, Script::Enqueue).ok, 100);
 }
+
+/// A finished run whose only calls are `n` ok calls of each of `scripts` (latency `us`).
+fn run_of(scripts: &[Script], n: u64, us: u64) -> RunMetrics {
+    let start = Instant::now();
+    let (mut reporter, sink) = Reporter::new(start, Duration::ZERO);
+    let mut rec = Recorder::new(&sink);
+    for &script in scripts {
+        for _ in 0..n {
+            rec.record_ok(script, us, us);
+        }
+    }
+    rec.maybe_flush(at(start, 1_000));
+    drop(rec);
+    reporter.drain();
+    reporter.finish(at(start, 1_000))
+}
+
+#[test]
+fn repetitions_that_called_other_scripts_merge_by_script() {
+    let mut all = run_of(&[Script::Claim], 3, 100);
+    all.absorb(&run_of(&[Script::Enqueue, Script::Complete], 2, 200));
+    all.absorb(&run_of(&[Script::Claim, Script::Complete], 1, 300));
+    let called: Vec<(Script, u64)> = all.scripts.iter().map(|t| (t.script, t.ok)).collect();
+    assert_eq!(called, [(Script::Enqueue, 2), (Script::Claim, 4), (Script::Complete, 3)], "in Script order");
+    let claim = all.script(Script::Claim).unwrap();
+    assert_eq!((claim.latency.len(), claim.latency.max()), (4, 300));
+    assert!(all.script(Script::Fail).is_none());
+}

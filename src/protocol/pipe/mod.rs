@@ -190,8 +190,13 @@ impl PipeConn {
     pub fn send_with(&self, frame: impl FnOnce(&mut Request)) -> Call {
         let mut st = self.shared.state.borrow_mut();
         let start = st.out.len();
-        let mut request = Request::onto(std::mem::take(&mut st.out));
-        frame(&mut request);
+        let request = Request::onto(std::mem::take(&mut st.out));
+        // Should `frame` panic, the guard puts the buffer back without the half-built request,
+        // so the requests queued before it keep their bytes and the stream stays whole.
+        let mut guard = Unframe { out: &mut st.out, request: Some(request), start };
+        frame(guard.request.as_mut().expect("set above"));
+        let request = guard.request.take().expect("set above");
+        drop(guard);
         let empty = request.framed().1 == 0;
         st.out = request.into_packed();
         if empty {
@@ -240,6 +245,11 @@ impl PipeConn {
         let out = shared.state.borrow().out.clone();
         out
     }
+
+    /// The output buffer of a connection that is never opened, for tests.
+    pub(crate) fn unopened_out(&self) -> Vec<u8> {
+        self.shared.state.borrow().out.clone()
+    }
 }
 
 impl Wire for PipeConn {
@@ -273,6 +283,24 @@ impl Wire for PipeConn {
         async move {
             let _ = asking.await;
             call.await
+        }
+    }
+}
+
+/// Restores a connection's output buffer, cut back to `start`, when a request built onto it
+/// ([`PipeConn::send_with`]) is dropped unfinished (its framing closure panicked).
+struct Unframe<'a> {
+    out: &'a mut Vec<u8>,
+    request: Option<Request>,
+    start: usize,
+}
+
+impl Drop for Unframe<'_> {
+    fn drop(&mut self) {
+        if let Some(request) = self.request.take() {
+            let mut out = request.into_packed();
+            out.truncate(self.start);
+            *self.out = out;
         }
     }
 }
@@ -438,6 +466,25 @@ mod tests {
         let sent: Vec<_> = st.slots.iter().map(|s| s.sent_at).collect();
         assert_eq!(sent, [Some(first), Some(second), Some(second)]);
         assert_eq!(st.unsent, 0);
+    }
+
+    #[test]
+    fn a_framing_closure_that_panics_leaves_the_queued_requests_whole() {
+        let kept = PipeConn::frame_for_test(|conn| {
+            drop(conn.send(&Request::from_args(&["PING"])));
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                drop(conn.send_with(|request| {
+                    request.arg("SET").arg("k");
+                    panic!("a frame that breaks half-way");
+                }))
+            }));
+            assert!(unwound.is_err());
+            assert_eq!(conn.unopened_out(), b"*1\r\n$4\r\nPING\r\n");
+            drop(conn.send_with(|request| {
+                request.arg("ECHO").arg("x");
+            }));
+        });
+        assert_eq!(kept, b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n");
     }
 
     #[test]

@@ -215,9 +215,22 @@ mod tests {
             let got = PipeConn::frame_for_test(|conn| {
                 let mut client = EchoClient::from_connection(conn, std::sync::Arc::new(registry.clone()));
                 let write = |out: &mut Vec<u8>| out.extend_from_slice(payload);
-                drop(client.queue_enqueue(&frames, &id, payload.len(), write, priority, delay));
+                let call = client.queue_enqueue(&frames, &id, payload.len(), write, priority, delay);
+                let script = if delay.is_some() { Script::EnqueueDelayed } else { Script::Enqueue };
+                assert_eq!(call.script, script);
             });
             assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&expected_packed));
+            // And both are what redis-rs packs for the same arguments.
+            let script = if delay.is_some() { Script::EnqueueDelayed } else { Script::Enqueue };
+            let set = if delay.is_some() { &keys.delayed } else { &keys.pending };
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(registry.sha(script)).arg(2).arg(keys.job_key(&id)).arg(set).arg(id.as_bytes()).arg(&payload[..]);
+            match (delay, priority) {
+                (Some(delay), _) => cmd.arg(delay),
+                (None, Some(priority)) => cmd.arg(priority),
+                (None, None) => &mut cmd,
+            };
+            assert_eq!(got, cmd.get_packed_command());
         }
     }
 }
