@@ -164,12 +164,13 @@ pub trait Driver<W: Wire>: QueueOps {
 }
 
 impl<W: Wire> Driver<W> for EchoOps<W> {
-    type Shared = Rc<[QueueKeys]>;
-    fn shared(queues: &[QueueKeys], _plan: &Plan, _thread: usize) -> Rc<[QueueKeys]> {
-        queues.iter().cloned().collect()
+    /// The queues' keys and their pre-framed enqueue pieces, by queue index.
+    type Shared = (Rc<[QueueKeys]>, Rc<[EnqueueFrames]>);
+    fn shared(queues: &[QueueKeys], _plan: &Plan, _thread: usize) -> Self::Shared {
+        (queues.iter().cloned().collect(), queues.iter().map(EnqueueFrames::new).collect())
     }
-    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, keys: Rc<[QueueKeys]>) -> Self {
-        EchoOps::new(clients, routes, keys)
+    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, (queues, frames): Self::Shared) -> Self {
+        EchoOps { clients, routes, queues, frames }
     }
 }
 
@@ -297,14 +298,6 @@ pub struct EchoOps<W: Wire> {
     queues: Rc<[QueueKeys]>,
     /// Each queue's pre-framed enqueue pieces, by queue index.
     frames: Rc<[EnqueueFrames]>,
-}
-
-impl<W: Wire> EchoOps<W> {
-    /// Wraps `clients` (one per node, in the routes' node order) for the run's `queues`.
-    pub fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, queues: Rc<[QueueKeys]>) -> EchoOps<W> {
-        let frames = queues.iter().map(EnqueueFrames::new).collect();
-        EchoOps { clients, routes, queues, frames }
-    }
 }
 
 /// True for the replies a queued call ([`QueueOps::queue_enqueue`]) does not follow itself: a

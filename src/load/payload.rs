@@ -137,11 +137,19 @@ impl PayloadPool {
 /// The CRC-32 of a payload: over its filler (`[20..)`), then its identity (`[0..16)`), so
 /// everything but the checksum field itself.
 pub fn checksum(payload: &[u8]) -> u32 {
+    let (identity, filler) = parts(payload);
+    crc_of(&[filler, identity])
+}
+
+/// A payload's identity bytes and its filler (empty up to the header's length).
+fn parts(payload: &[u8]) -> (&[u8], &[u8]) {
+    (&payload[..16.min(payload.len())], payload.get(HEADER_LEN..).unwrap_or_default())
+}
+
+/// The CRC-32 of `pieces` back to back.
+fn crc_of(pieces: &[&[u8]]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
-    if payload.len() > HEADER_LEN {
-        hasher.update(&payload[HEADER_LEN..]);
-    }
-    hasher.update(&payload[..16.min(payload.len())]);
+    pieces.iter().for_each(|piece| hasher.update(piece));
     hasher.finalize()
 }
 
@@ -170,12 +178,8 @@ pub fn verify(id: &JobId, payload: &[u8]) -> PayloadCheck {
 
 /// The checksum of the earlier layout: identity `[0..16)`, then filler `[20..)`.
 fn checksum_identity_first(payload: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&payload[..16.min(payload.len())]);
-    if payload.len() > HEADER_LEN {
-        hasher.update(&payload[HEADER_LEN..]);
-    }
-    hasher.finalize()
+    let (identity, filler) = parts(payload);
+    crc_of(&[identity, filler])
 }
 
 #[cfg(test)]

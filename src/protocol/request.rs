@@ -66,9 +66,8 @@ impl Request {
         match u8::try_from(count) {
             Ok(digit @ 0..=9) => framed[head + 1] = b'0' + digit,
             _ => {
-                let mut header = vec![b'*'];
-                header.extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
-                header.extend_from_slice(b"\r\n");
+                let mut header = Vec::new();
+                write_header(count, &mut header);
                 framed.splice(head..base, header);
             }
         }
@@ -136,9 +135,7 @@ impl Request {
 
     /// Appends the whole command, `*<count>\r\n` and the arguments, to `out`.
     pub fn write_packed(&self, out: &mut Vec<u8>) {
-        out.push(b'*');
-        out.extend_from_slice(itoa::Buffer::new().format(self.count).as_bytes());
-        out.extend_from_slice(b"\r\n");
+        write_header(self.count, out);
         out.extend_from_slice(&self.framed[self.base..]);
     }
 
@@ -163,6 +160,13 @@ impl Request {
         }
         cmd
     }
+}
+
+/// Appends a command's `*<count>\r\n` header to `out`.
+fn write_header(count: usize, out: &mut Vec<u8>) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
+    out.extend_from_slice(b"\r\n");
 }
 
 impl RedisWrite for Request {

@@ -108,10 +108,12 @@ impl<W: Wire> EchoClient<W> {
         priority: Option<u64>,
         delay_ms: Option<u64>,
     ) -> EnqueueCall<W::Pending> {
-        let script = if delay_ms.is_some() { Script::EnqueueDelayed } else { Script::Enqueue };
+        let (script, frame) = match delay_ms {
+            Some(_) => (Script::EnqueueDelayed, &frames.delayed),
+            None => (Script::Enqueue, &frames.pending),
+        };
         let (conn, registry) = self.conn_and_registry();
         let pending = conn.queue_with(|cmd| {
-            let frame = if delay_ms.is_some() { &frames.delayed } else { &frames.pending };
             registry.push_evalsha(cmd, script, 2);
             // Job key and set key, then the id: their framing comes pre-built.
             cmd.push_raw(&frame.job_key_head, 0);
