@@ -83,11 +83,24 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
         }
         other => panic!("enqueue p50 {other:?}: {}", enqueue.reason),
     }
-    // Claims and completions cost the same in both arms: never reported regressed (on a noisy
-    // machine their p50 may be inconclusive: CV above the 10% limit).
+    // Claims and completions run the same scripts in both arms, and their rate is the open
+    // loop's: ops/s never changes. Their p50 is not certain to stay put: the slower enqueue
+    // keeps the one server busier, and on a slow or loaded box the claims queue behind it
+    // (CI on a66417e: claim +13.2%, complete +15.9%, both "regressed" at p < 0.01, while the
+    // enqueue rose ~5x as much). What is certain is that the planted script stands out: any
+    // rise of theirs stays well below the enqueue's.
+    let planted = enqueue.change.unwrap_or_default();
     for script in ["claim", "complete"] {
         assert_eq!(verdict(script, Measure::OpsPerSec), Verdict::NoChange, "{script} ops/s");
-        assert_ne!(verdict(script, Measure::P50), Verdict::Regressed, "{script} p50");
+        let p50 = metric(script, Measure::P50);
+        if p50.verdict == Verdict::Regressed {
+            let change = p50.change.unwrap_or_default();
+            assert!(
+                change < planted / 2.0,
+                "{script} p50 {change:+.3} against enqueue's {planted:+.3}: {}",
+                p50.reason
+            );
+        }
     }
     assert!(tmp.path().join("out/compare.json").is_file());
     // compare.html: both arms' spectra per script and the per-repetition dots, offline.
