@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::{new_histogram, record_us, JobCounter};
+use super::{new_histogram, record_us, record_us_n, JobCounter};
 use crate::protocol::{ErrorCode, Script};
 
 /// One script's calls within one interval.
@@ -112,13 +112,13 @@ impl IntervalData {
         Box::default()
     }
 
-    /// Count one ok call and record its two latencies, µs.
+    /// Count `n` ok calls with the same two latencies, µs, and record them (`n` times each).
     #[inline]
-    pub(crate) fn record_ok(&mut self, script: Script, latency_us: u64, service_us: u64) {
+    pub(crate) fn record_ok_n(&mut self, script: Script, latency_us: u64, service_us: u64, n: u64) {
         let s = &mut self.scripts[script.index()];
-        s.ok += 1;
-        record_us(slot(&mut s.latency, &mut self.allocations), latency_us);
-        record_us(slot(&mut s.service, &mut self.allocations), service_us);
+        s.ok += n;
+        record_us_n(slot(&mut s.latency, &mut self.allocations), latency_us, n);
+        record_us_n(slot(&mut s.service, &mut self.allocations), service_us, n);
     }
 
     /// Count one failed call by code and record its latency from the intended send, µs.

@@ -62,6 +62,11 @@ pub fn record_us(h: &mut Histogram<u64>, us: u64) {
     h.saturating_record(us.max(LOWEST_US));
 }
 
+/// [`record_us`] `n` times, in one step.
+pub fn record_us_n(h: &mut Histogram<u64>, us: u64, n: u64) {
+    h.saturating_record_n(us.max(LOWEST_US), n);
+}
+
 /// Whole µs from `from` to `to`, 0 if `to` is earlier (a clock that went "backwards" is 0, not a
 /// panic). Use it for both latencies: `elapsed_us(intended, read_at)` and `elapsed_us(sent, read_at)`.
 #[inline]

@@ -49,6 +49,34 @@ fn merged_percentiles_equal_one_histogram_fed_everything() {
 }
 
 #[test]
+fn runs_of_equal_calls_record_what_each_call_would_have() {
+    let start = Instant::now();
+    let (mut reporter, sink) = Reporter::new(start, Duration::ZERO);
+    let mut rec = Recorder::new(&sink);
+    let mut single = (new_histogram(), new_histogram());
+    // Runs of equal calls, broken by another script, other values and an error between.
+    let calls = [(S, 100, 50), (S, 100, 50), (S, 100, 50), (Script::Claim, 100, 50), (S, 100, 50), (S, 100, 51)];
+    for (k, &(script, latency, service)) in calls.iter().cycle().take(600).enumerate() {
+        rec.record_ok(script, latency, service);
+        if k % 97 == 0 {
+            rec.record_error(S, ErrorCode::Fence, 7);
+        }
+        if script == S {
+            record_us(&mut single.0, latency);
+            record_us(&mut single.1, service);
+        }
+    }
+    rec.flush_final();
+    reporter.drain();
+    let m = reporter.finish(at(start, 1_000));
+    let t = totals(&m, S);
+    assert_eq!((t.ok, t.error_total()), (500, 7));
+    assert_eq!(t.latency, single.0);
+    assert_eq!(t.service, single.1);
+    assert_eq!(totals(&m, Script::Claim).ok, 100);
+}
+
+#[test]
 fn samples_land_in_the_interval_of_their_read_time() {
     let start = Instant::now();
     let (mut reporter, sink) = Reporter::new(start, Duration::ZERO);
