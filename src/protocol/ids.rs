@@ -19,6 +19,9 @@ pub struct JobIdGen {
     tag: u64,
     last_ms: u64,
     next_number: u32,
+    /// The last id minted and its ULID: the next one of the same ms re-encodes only its last
+    /// digits ([`JobId::from_ulid_after`]; all 26 were ~5 % of the client CPU per enqueue).
+    last: Option<(u128, JobId)>,
 }
 
 /// The run tag of `seed`: 48 bits, the same for every generator of one run.
@@ -57,7 +60,7 @@ pub fn unix_ms_now() -> u64 {
 impl JobIdGen {
     /// A generator for the run with seed `seed`; [`next_id`](Self::next_id) numbers from 0.
     pub fn new(seed: u64) -> JobIdGen {
-        JobIdGen { tag: run_tag(seed), last_ms: 0, next_number: 0 }
+        JobIdGen { tag: run_tag(seed), last_ms: 0, next_number: 0, last: None }
     }
 
     /// The id of job `number` (unique in the run), stamped with the current time.
@@ -69,7 +72,13 @@ impl JobIdGen {
     /// if that is later. For callers that know the time without reading the clock again.
     pub fn mint_at(&mut self, number: u32, unix_ms: u64) -> JobId {
         self.last_ms = self.last_ms.max(unix_ms);
-        job_id(self.tag, number, self.last_ms)
+        let ulid = job_ulid(self.tag, number, self.last_ms);
+        let id = match &self.last {
+            Some((prev_ulid, prev)) => JobId::from_ulid_after(ulid, prev, *prev_ulid),
+            None => JobId::from_ulid(ulid::Ulid(ulid)),
+        };
+        self.last = Some((ulid, id));
+        id
     }
 
     /// The ULID of the last id minted, for job `number` (without decoding the id).
@@ -93,6 +102,19 @@ impl JobIdGen {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_made_from_the_last_one_equal_ids_made_whole() {
+        let mut ids = JobIdGen::new(11);
+        // Numbers that carry into the tag's digits, a ms that changes, and a clock that goes back.
+        let steps =
+            [(0u32, 5u64), (1, 5), (31, 5), (32, 5), (u32::MAX - 1, 5), (u32::MAX, 5), (7, 6), (8, 4), (1 << 20, 6)];
+        for (number, ms) in steps {
+            let id = ids.mint_at(number, 1_700_000_000_000 + ms);
+            assert_eq!(id, job_id(ids.tag, number, ids.last_ms), "job {number} at +{ms} ms");
+            assert_eq!(id.ulid().0, ids.last_ulid(number));
+        }
+    }
 
     #[test]
     fn last_ulid_is_the_minted_ids_ulid() {

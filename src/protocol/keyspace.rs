@@ -64,6 +64,9 @@ pub const JOB_ID_LEN: usize = 29;
 
 /// Crockford base32 in lowercase: the ULID alphabet without i, l, o, u.
 const CROCKFORD_LOWER: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+/// The trailing digits [`JobId::from_ulid_after`] encodes: 35 bits, a job number's 32 and
+/// three of the run tag's.
+const LOW_DIGITS: usize = 7;
 
 /// `CROCKFORD_LOWER` as a byte-indexed table of digit values (`NOT_CROCKFORD` elsewhere): the
 /// checker parses millions of ids and every enqueue decodes one, and a table lookup per byte
@@ -118,6 +121,23 @@ impl JobId {
         id[..3].copy_from_slice(b"JOB");
         for (i, digit) in id[3..].iter_mut().enumerate() {
             *digit = CROCKFORD_LOWER[((ulid.0 >> (125 - 5 * i)) & 31) as usize];
+        }
+        JobId(id)
+    }
+
+    /// The id of `ulid`, made from `prev`, the id of `prev_ulid`, when the two share all but
+    /// their last [`LOW_DIGITS`] digits (the same ms and run tag: consecutive ids of one
+    /// producer): only those digits are encoded. Equal to [`from_ulid`](Self::from_ulid).
+    #[inline]
+    pub fn from_ulid_after(ulid: u128, prev: &JobId, prev_ulid: u128) -> JobId {
+        const LOW_BITS: u32 = 5 * LOW_DIGITS as u32;
+        if ulid >> LOW_BITS != prev_ulid >> LOW_BITS {
+            return JobId::from_ulid(ulid::Ulid(ulid));
+        }
+        let mut id = prev.0;
+        let low = ulid as u64;
+        for (i, digit) in id[JOB_ID_LEN - LOW_DIGITS..].iter_mut().enumerate() {
+            *digit = CROCKFORD_LOWER[((low >> (5 * (LOW_DIGITS - 1 - i))) & 31) as usize];
         }
         JobId(id)
     }
