@@ -22,6 +22,9 @@ pub struct HistoryBuf {
     bytes: Vec<u8>,
     last_job: u32,
     last_sent: u64,
+    /// The instant `last_sent` was computed from: the replies of one pipelined write share
+    /// their send time, so most events reuse it instead of converting again.
+    last_sent_at: Instant,
     last_id_ms: u64,
     events: u64,
 }
@@ -59,6 +62,7 @@ impl HistoryBuf {
             bytes: Vec::with_capacity(CHUNK),
             last_job: 0,
             last_sent: 0,
+            last_sent_at: start,
             last_id_ms: 0,
             events: 0,
         }
@@ -87,7 +91,7 @@ impl HistoryBuf {
         sent: Instant,
         dur_us: u64,
     ) {
-        let sent_us = elapsed_us(self.start, sent);
+        let sent_us = if sent == self.last_sent_at { self.last_sent } else { elapsed_us(self.start, sent) };
         // Encode on the stack, then append once: one capacity check per event, not per byte.
         let mut buf = [0u8; EVENT_MAX];
         buf[0] = ((kind as u8) << 5) | outcome.bits();
@@ -109,6 +113,7 @@ impl HistoryBuf {
         self.bytes.extend_from_slice(&buf[..at]);
         self.last_job = job;
         self.last_sent = sent_us;
+        self.last_sent_at = sent;
         self.events += 1;
     }
 
