@@ -6,10 +6,14 @@ mod support;
 
 use emq_bench::load::payload::{verify, PayloadCheck, PayloadPool};
 use emq_bench::protocol::bullmq::{
-    client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens, RetryPolicy,
+    add_reply, client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
+    RetryPolicy,
 };
 use emq_bench::protocol::bullmq_data::encode_data;
-use emq_bench::protocol::{CallError, EchoClient, ErrorCode, JobId, JobIdGen, Protocol, QueueName, ScriptRegistry};
+use emq_bench::protocol::lane;
+use emq_bench::protocol::{
+    CallError, EchoClient, ErrorCode, JobId, JobIdGen, Protocol, QueueName, Script, ScriptRegistry,
+};
 use emq_bench::server::EmbeddedServer;
 use redis::AsyncCommands;
 use std::path::PathBuf;
@@ -109,9 +113,12 @@ async fn each_add_shape_lands_where_bullmq_puts_it() {
     let queued_payload = payload_of(&pool, &queued_id, 20);
     let reply = local
         .run_until(async {
-            let call = c.queue_add_job(&q, &queued_id, &queued_payload, &AddOpts::default());
-            assert_eq!(call.script(), emq_bench::protocol::Script::AddStandardJob);
-            call.await
+            let mut lane = c.lane();
+            let script = c.queue_add_job(&mut lane, &q, &queued_id, &queued_payload, &AddOpts::default());
+            assert_eq!(script, Script::AddStandardJob);
+            let reply = lane::next(&mut lane).await;
+            assert!(reply.times.is_some_and(|t| t.read >= t.sent), "{:?}", reply.times);
+            add_reply(script, &queued_id, &reply.result.unwrap())
         })
         .await;
     assert_eq!(reply.unwrap(), AddReply::Accepted);
@@ -132,7 +139,13 @@ async fn a_duplicate_id_is_accepted_unchanged_and_only_the_event_stream_tells() 
     let opts = AddOpts { delay_ms: 5_000, ..Default::default() };
     assert_eq!(c.add_job(&q, &id, b"other bytes entirely", &opts).await.unwrap(), AddReply::Accepted);
     let local = tokio::task::LocalSet::new();
-    let reply = local.run_until(async { c.queue_add_job(&q, &id, b"third", &AddOpts::default()).await }).await;
+    let reply = local
+        .run_until(async {
+            let mut lane = c.lane();
+            let script = c.queue_add_job(&mut lane, &q, &id, b"third", &AddOpts::default());
+            add_reply(script, &id, &lane::next(&mut lane).await.result.unwrap())
+        })
+        .await;
     assert_eq!(reply.unwrap(), AddReply::Accepted);
     let after: Vec<(String, String)> = c.connection().hgetall(q.job_key(&id)).await.unwrap();
     assert_eq!(after, row);
@@ -466,9 +479,12 @@ async fn the_pipe_transport_carries_the_calls() {
                     (id, payload_of(&pool, &id, 20 + 97 * i))
                 })
                 .collect();
-            let window: Vec<_> = jobs.iter().map(|(id, p)| c.queue_add_job(&q, id, p, &AddOpts::default())).collect();
-            for call in window {
-                assert_eq!(call.await.unwrap(), AddReply::Accepted);
+            let mut lane = c.lane();
+            let window: Vec<_> =
+                jobs.iter().map(|(id, p)| (c.queue_add_job(&mut lane, &q, id, p, &AddOpts::default()), id)).collect();
+            for (script, id) in window {
+                let reply = lane::next(&mut lane).await.result.unwrap();
+                assert_eq!(add_reply(script, id, &reply).unwrap(), AddReply::Accepted);
             }
             let mut tokens = LockTokens::new(4);
             for (id, payload) in &jobs {

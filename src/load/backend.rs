@@ -4,10 +4,12 @@
 
 use super::maintenance::Chore;
 use crate::protocol::{
-    CallError, Claimed, CompleteReply, EchoClient, EnqueueCall, EnqueueFrames, EnqueueReply, FailArgs, FailReply, JobId,
+    enqueue_reply, CallError, Claimed, CompleteReply, EchoClient, EnqueueFrames, EnqueueReply, FailArgs, FailReply,
+    JobId, ReplyLane,
 };
 use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
 use crate::scenario::Plan;
+use redis::Value;
 use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;
@@ -21,11 +23,9 @@ pub trait QueueOps: Clone + 'static {
     /// The fencing token a claim hands out and every fenced call carries: EchoMQ's `u64`
     /// (the attempt number), BullMQ's lock token.
     type Token: Copy + std::fmt::Debug + 'static;
-    /// The reply of an enqueue queued by [`QueueOps::queue_enqueue`], owned: a producer holds
-    /// its window of them at once.
-    type EnqueuePending: Future<Output = Result<EnqueueReply, CallError>> + Unpin + 'static;
-    /// True when the transport times its calls itself ([`Wire::TIMED`]).
-    const TIMED: bool;
+    /// A lane of one node's connection ([`Wire::Lane`]): where a producer's queued enqueues
+    /// ([`QueueOps::queue_enqueue`]) come back, in order, with their times.
+    type Lane: ReplyLane;
     /// True when an enqueue's reply says whether the id was new (EchoMQ: 1 or 0). BullMQ
     /// answers a repeated job id with the id, as it answers a new one: its replies read as
     /// [`EnqueueReply::Enqueued`], and the producer records a deliberate duplicate as
@@ -52,25 +52,32 @@ pub trait QueueOps: Clone + 'static {
     /// attempts run 1, 2, 3, ...).
     fn attempt(token: &Self::Token) -> u32;
 
+    /// One lane per node (by node index), for one producer's window.
+    fn enqueue_lanes(&self) -> Vec<Self::Lane>;
+
     /// Queues the enqueue of a new job (delayed by `delay_ms` when `Some`, else with
-    /// `priority`) on its queue's node now, and returns its reply to await later: the
-    /// producers' pipelined path. Nothing is followed: a redirect or NOSCRIPT reply comes back
-    /// as that error ([`needs_redo`]), and the caller redoes the call with
-    /// [`enqueue`](QueueOps::enqueue) or [`enqueue_delayed`](QueueOps::enqueue_delayed). The
-    /// payload, `payload_len` bytes, is appended by `write_payload` where it is sent from.
+    /// `priority`) on the lane of its queue's node now, and returns that node (index into the
+    /// run's nodes and `lanes`): the producers' pipelined path. The reply comes back on that
+    /// lane; [`enqueue_reply`](QueueOps::enqueue_reply) reads it. Nothing is followed: a
+    /// redirect or NOSCRIPT reply comes back as that error ([`needs_redo`]), and the caller
+    /// redoes the call with [`redo_enqueue`](QueueOps::redo_enqueue). The payload,
+    /// `payload_len` bytes, is appended by `write_payload` where it is sent from.
+    #[allow(clippy::too_many_arguments)] // the enqueue's own arguments, plus the window's lanes
     fn queue_enqueue(
         &mut self,
+        lanes: &mut [Self::Lane],
         queue: usize,
         id: &JobId,
         payload_len: usize,
         write_payload: impl FnOnce(&mut Vec<u8>),
         priority: Option<u64>,
         delay_ms: Option<u64>,
-    ) -> Self::EnqueuePending;
+    ) -> usize;
 
-    /// The node (index into the run's nodes) a call on `queue` goes to now: where
-    /// [`queue_enqueue`](QueueOps::queue_enqueue) sends, and where a redo's redirect came from.
-    fn node_of(&self, queue: usize) -> usize;
+    /// Reads the reply of a queued enqueue of `id` that ran `script`.
+    ///
+    /// Errors: the lane's error, or a reply of another shape as [`CallError::Reply`].
+    fn enqueue_reply(script: Script, id: &JobId, reply: Result<Value, CallError>) -> Result<EnqueueReply, CallError>;
 
     /// Redoes an enqueue that was queued on node `node` and answered with `err`, a redirect
     /// or NOSCRIPT ([`needs_redo`]): a redirect is followed as the routed path follows one
@@ -329,8 +336,7 @@ pub enum Verb {
 
 impl<W: Wire> QueueOps for EchoOps<W> {
     type Token = u64;
-    type EnqueuePending = EnqueueCall<W::Pending>;
-    const TIMED: bool = W::TIMED;
+    type Lane = W::Lane;
     const CHORES: &'static [Chore] = &[Chore::Reap, Chore::Promote];
 
     fn enqueue_script(delay_ms: Option<u64>, _priority: Option<u64>) -> Script {
@@ -361,21 +367,28 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         *token as u32
     }
 
+    fn enqueue_lanes(&self) -> Vec<W::Lane> {
+        self.clients.iter().map(EchoClient::lane).collect()
+    }
+
     fn queue_enqueue(
         &mut self,
+        lanes: &mut [W::Lane],
         queue: usize,
         id: &JobId,
         payload_len: usize,
         write_payload: impl FnOnce(&mut Vec<u8>),
         priority: Option<u64>,
         delay_ms: Option<u64>,
-    ) -> EnqueueCall<W::Pending> {
+    ) -> usize {
         let node = self.routes.node(queue);
-        self.clients[node].queue_enqueue(&self.frames[queue], id, payload_len, write_payload, priority, delay_ms)
+        let frames = &self.frames[queue];
+        self.clients[node].queue_enqueue(&mut lanes[node], frames, id, payload_len, write_payload, priority, delay_ms);
+        node
     }
 
-    fn node_of(&self, queue: usize) -> usize {
-        self.routes.node(queue)
+    fn enqueue_reply(script: Script, _id: &JobId, reply: Result<Value, CallError>) -> Result<EnqueueReply, CallError> {
+        enqueue_reply(script, &reply?)
     }
 
     async fn redo_enqueue(

@@ -8,16 +8,14 @@
 
 use super::backend::{redo_node, routed, Driver, QueueOps, Routes, Verb, MAX_REDIRECTS};
 use super::maintenance::Chore;
+use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
-use crate::protocol::bullmq::{AddCall, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
 use crate::protocol::{QueueKeys, Script, Wire};
 use crate::scenario::{self, Plan};
+use redis::Value;
 use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 
 /// BullMQ's fencing token: the claim's lock token, with what its job hash said at the claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,21 +166,9 @@ impl<W: Wire> Driver<W> for BullOps<W> {
     }
 }
 
-/// A queued add's reply as an enqueue's: [`QueueOps::REPORTS_DUPLICATES`] is false for BullMQ.
-pub struct BullEnqueue<P>(AddCall<P>);
-
-impl<P: Future<Output = Result<redis::Value, CallError>> + Unpin> Future for BullEnqueue<P> {
-    type Output = Result<EnqueueReply, CallError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx).map(|reply| reply.map(|r| r.as_enqueue(false)))
-    }
-}
-
 impl<W: Wire> QueueOps for BullOps<W> {
     type Token = BullToken;
-    type EnqueuePending = BullEnqueue<W::Pending>;
-    const TIMED: bool = W::TIMED;
+    type Lane = W::Lane;
     const REPORTS_DUPLICATES: bool = false;
     const CHORES: &'static [Chore] = &[Chore::Reap];
 
@@ -218,24 +204,31 @@ impl<W: Wire> QueueOps for BullOps<W> {
         token.ats
     }
 
+    fn enqueue_lanes(&self) -> Vec<W::Lane> {
+        self.clients.iter().map(EchoClient::lane).collect()
+    }
+
     fn queue_enqueue(
         &mut self,
+        lanes: &mut [W::Lane],
         queue: usize,
         id: &JobId,
         _payload_len: usize,
         write_payload: impl FnOnce(&mut Vec<u8>),
         priority: Option<u64>,
         delay_ms: Option<u64>,
-    ) -> BullEnqueue<W::Pending> {
+    ) -> usize {
         let opts = self.add_opts(priority, delay_ms);
         self.payload.clear();
         write_payload(&mut self.payload);
         let node = self.routes.node(queue);
-        BullEnqueue(self.clients[node].queue_add_job(&self.queues[queue], id, &self.payload, &opts))
+        self.clients[node].queue_add_job(&mut lanes[node], &self.queues[queue], id, &self.payload, &opts);
+        node
     }
 
-    fn node_of(&self, queue: usize) -> usize {
-        self.routes.node(queue)
+    /// An add's reply as an enqueue's: [`QueueOps::REPORTS_DUPLICATES`] is false for BullMQ.
+    fn enqueue_reply(script: Script, id: &JobId, reply: Result<Value, CallError>) -> Result<EnqueueReply, CallError> {
+        add_reply(script, id, &reply?).map(|r| r.as_enqueue(false))
     }
 
     async fn redo_enqueue(

@@ -28,7 +28,8 @@ pub enum Phase {
 #[derive(Debug, Default)]
 pub struct RunShared {
     phase: AtomicU8,
-    /// New jobs issued so far by all producers (the `jobs = N` budget counts these).
+    /// Job numbers handed to producers so far, in blocks (the `jobs = N` budget caps what
+    /// they draw from them; this counter may pass it by up to a block per producer).
     pub issued: AtomicU64,
     /// Producers still running.
     pub producers_live: AtomicUsize,

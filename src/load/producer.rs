@@ -4,14 +4,14 @@
 //!
 //! Why a window and not a task per in-flight request: a task per request cost a wake-up, a
 //! poll through every layer of the call and a copy of its state per reply; the window queues
-//! each enqueue without awaiting it ([`QueueOps::queue_enqueue`]), waits on the oldest, and
-//! then takes every reply already read in one go, so one wake-up serves a whole read (issue 11
-//! item 7: the harness's client CPU per request against redis-benchmark's). Replies on one
-//! connection come back in send order, so the oldest is the next one due. On a cluster a
-//! producer's window spans one connection per node: a reply from another node waits behind a
-//! slower node's older one to be recorded (its times are the connection's, so its latency is
-//! not inflated), and the window's next sends wait with it, as a pool of lanes ends up waiting
-//! on the slow node too.
+//! each enqueue on its node's reply lane without awaiting it ([`QueueOps::queue_enqueue`],
+//! [`ReplyLane`]), waits on the oldest, and then takes every reply already read in one go, so
+//! one wake-up serves a whole read (issue 11 item 7: the harness's client CPU per request
+//! against redis-benchmark's). Replies on one connection come back in send order, so the
+//! oldest is the next one due. On a cluster a producer's window spans one lane per node: a
+//! reply from another node waits behind a slower node's older one to be recorded (its times
+//! are the connection's, so its latency is not inflated), and the window's next sends wait
+//! with it, as a pool of lanes ends up waiting on the slow node too.
 
 use super::backend::{needs_redo, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};
@@ -20,20 +20,22 @@ use super::payload::PayloadPool;
 use crate::history::{Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter};
 use crate::protocol::ids::job_number;
-use crate::protocol::{CallError, EnqueueReply, JobId, JobIdGen, Script};
+use crate::protocol::lane::{self, Laned};
+use crate::protocol::{CallError, EnqueueReply, JobId, JobIdGen, ReplyLane, Script};
 use crate::scenario::Stop;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// How often a producer waiting for its next intended send looks at the run phase.
 const PHASE_POLL: Duration = Duration::from_millis(50);
+/// Job numbers a producer reserves at once from the run-wide counter: one atomic add per 16
+/// jobs instead of one per job (~1.5 % of the client CPU per enqueue at 1 x 64), while the
+/// last producers to run out of a `jobs = N` budget hold at most 16 each.
+const NUMBER_BLOCK: u64 = 16;
 
 /// One producer: its id generator, schedule and draws.
 pub struct Producer {
@@ -42,13 +44,24 @@ pub struct Producer {
     rng: SmallRng,
     /// The last accepted job (queue, id), the id a duplicate enqueue re-sends.
     last: Option<(usize, JobId)>,
+    /// Job numbers reserved and not drawn yet ([`NUMBER_BLOCK`]).
+    numbers: std::ops::Range<u64>,
+    /// The last instant an id was stamped from, and its Unix ms.
+    stamp: Option<(Instant, u64)>,
 }
 
 impl Producer {
     /// A producer of the run with seed `run_seed` (the ids' run tag), paced by `schedule`,
     /// drawing its opts mix from `seed`.
     pub fn new(run_seed: u64, schedule: Schedule, seed: u64) -> Producer {
-        Producer { ids: JobIdGen::new(run_seed), schedule, rng: SmallRng::seed_from_u64(seed), last: None }
+        Producer {
+            ids: JobIdGen::new(run_seed),
+            schedule,
+            rng: SmallRng::seed_from_u64(seed),
+            last: None,
+            numbers: 0..0,
+            stamp: None,
+        }
     }
 
     /// Draws the next send: its intended time (open loop) and the job. `None` once the run's
@@ -59,26 +72,43 @@ impl Producer {
         let duplicate = plan.duplicate.draw(&mut self.rng);
         let intended = self.schedule.next_intended();
         // Open loop: the id's time is the intended send time, read from no clock.
-        let stamp = ctx.wall.unix_ms(intended.unwrap_or(now));
+        let at = intended.unwrap_or(now);
+        let stamp = match self.stamp {
+            // Closed loop: `now` is the last reply's read time, shared by a whole read.
+            Some((last, ms)) if last == at => ms,
+            _ => {
+                let ms = ctx.wall.unix_ms(at);
+                self.stamp = Some((at, ms));
+                ms
+            }
+        };
         let (job, ulid) = match (duplicate, self.last) {
             (true, Some((queue, id))) => (Job::Duplicate { queue, id }, id.ulid().0),
             _ => {
                 // The run-wide job number: unique, increasing per producer, and the id's low
                 // 32 bits (so the checker maps server rows back to the history).
-                let number = ctx.shared.issued.fetch_add(1, Ordering::Relaxed);
-                let budget = match ctx.plan.stop {
-                    Stop::Jobs(budget) => budget.min(u64::from(u32::MAX)),
-                    Stop::Duration(_) => u64::from(u32::MAX),
+                let number = match self.numbers.next() {
+                    Some(number) => number,
+                    None => {
+                        let budget = match ctx.plan.stop {
+                            Stop::Jobs(budget) => budget.min(u64::from(u32::MAX)),
+                            Stop::Duration(_) => u64::from(u32::MAX),
+                        };
+                        let first = ctx.shared.issued.fetch_add(NUMBER_BLOCK, Ordering::Relaxed);
+                        self.numbers = first..(first + NUMBER_BLOCK).min(budget);
+                        self.numbers.next()?
+                    }
                 };
-                if number >= budget {
-                    return None;
-                }
                 let rng = &mut self.rng;
                 let delay = plan.delayed.draw(rng).then(|| plan.delay.sample(rng).as_millis() as u64);
                 let priority = (plan.priority.draw(rng) && !plan.priorities.is_empty())
                     .then(|| u64::from(plan.priorities[rng.random_range(0..plan.priorities.len())]));
                 let job = Job::New {
-                    queue: rng.random_range(0..ctx.plan.queues.len()),
+                    // One queue (the usual case) draws nothing: ~35 instructions per job.
+                    queue: match ctx.plan.queues.len() {
+                        1 => 0,
+                        n => rng.random_range(0..n),
+                    },
                     number: number as u32,
                     id: self.ids.mint_at(number as u32, stamp),
                     id_ms: self.ids.last_ms(),
@@ -111,16 +141,13 @@ enum Job {
 }
 
 /// One enqueue in flight, and what its reply is matched with.
-struct InFlight<P> {
-    pending: P,
+struct InFlight {
     job: Job,
     intended: Option<Instant>,
     /// Payload bytes (a redo rebuilds the same bytes from the id and this size).
     size: usize,
     crc: u32,
-    /// When it was queued, for a transport that does not time its calls itself.
-    queued: Option<Instant>,
-    /// The node it was queued on (where a redirect came from).
+    /// The node it was queued on: the lane its reply comes back on, where a redirect came from.
     node: usize,
 }
 
@@ -151,10 +178,14 @@ impl Job {
 /// polling it at the run's end).
 pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut ops: Q, window: usize) {
     let window = window.max(1);
-    let mut in_flight: VecDeque<InFlight<Q::EnqueuePending>> = VecDeque::with_capacity(window);
+    let mut lanes = ops.enqueue_lanes();
+    let mut in_flight: VecDeque<InFlight> = VecDeque::with_capacity(window);
     let mut now = Instant::now();
     let mut next: Option<Next> = None;
     let mut sending = true;
+    // The last reply's span: the replies of one read share their read time, and those of one
+    // write their send time, so most replies reuse its µs instead of converting again.
+    let mut last = Span { sent: now, done: now, service_us: 0 };
     loop {
         // Send while there is room and the next send is due.
         while sending && in_flight.len() < window {
@@ -175,18 +206,18 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
                 next = Some(send);
                 break;
             }
-            in_flight.push_back(queue_one(&ctx, &mut producer, &mut ops, send));
+            in_flight.push_back(queue_one(&ctx, &mut producer, &mut ops, &mut lanes, send));
         }
         if !sending && in_flight.is_empty() {
             break;
         }
         // Wait for the oldest reply, and, while there is room, for the next intended send.
         let due = next.as_ref().and_then(|n| n.intended).filter(|_| sending && in_flight.len() < window);
-        let reply = match (in_flight.front_mut(), due) {
-            (Some(oldest), None) => Some((&mut oldest.pending).await),
-            (Some(oldest), Some(at)) => tokio::select! {
+        let reply = match (in_flight.front().map(|oldest| oldest.node), due) {
+            (Some(node), None) => Some(lane::next(&mut lanes[node]).await),
+            (Some(node), Some(at)) => tokio::select! {
                 biased;
-                reply = &mut oldest.pending => Some(reply),
+                reply = lane::next(&mut lanes[node]) => Some(reply),
                 _ = wait_for_send(&ctx, at) => None,
             },
             (None, Some(at)) => {
@@ -199,22 +230,31 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         // The oldest, then every later reply already read, in order.
         loop {
             let sent = in_flight.pop_front().expect("the reply of the oldest");
-            let (start, done) = match crate::protocol::pipe::take_times() {
-                Some(t) if Q::TIMED => (t.sent, t.read),
-                _ => (sent.queued.unwrap_or_else(Instant::now), Instant::now()),
+            let Laned { result, times } = reply;
+            let (start, done) = match times {
+                Some(t) => (t.sent, t.read),
+                // Failed before any write began to send it: no service time to speak of.
+                None => {
+                    let now = Instant::now();
+                    (now, now)
+                }
             };
-            match reply {
+            if (start, done) != (last.sent, last.done) {
+                last = Span { sent: start, done, service_us: elapsed_us(start, done) };
+            }
+            let (_, id) = sent.job.queue_and_id();
+            match Q::enqueue_reply(sent.job.script::<Q>(), &id, result) {
                 // The script did not run: redone on a task of its own, so a migration's
                 // TRYAGAIN loop or a reload does not stall the rest of the window.
                 Err(err) if needs_redo(&err) => {
                     tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), sent, err, start));
                 }
-                reply => settle::<Q, _>(&ctx, Some(&mut producer), &sent, reply, start, done),
+                reply => settle::<Q>(&ctx, Some(&mut producer), &sent, reply, last),
             }
             now = done;
-            match in_flight.front_mut().map(|oldest| poll_now(&mut oldest.pending)) {
-                Some(Some(ready)) => reply = ready,
-                _ => break,
+            match in_flight.front().and_then(|oldest| lanes[oldest.node].try_next()) {
+                Some(ready) => reply = ready,
+                None => break,
             }
         }
     }
@@ -232,8 +272,9 @@ fn queue_one<Q: QueueOps>(
     ctx: &ThreadCtx,
     producer: &mut Producer,
     ops: &mut Q,
+    lanes: &mut [Q::Lane],
     send: Next,
-) -> InFlight<Q::EnqueuePending> {
+) -> InFlight {
     ctx.sends.set(ctx.sends.get() + 1);
     ctx.in_flight.set(ctx.in_flight.get() + 1);
     let drawn = ctx.plan.producers.payload.sample(&mut producer.rng) as usize;
@@ -249,10 +290,8 @@ fn queue_one<Q: QueueOps>(
     // known from its parts; a duplicate's was decoded from its id.
     let mut crc = 0;
     let write = |out: &mut Vec<u8>| crc = ctx.pool.append(send.ulid, size, out);
-    let node = ops.node_of(queue);
-    let pending = ops.queue_enqueue(queue, &id, PayloadPool::length(size), write, priority, delay);
-    let queued = (!Q::TIMED).then(Instant::now);
-    InFlight { pending, job: send.job, intended: send.intended, size, crc, queued, node }
+    let node = ops.queue_enqueue(lanes, queue, &id, PayloadPool::length(size), write, priority, delay);
+    InFlight { job: send.job, intended: send.intended, size, crc, node }
 }
 
 /// Redoes a call whose reply was `err`, a redirect or NOSCRIPT: the script did not run (a moved
@@ -260,28 +299,27 @@ fn queue_one<Q: QueueOps>(
 /// reloads ([`QueueOps::redo_enqueue`]), with the same payload bytes. Then records it as one
 /// call, from its first send (`start`) to the last reply. The last accepted id of a redone
 /// job is not offered to duplicates (rare, and a duplicate of an older id tests as much).
-async fn redo<Q: QueueOps, P>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight<P>, err: CallError, start: Instant) {
+async fn redo<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight, err: CallError, start: Instant) {
     let (queue, id) = sent.job.queue_and_id();
     let mut payload = Vec::new();
     ctx.pool.build(&id, sent.size, &mut payload);
     let (priority, delay) = sent.job.args();
     let result = ops.redo_enqueue(sent.node, err, queue, id, &payload, priority, delay).await;
     let done = crate::protocol::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
-    settle::<Q, _>(&ctx, None, &sent, result, start.min(done), done);
+    let start = start.min(done);
+    settle::<Q>(&ctx, None, &sent, result, Span { sent: start, done, service_us: elapsed_us(start, done) });
 }
 
-/// Records one reply sent at `start` and read at `done`: in the histograms and the history,
-/// and in the job counters; an accepted new job becomes the producer's next duplicate.
-fn settle<Q: QueueOps, P>(
+/// Records one reply sent and read as `span` says: in the histograms and the history, and in
+/// the job counters; an accepted new job becomes the producer's next duplicate.
+fn settle<Q: QueueOps>(
     ctx: &ThreadCtx,
     producer: Option<&mut Producer>,
-    sent: &InFlight<P>,
+    sent: &InFlight,
     result: Result<EnqueueReply, CallError>,
-    start: Instant,
-    done: Instant,
+    span: Span,
 ) {
     ctx.in_flight.set(ctx.in_flight.get() - 1);
-    let span = Span { sent: start, done, service_us: elapsed_us(start, done) };
     ctx.record(sent.job.script::<Q>(), sent.intended, span, &result);
     match sent.job {
         Job::New { queue, number, id, id_ms, .. } => {
@@ -331,14 +369,6 @@ async fn wait_for_send(ctx: &ThreadCtx, at: Instant) {
         } else {
             ctx.wait_until(at).await;
         }
-    }
-}
-
-/// The reply of `pending` if it is already in, without registering for a wake-up.
-fn poll_now<F: Future + Unpin>(pending: &mut F) -> Option<F::Output> {
-    match Pin::new(pending).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(output) => Some(output),
-        Poll::Pending => None,
     }
 }
 

@@ -77,7 +77,7 @@ pub struct Driven {
     pub depths: Option<Depths>,
     /// Each load thread's history stream (see `history::buffer`).
     pub streams: Vec<Vec<u8>>,
-    /// Job numbers handed out (`0..issued`; the last ones may not have been sent).
+    /// Job numbers handed out (`0..issued`; the last ones may not have been drawn or sent).
     pub issued: u64,
     /// The load phase's length, s (from the start to the drain, or to an early end).
     pub load_secs: f64,

@@ -2,6 +2,7 @@
 //! per file in `verbs/`, each a typed function over [`EchoClient::call`].
 
 use super::error::CallError;
+use super::lane::ReplyLane;
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::script::Script;
@@ -119,9 +120,9 @@ impl<W: Wire> EchoClient<W> {
         (&mut self.scratch, &self.registry)
     }
 
-    /// The connection and the registry at once (a verb framing straight into the connection).
-    pub(crate) fn conn_and_registry(&mut self) -> (&mut W, &ScriptRegistry) {
-        (&mut self.conn, &self.registry)
+    /// A new lane on the client's connection ([`Wire::lane`]): the producers' queued calls.
+    pub fn lane(&self) -> W::Lane {
+        self.conn.lane()
     }
 
     /// Sends the next call after `ASKING`, as a cluster ASK redirect requires (once).
@@ -129,10 +130,10 @@ impl<W: Wire> EchoClient<W> {
         self.asking = true;
     }
 
-    /// Queues the scratch command built by [`evalsha`](Self::evalsha) without waiting (see
-    /// [`Wire::queue`]: no NOSCRIPT reload, no ASKING).
-    pub(crate) fn queue_scratch(&mut self) -> W::Pending {
-        self.conn.queue(&self.scratch)
+    /// Queues the scratch command built by [`evalsha`](Self::evalsha) on `lane` without
+    /// waiting (see [`Wire::lane`]: no NOSCRIPT reload, no ASKING).
+    pub(crate) fn queue_scratch(&self, lane: &mut W::Lane) {
+        lane.queue(&self.scratch);
     }
 
     /// Sends the scratch command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.

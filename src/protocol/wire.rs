@@ -6,14 +6,20 @@
 
 use super::client::ConnectOptions;
 use super::error::CallError;
+use super::lane::{Laned, ReplyLane};
 use super::pipe::Times;
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use crate::target::{Connector, Control};
 use redis::aio::ConnectionLike;
 use redis::Value;
+use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::task::JoinHandle;
 
 /// Which transport the load threads use (`--transport`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -33,12 +39,9 @@ pub enum Transport {
 /// Error replies come back as `Err` ([`CallError::from_error_reply`]); a lost connection or a
 /// timeout as [`CallError::Connection`] / [`CallError::Timeout`] (unknown outcomes).
 pub trait Wire: Clone + 'static {
-    /// The reply of a request queued by [`Wire::queue`]: it owns what it needs, so a caller
-    /// can hold many at once (a producer's window of requests in flight).
-    type Pending: Future<Output = Result<Value, CallError>> + Unpin + 'static;
-    /// True when a queued call ([`Wire::queue`]) hands its send and read times over
-    /// ([`take_times`](super::pipe::take_times)): the caller then reads no clock of its own.
-    const TIMED: bool;
+    /// A caller's queue of requests on this connection, whose replies come back in order with
+    /// their send and read times ([`ReplyLane`]): a producer's window of requests in flight.
+    type Lane: ReplyLane;
 
     /// Opens a connection through `connector` on which every script of `registry` is loaded.
     ///
@@ -52,62 +55,55 @@ pub trait Wire: Clone + 'static {
     /// Sends `request` and waits for its reply.
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 
-    /// Queues `request` now, behind every request queued before it, and returns its reply.
-    /// No NOSCRIPT reload and no redirect is followed: the caller redoes such a call on the
-    /// slow path ([`Wire::send`] through the registry).
-    fn queue(&mut self, request: &Request) -> Self::Pending;
-
-    /// [`Wire::queue`] of the request `frame` builds (from empty) where the transport sends
-    /// from: the pipe frames it straight into its output buffer, with no copy of it (`frame`
-    /// must not use this connection). The default builds a [`Request`] and queues it.
-    fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) -> Self::Pending {
-        let mut request = Request::new();
-        frame(&mut request);
-        self.queue(&request)
-    }
+    /// A new lane on this connection. No NOSCRIPT reload and no redirect is followed on it:
+    /// the caller redoes such a call on the slow path ([`Wire::send`] through the registry).
+    fn lane(&self) -> Self::Lane;
 
     /// Sends `ASKING` and then `request` on this connection with nothing in between (a cluster
     /// ASK redirect: the flag holds for the next command only); returns `request`'s reply.
     fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 }
 
-/// A redis-rs call queued by [`Wire::queue`]: a local task per request (the reference
-/// transport already allocates per call), so it is sent whether or not it is polled. The task
-/// times the call itself (from just before redis-rs takes it to its reply) and hands the times
-/// over as the pipe does ([`take_times`](super::pipe::take_times)), so a reply waiting behind
-/// another is not timed when the producer gets to it.
-pub struct ControlCall(tokio::task::JoinHandle<(Result<Value, CallError>, Times)>);
+/// A lane on the redis-rs transport: a local task per request (the reference transport
+/// already allocates per call), so each is sent whether or not the lane is polled, and the
+/// lane takes their replies in order. Each task times its call itself (from just before
+/// redis-rs takes it to its reply), so a reply waiting behind another is not timed when the
+/// caller gets to it.
+pub struct ControlLane {
+    conn: Control,
+    calls: VecDeque<JoinHandle<(Result<Value, CallError>, Times)>>,
+}
 
-impl Future for ControlCall {
-    type Output = Result<Value, CallError>;
+impl ReplyLane for ControlLane {
+    /// Panics outside a `tokio::task::LocalSet` (the call is a local task).
+    fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) {
+        let mut request = Request::new();
+        frame(&mut request);
+        assert!(request.framed().1 > 0, "an empty request gets no reply");
+        let mut conn = self.conn.clone();
+        self.calls.push_back(tokio::task::spawn_local(async move {
+            let sent = Instant::now();
+            let result = conn.send(&request).await;
+            (result, Times { sent, read: Instant::now() })
+        }));
+    }
 
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
-            Ok((result, times)) => {
-                super::pipe::hand_over_times(Some(times));
-                result
-            }
-            Err(e) => {
-                super::pipe::hand_over_times(None);
-                Err(CallError::Connection(format!("call task: {e}")))
-            }
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned> {
+        let Some(call) = self.calls.front_mut() else { return Poll::Pending };
+        let joined = std::task::ready!(Pin::new(call).poll(cx));
+        self.calls.pop_front();
+        Poll::Ready(match joined {
+            Ok((result, times)) => Laned { result, times: Some(times) },
+            Err(e) => Laned { result: Err(CallError::Connection(format!("call task: {e}"))), times: None },
         })
     }
 }
 
 impl Wire for Control {
-    type Pending = ControlCall;
-    const TIMED: bool = true;
+    type Lane = ControlLane;
 
-    /// Panics outside a `tokio::task::LocalSet` (the call is a local task).
-    fn queue(&mut self, request: &Request) -> ControlCall {
-        let mut conn = self.clone();
-        let request = request.clone();
-        ControlCall(tokio::task::spawn_local(async move {
-            let sent = std::time::Instant::now();
-            let result = conn.send(&request).await;
-            (result, Times { sent, read: std::time::Instant::now() })
-        }))
+    fn lane(&self) -> ControlLane {
+        ControlLane { conn: self.clone(), calls: VecDeque::new() }
     }
     async fn open(
         connector: &Connector,

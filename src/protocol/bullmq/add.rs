@@ -12,9 +12,6 @@ use crate::protocol::request::Request;
 use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 use redis::Value;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 /// The job name every emq-bench add sends (BullMQ's `name`; the official worker passes it to
 /// the processor, the scripts only store it).
@@ -85,35 +82,12 @@ impl AddReply {
 /// Reads an add's reply: the id sent → [`AddReply::Accepted`]; `-5`/`-7` → their refusal
 /// (flows only: emq-bench sends no parent); anything else, another id included (a
 /// deduplication holder's, never asked for), is [`CallError::Reply`].
-fn add_reply(script: Script, id: &JobId, value: &Value) -> Result<AddReply, CallError> {
+pub fn add_reply(script: Script, id: &JobId, value: &Value) -> Result<AddReply, CallError> {
     match value {
         Value::BulkString(got) if got == id.as_bytes() => Ok(AddReply::Accepted),
         Value::SimpleString(got) if got.as_bytes() == id.as_bytes() => Ok(AddReply::Accepted),
         Value::Int(n) if code_of(*n).is_some() => Err(refused(code_of(*n).expect("checked"))),
         other => Err(CallError::Reply(format!("{} replied {other:?}, expected the id {id}", script.name()))),
-    }
-}
-
-/// An add queued by [`EchoClient::queue_add_job`]: its reply, decoded.
-pub struct AddCall<P> {
-    pending: P,
-    script: Script,
-    id: JobId,
-}
-
-impl<P> AddCall<P> {
-    /// The script the add runs (the metric key).
-    pub fn script(&self) -> Script {
-        self.script
-    }
-}
-
-impl<P: Future<Output = Result<Value, CallError>> + Unpin> Future for AddCall<P> {
-    type Output = Result<AddReply, CallError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (script, id) = (self.script, self.id);
-        Pin::new(&mut self.pending).poll(cx).map(|value| add_reply(script, &id, &value?))
     }
 }
 
@@ -146,20 +120,22 @@ impl<W: Wire> EchoClient<W> {
         add_reply(script, id, &value)
     }
 
-    /// Queues [`add_job`](Self::add_job) on the connection now and returns its reply to await
-    /// later: the producers' pipelined window. Nothing is followed: a NOSCRIPT or redirect
-    /// reply comes back as that error, and the caller redoes the call with `add_job`. The
-    /// payload is base64-encoded straight into the command (no copy of it elsewhere).
+    /// Queues [`add_job`](Self::add_job) on `lane`, one of this client's connection's lanes,
+    /// now; returns which script it runs. Its reply comes back on the lane ([`add_reply`]
+    /// reads it): the producers' pipelined window. Nothing is followed: a NOSCRIPT or redirect
+    /// reply comes back as that error, and the caller redoes the call with `add_job`.
     pub fn queue_add_job(
         &mut self,
+        lane: &mut W::Lane,
         keys: &BullKeys,
         id: &JobId,
         payload: &[u8],
         opts: &AddOpts,
-    ) -> AddCall<W::Pending> {
+    ) -> Script {
         let script = opts.script();
         frame_add(self.evalsha(script, script.numkeys().expect("a BullMQ script")), keys, id, payload, opts);
-        AddCall { pending: self.queue_scratch(), script, id: *id }
+        self.queue_scratch(lane);
+        script
     }
 }
 

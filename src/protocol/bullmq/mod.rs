@@ -23,7 +23,7 @@ mod retry;
 mod stalled;
 mod token;
 
-pub use add::{AddCall, AddOpts, AddReply, JOB_NAME};
+pub use add::{add_reply, AddOpts, AddReply, JOB_NAME};
 pub use claim::BullClaimed;
 pub use finish::RETURN_VALUE;
 pub use keys::BullKeys;

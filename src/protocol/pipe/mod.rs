@@ -6,13 +6,16 @@
 //! How a request travels (all on one load thread, so `Rc` + `RefCell`, no lock, no atomic):
 //! 1. [`PipeConn::send`] copies the request's RESP bytes ([`Request`], framed as it was
 //!    built) into the shared output buffer, takes a reply slot (reused, no allocation) and
-//!    wakes the driver. The returned [`Call`] owns nothing borrowed, so a producer holds a
-//!    window of them ([`Wire::queue`]).
-//! 2. The driver task ([`driver`]) runs after its callers (producers, consumer lanes) yield, so every request issued in the
-//!    same scheduler tick goes out in one `write`; it then reads whatever replies are there.
+//!    wakes the driver; the returned [`Call`] owns nothing borrowed. A producer's window goes
+//!    through a [`PipeLane`] instead ([`Wire::lane`]): its requests are framed straight into
+//!    the output buffer and their replies, with their times, are appended to the lane's own
+//!    queue, with no slot, waker or future per request.
+//! 2. The driver task ([`driver`]) runs after its callers (producers, consumers) yield, so
+//!    every request issued in the same scheduler tick goes out in one `write`; it then reads
+//!    whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
-//!    slots in send order; the clock is read once per socket read and that instant is the read
-//!    time of every reply the read brought ([`take_times`]). Likewise the clock is read once
+//!    slots and lanes in send order; the clock is read once per socket read and that instant
+//!    is the read time of every reply the read brought ([`take_times`], [`Laned::times`]). Likewise the clock is read once
 //!    per `write`, just before it: that instant is the send time of every request the write
 //!    begins to send (a short write leaves the rest for the write that reaches them), so a
 //!    request's service time starts when it left the client, not when its caller queued it.
@@ -38,6 +41,7 @@ pub(crate) use driver::open_stream;
 
 use super::client::ConnectOptions;
 use super::error::CallError;
+use super::lane::{Laned, ReplyLane};
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::wire::Wire;
@@ -83,9 +87,8 @@ pub fn take_times_since(start: Instant) -> Option<Times> {
     take_times().filter(|t| t.sent >= start && t.read >= t.sent)
 }
 
-/// Hands `times` to the task whose call returns in this poll (the redis-rs transport's queued
-/// calls, [`super::wire::ControlCall`]).
-pub(crate) fn hand_over_times(times: Option<Times>) {
+/// Hands `times` to the task whose [`Call`] returns in this poll.
+fn hand_over_times(times: Option<Times>) {
     TIMES.with(|cell| cell.set(times));
 }
 
@@ -108,30 +111,49 @@ struct Shared {
     state: RefCell<State>,
 }
 
-/// One request's place in the reply queue.
+/// The reply of one [`Call`], until the call takes it.
 #[derive(Default)]
 struct Slot {
     waker: Option<Waker>,
     reply: Option<Result<Value, CallError>>,
-    /// Set by the write that began to send the request.
-    sent_at: Option<Instant>,
-    /// Where the request begins in the output buffer, while no write has reached it.
-    start: usize,
-    read_at: Option<Instant>,
+    times: Option<Times>,
     /// The [`Call`] was dropped before its reply: free the slot when the reply comes.
     abandoned: bool,
+}
+
+/// One request awaiting its reply, in send order.
+struct Waiting {
+    /// Where the reply goes: a [`Slot`] index, or a lane's index with [`LANE`] set.
+    to: u32,
+    /// Where the request begins in the output buffer, while no write has reached it.
+    start: usize,
+    /// Set by the write that began to send the request.
+    sent_at: Option<Instant>,
+}
+
+/// Marks [`Waiting::to`] as a lane's index.
+const LANE: u32 = 1 << 31;
+
+/// One [`PipeLane`]'s replies not taken yet, in send order.
+#[derive(Default)]
+struct LaneState {
+    replies: VecDeque<Laned>,
+    waker: Option<Waker>,
+    /// The lane was dropped: its replies are read and discarded.
+    closed: bool,
 }
 
 struct State {
     /// Packed requests; `out[written..]` is not on the socket yet.
     out: Vec<u8>,
     written: usize,
-    /// Slots awaiting a reply, in send order; the last `unsent` of them have no send time yet
-    /// (no write has begun to send them).
-    queue: VecDeque<u32>,
+    /// Requests awaiting a reply, in send order; the last `unsent` of them have no send time
+    /// yet (no write has begun to send them).
+    queue: VecDeque<Waiting>,
     unsent: usize,
     slots: Vec<Slot>,
     free: Vec<u32>,
+    lanes: Vec<LaneState>,
     /// The driver's waker, woken when a request is queued, and whether it was woken since its
     /// last poll (one wake per batch, not one atomic task transition per request).
     driver: Option<Waker>,
@@ -188,7 +210,39 @@ impl PipeConn {
     ///
     /// Panics on a request without arguments, as [`send`](Self::send).
     pub fn send_with(&self, frame: impl FnOnce(&mut Request)) -> Call {
+        let (st, start) = self.shared.frame_onto(frame);
+        self.queued(st, start)
+    }
+
+    /// Takes a reply slot for the request just packed at `out[start..]` and wakes the driver.
+    fn queued(&self, mut st: std::cell::RefMut<'_, State>, start: usize) -> Call {
+        let slot = match st.free.pop() {
+            Some(slot) => slot,
+            None => {
+                st.slots.push(Slot::default());
+                (st.slots.len() - 1) as u32
+            }
+        };
+        st.enqueue(slot, start);
+        Call { shared: Some(self.shared.clone()), slot }
+    }
+
+    /// A new lane on this connection: its requests' replies come back to it in order, with
+    /// their times ([`ReplyLane`]).
+    pub fn lane(&self) -> PipeLane {
         let mut st = self.shared.state.borrow_mut();
+        st.lanes.push(LaneState::default());
+        let id = (st.lanes.len() - 1) as u32;
+        assert!(id < LANE, "too many lanes on one connection");
+        PipeLane { shared: self.shared.clone(), id }
+    }
+}
+
+impl Shared {
+    /// Frames the request `frame` builds straight onto the output buffer (see
+    /// [`PipeConn::send_with`]) and returns the state with it packed at `start`.
+    fn frame_onto(&self, frame: impl FnOnce(&mut Request)) -> (std::cell::RefMut<'_, State>, usize) {
+        let mut st = self.state.borrow_mut();
         let start = st.out.len();
         let request = Request::onto(std::mem::take(&mut st.out));
         // Should `frame` panic, the guard puts the buffer back without the half-built request,
@@ -203,36 +257,46 @@ impl PipeConn {
             st.out.truncate(start);
             panic!("an empty request gets no reply");
         }
-        self.queued(st, start)
+        (st, start)
+    }
+}
+
+/// One caller's lane on a [`PipeConn`] ([`PipeConn::lane`]). Dropping it discards the replies
+/// still to come.
+pub struct PipeLane {
+    shared: Rc<Shared>,
+    id: u32,
+}
+
+impl ReplyLane for PipeLane {
+    fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) {
+        let (mut st, start) = self.shared.frame_onto(frame);
+        st.enqueue(LANE | self.id, start);
     }
 
-    /// Takes a reply slot for the request just packed at `out[start..]` and wakes the driver.
-    fn queued(&self, mut st: std::cell::RefMut<'_, State>, start: usize) -> Call {
-        let slot = match st.free.pop() {
-            Some(slot) => {
-                // A reused slot keeps no send time of its last request (a failure may
-                // answer this one before any write stamps it).
-                st.slots[slot as usize].sent_at = None;
-                slot
-            }
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned> {
+        let mut st = self.shared.state.borrow_mut();
+        let lane = &mut st.lanes[self.id as usize];
+        match lane.replies.pop_front() {
+            Some(reply) => Poll::Ready(reply),
             None => {
-                st.slots.push(Slot::default());
-                (st.slots.len() - 1) as u32
-            }
-        };
-        if st.queue.is_empty() {
-            st.waiting_since = Instant::now();
-        }
-        st.slots[slot as usize].start = start;
-        st.queue.push_back(slot);
-        st.unsent += 1;
-        if !st.driver_woken {
-            if let Some(driver) = &st.driver {
-                driver.wake_by_ref();
-                st.driver_woken = true;
+                match &lane.waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    _ => lane.waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
             }
         }
-        Call { shared: Some(self.shared.clone()), slot }
+    }
+}
+
+impl Drop for PipeLane {
+    fn drop(&mut self) {
+        let mut st = self.shared.state.borrow_mut();
+        let lane = &mut st.lanes[self.id as usize];
+        lane.closed = true;
+        lane.replies = VecDeque::new();
+        lane.waker = None;
     }
 }
 
@@ -253,15 +317,10 @@ impl PipeConn {
 }
 
 impl Wire for PipeConn {
-    type Pending = Call;
-    const TIMED: bool = true;
+    type Lane = PipeLane;
 
-    fn queue(&mut self, request: &Request) -> Call {
-        PipeConn::send(self, request)
-    }
-
-    fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) -> Call {
-        PipeConn::send_with(self, frame)
+    fn lane(&self) -> PipeLane {
+        PipeConn::lane(self)
     }
 
     fn open(
@@ -321,7 +380,7 @@ impl Future for Call {
         let slot = &mut st.slots[self.slot as usize];
         match slot.reply.take() {
             Some(reply) => {
-                let times = slot.sent_at.take().zip(slot.read_at.take()).map(|(sent, read)| Times { sent, read });
+                let times = slot.times.take();
                 // Overwritten, never merged: the task that awaited this call takes it in
                 // this same poll, and a value left by a task that did not must not leak into
                 // another task's call.
@@ -366,6 +425,7 @@ impl State {
             unsent: 0,
             slots: Vec::new(),
             free: Vec::new(),
+            lanes: Vec::new(),
             driver: None,
             driver_woken: false,
             waiting_since: now,
@@ -378,29 +438,57 @@ impl State {
     /// write leaves the requests after it unstamped, for the write that reaches them.
     fn mark_sent(&mut self, at: Instant) {
         let first = self.queue.len() - self.unsent;
-        for &id in self.queue.range(first..) {
-            let slot = &mut self.slots[id as usize];
-            if slot.start >= self.written {
+        for waiting in self.queue.range_mut(first..) {
+            if waiting.start >= self.written {
                 break;
             }
-            slot.sent_at = Some(at);
+            waiting.sent_at = Some(at);
             self.unsent -= 1;
+        }
+    }
+
+    /// Puts the request packed at `out[start..]`, whose reply goes to `to` (a slot, or a lane
+    /// with [`LANE`]), in the reply queue and wakes the driver (once per batch).
+    fn enqueue(&mut self, to: u32, start: usize) {
+        if self.queue.is_empty() {
+            self.waiting_since = Instant::now();
+        }
+        self.queue.push_back(Waiting { to, start, sent_at: None });
+        self.unsent += 1;
+        if !self.driver_woken {
+            if let Some(driver) = &self.driver {
+                driver.wake_by_ref();
+                self.driver_woken = true;
+            }
         }
     }
 
     /// Hands the next reply to the oldest request. Errors: a reply nobody asked for.
     fn deliver(&mut self, reply: Result<Value, CallError>, read_at: Instant) -> Result<(), CallError> {
-        let Some(id) = self.queue.pop_front() else {
+        let Some(waiting) = self.queue.pop_front() else {
             return Err(CallError::Connection("a reply arrived that no request was waiting for".into()));
         };
         self.unsent = self.unsent.min(self.queue.len());
+        let times = waiting.sent_at.map(|sent| Times { sent, read: read_at });
+        if waiting.to & LANE != 0 {
+            let lane = &mut self.lanes[(waiting.to & !LANE) as usize];
+            if !lane.closed {
+                lane.replies.push_back(Laned { result: reply, times });
+                // One wake per batch: the lane re-registers when it finds itself empty.
+                if let Some(waker) = lane.waker.take() {
+                    waker.wake();
+                }
+            }
+            return Ok(());
+        }
+        let id = waiting.to;
         let slot = &mut self.slots[id as usize];
         if slot.abandoned {
             *slot = Slot::default();
             self.free.push(id);
         } else {
             slot.reply = Some(reply);
-            slot.read_at = Some(read_at);
+            slot.times = times;
             if let Some(waker) = slot.waker.take() {
                 waker.wake();
             }
@@ -444,8 +532,8 @@ mod tests {
         let mut st = State::new(Instant::now());
         st.out = vec![0; 30];
         for i in 0..3u32 {
-            st.slots.push(Slot { start: i as usize * 10, ..Slot::default() });
-            st.queue.push_back(i);
+            st.slots.push(Slot::default());
+            st.queue.push_back(Waiting { to: i, start: i as usize * 10, sent_at: None });
             st.unsent += 1;
         }
         st
@@ -457,13 +545,13 @@ mod tests {
         let (first, second) = (Instant::now(), Instant::now() + std::time::Duration::from_micros(5));
         st.written = 5;
         st.mark_sent(first);
-        let sent: Vec<_> = st.slots.iter().map(|s| s.sent_at).collect();
+        let sent: Vec<_> = st.queue.iter().map(|w| w.sent_at).collect();
         assert_eq!(sent, [Some(first), None, None]);
         assert_eq!(st.unsent, 2);
         // The next write takes the rest of the second request and the start of the third.
         st.written = 21;
         st.mark_sent(second);
-        let sent: Vec<_> = st.slots.iter().map(|s| s.sent_at).collect();
+        let sent: Vec<_> = st.queue.iter().map(|w| w.sent_at).collect();
         assert_eq!(sent, [Some(first), Some(second), Some(second)]);
         assert_eq!(st.unsent, 0);
     }
@@ -488,11 +576,60 @@ mod tests {
     }
 
     #[test]
+    fn lanes_get_their_replies_in_order_with_times_between_other_calls() {
+        let shared = Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) });
+        let conn = PipeConn { shared: shared.clone() };
+        let (mut a, mut b) = (conn.lane(), conn.lane());
+        a.queue(&Request::from_args(&["ECHO", "a1"]));
+        let call = conn.send(&Request::from_args(&["ECHO", "c"]));
+        b.queue(&Request::from_args(&["ECHO", "b1"]));
+        a.queue(&Request::from_args(&["ECHO", "a2"]));
+        let mut closed = conn.lane();
+        closed.queue(&Request::from_args(&["ECHO", "gone"]));
+        drop(closed);
+        assert!(a.try_next().is_none());
+        let (sent, read) = (Instant::now(), Instant::now() + std::time::Duration::from_micros(7));
+        {
+            let mut st = shared.state.borrow_mut();
+            st.written = st.out.len();
+            st.mark_sent(sent);
+            for reply in ["a1", "c", "b1", "a2", "gone"] {
+                st.deliver(Ok(Value::SimpleString(reply.into())), read).unwrap();
+            }
+            assert!(st.queue.is_empty());
+            assert!(st.lanes[2].replies.is_empty(), "a dropped lane keeps no reply");
+        }
+        let text = |l: Laned| match l.result {
+            Ok(Value::SimpleString(s)) => (s, l.times),
+            other => panic!("{other:?}"),
+        };
+        let times = Some(Times { sent, read });
+        assert_eq!(text(a.try_next().unwrap()), ("a1".into(), times));
+        assert_eq!(text(a.try_next().unwrap()), ("a2".into(), times));
+        assert!(a.try_next().is_none());
+        assert_eq!(text(b.try_next().unwrap()), ("b1".into(), times));
+        let mut call = std::pin::pin!(call);
+        let got = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        assert!(matches!(got, Poll::Ready(Ok(Value::SimpleString(ref s))) if s == "c"));
+        assert_eq!(take_times(), times);
+    }
+
+    #[test]
+    fn a_lost_connection_fails_a_lanes_requests_as_unsent() {
+        let shared = Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) });
+        let mut lane = PipeConn { shared: shared.clone() }.lane();
+        lane.queue(&Request::from_args(&["PING"]));
+        shared.state.borrow_mut().fail_all(CallError::Connection("lost".into()));
+        let reply = lane.try_next().expect("failed at once");
+        assert!(matches!(reply.result, Err(CallError::Connection(_))) && reply.times.is_none());
+    }
+
+    #[test]
     fn a_failed_connection_leaves_no_request_unsent() {
         let mut st = three_queued();
         st.fail_all(CallError::Connection("lost".into()));
         assert!(st.queue.is_empty());
         assert_eq!(st.unsent, 0);
-        assert!(st.slots.iter().all(|s| s.sent_at.is_none() && matches!(s.reply, Some(Err(_)))));
+        assert!(st.slots.iter().all(|s| s.times.is_none() && matches!(s.reply, Some(Err(_)))));
     }
 }

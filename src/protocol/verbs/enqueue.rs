@@ -3,13 +3,11 @@
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
+use crate::protocol::lane::ReplyLane;
 use crate::protocol::registry::ScriptRegistry;
 use crate::protocol::request::Request;
 use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 /// What an enqueue did (PROTOCOL.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,26 +18,14 @@ pub enum EnqueueReply {
     Duplicate,
 }
 
-fn enqueue_reply(script: Script, value: &redis::Value) -> Result<EnqueueReply, CallError> {
+/// Reads `script`'s reply (`enqueue` or `enqueue_delayed`): 1 or 0.
+///
+/// Errors: another reply as [`CallError::Reply`].
+pub fn enqueue_reply(script: Script, value: &redis::Value) -> Result<EnqueueReply, CallError> {
     match int_reply(script, value)? {
         1 => Ok(EnqueueReply::Enqueued),
         0 => Ok(EnqueueReply::Duplicate),
         n => Err(CallError::Reply(format!("{} replied {n}, expected 0 or 1", script.name()))),
-    }
-}
-
-/// An enqueue queued by [`EchoClient::queue_enqueue`]: its reply, decoded.
-pub struct EnqueueCall<P> {
-    pending: P,
-    script: Script,
-}
-
-impl<P: Future<Output = Result<redis::Value, CallError>> + Unpin> Future for EnqueueCall<P> {
-    type Output = Result<EnqueueReply, CallError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let script = self.script;
-        Pin::new(&mut self.pending).poll(cx).map(|value| enqueue_reply(script, &value?))
     }
 }
 
@@ -90,30 +76,32 @@ impl<W: Wire> EchoClient<W> {
         enqueue_reply(script, &value)
     }
 
-    /// Queues `enqueue` (`delay_ms` `None`) or `enqueue_delayed` on the connection now and
-    /// returns its reply to await later: the producers' pipelined path, with as many in flight
-    /// as the caller holds. Nothing is followed: a NOSCRIPT or redirect reply comes back as
-    /// that error, and the caller redoes the call with [`enqueue`](Self::enqueue) /
+    /// Queues `enqueue` (`delay_ms` `None`) or `enqueue_delayed` on `lane`, one of this
+    /// client's connection's lanes, now; returns which script it runs. Its reply comes back on
+    /// the lane ([`enqueue_reply`] reads it): the producers' pipelined path, with as many in
+    /// flight as the caller holds. Nothing is followed: a NOSCRIPT or redirect reply comes
+    /// back as that error, and the caller redoes the call with [`enqueue`](Self::enqueue) /
     /// [`enqueue_delayed`](Self::enqueue_delayed). The payload, `payload_len` bytes, is
     /// appended by `write_payload` straight into the command (no copy of it).
     ///
     /// Panics when `write_payload` appends another number of bytes than `payload_len`.
-    #[allow(clippy::too_many_arguments)] // the enqueue's own arguments, plus its queue's frames
+    #[allow(clippy::too_many_arguments)] // the enqueue's own arguments, plus its lane and frames
     pub fn queue_enqueue(
-        &mut self,
+        &self,
+        lane: &mut W::Lane,
         frames: &EnqueueFrames,
         id: &JobId,
         payload_len: usize,
         write_payload: impl FnOnce(&mut Vec<u8>),
         priority: Option<u64>,
         delay_ms: Option<u64>,
-    ) -> EnqueueCall<W::Pending> {
+    ) -> Script {
         let (script, frame) = match delay_ms {
             Some(_) => (Script::EnqueueDelayed, &frames.delayed),
             None => (Script::Enqueue, &frames.pending),
         };
-        let (conn, registry) = self.conn_and_registry();
-        let pending = conn.queue_with(|cmd| {
+        let registry = self.registry();
+        lane.queue_with(|cmd| {
             registry.push_evalsha(cmd, script, 2);
             // Job key and set key, then the id: their framing comes pre-built.
             cmd.push_raw(&frame.job_key_head, 0);
@@ -124,7 +112,7 @@ impl<W: Wire> EchoClient<W> {
             cmd.arg_with(payload_len, write_payload);
             push_option(cmd, priority, delay_ms);
         });
-        EnqueueCall { pending, script }
+        script
     }
 }
 
@@ -215,11 +203,12 @@ mod tests {
             let mut expected_packed = Vec::new();
             expected.write_packed(&mut expected_packed);
             let got = PipeConn::frame_for_test(|conn| {
-                let mut client = EchoClient::from_connection(conn, std::sync::Arc::new(registry.clone()));
+                let client = EchoClient::from_connection(conn, std::sync::Arc::new(registry.clone()));
+                let mut lane = client.lane();
                 let write = |out: &mut Vec<u8>| out.extend_from_slice(payload);
-                let call = client.queue_enqueue(&frames, &id, payload.len(), write, priority, delay);
+                let queued = client.queue_enqueue(&mut lane, &frames, &id, payload.len(), write, priority, delay);
                 let script = if delay.is_some() { Script::EnqueueDelayed } else { Script::Enqueue };
-                assert_eq!(call.script, script);
+                assert_eq!(queued, script);
             });
             assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&expected_packed));
             // And both are what redis-rs packs for the same arguments.

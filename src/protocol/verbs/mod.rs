@@ -11,5 +11,5 @@ mod progress;
 
 pub use claim::Claimed;
 pub use complete::CompleteReply;
-pub use enqueue::{EnqueueCall, EnqueueFrames, EnqueueReply};
+pub use enqueue::{enqueue_reply, EnqueueFrames, EnqueueReply};
 pub use fail::{FailArgs, FailReply};
