@@ -10,13 +10,14 @@
 //! given start and length is always the same bytes, so its CRC is computed once and cached;
 //! each job then feeds only its 16 identity bytes through the CRC. A length not seen last from
 //! that start continues from the CRC of the stream's last whole 64 bytes (checkpoints made
-//! once per start), so drawn sizes cost at most 63 bytes more. Checksumming every payload
+//! once per start, as far as the lengths asked reach), so drawn sizes cost at most 63 bytes
+//! more; the cached CRC is a hasher, cloned per payload. Checksumming every payload
 //! in full cost ~10 % of the harness's client CPU per enqueue at 256 bytes (issue 11 item 7).
 //! Copying from a pool instead of drawing fresh random bytes keeps the hot path cheap.
 
 use crate::protocol::JobId;
 use rand::{RngCore, SeedableRng};
-use std::cell::{Cell, OnceCell};
+use std::cell::RefCell;
 
 /// Bytes of header: 16 of identity, 4 of checksum. The smallest payload the harness sends.
 pub const HEADER_LEN: usize = 20;
@@ -35,11 +36,14 @@ const CHECKPOINT: usize = 64;
 /// A pool of random filler bytes; one per load thread (`!Sync`: its CRC caches are cells).
 pub struct PayloadPool {
     pool: Vec<u8>,
-    /// Per filler start: the filler length last checksummed from it and that filler's CRC-32.
-    filler_crc: [Cell<(usize, u32)>; FILLER_STARTS],
-    /// Per filler start, made at its first use: entry `k` is the CRC-32 of the first
-    /// `(k + 1) × 64` bytes of the filler stream from it (the pool once round, 4 KiB).
-    checkpoints: [OnceCell<Box<[u32]>>; FILLER_STARTS],
+    /// Per filler start: the filler length last checksummed from it and a CRC-32 hasher that
+    /// has taken that filler in. Each payload continues a clone of it (a fresh hasher detects
+    /// the CPU's features every time: ~35 instructions per payload, callgrind).
+    filler_crc: [RefCell<(usize, crc32fast::Hasher)>; FILLER_STARTS],
+    /// Per filler start, made as far as needed ([`PayloadPool::checkpoint`]): entry `k` is the
+    /// CRC-32 of the first `(k + 1) × 64` bytes of the filler stream from it (at most the
+    /// pool once round: 1 024 entries, 4 KiB).
+    checkpoints: [RefCell<Vec<u32>>; FILLER_STARTS],
 }
 
 /// What a payload check found.
@@ -62,8 +66,8 @@ impl PayloadPool {
         rand::rngs::SmallRng::seed_from_u64(seed).fill_bytes(&mut pool);
         PayloadPool {
             pool,
-            filler_crc: std::array::from_fn(|_| Cell::new((usize::MAX, 0))),
-            checkpoints: std::array::from_fn(|_| OnceCell::new()),
+            filler_crc: std::array::from_fn(|_| RefCell::new((usize::MAX, crc32fast::Hasher::new()))),
+            checkpoints: std::array::from_fn(|_| RefCell::new(Vec::new())),
         }
     }
 
@@ -90,42 +94,47 @@ impl PayloadPool {
             out.extend_from_slice(&self.pool[offset..offset + take]);
             offset = 0;
         }
-        let filler_crc = self.filler_crc(first, &out[start + HEADER_LEN..]);
-        let mut hasher = crc32fast::Hasher::new_with_initial(filler_crc);
+        let mut hasher = self.after_filler(first, &out[start + HEADER_LEN..]);
         hasher.update(&identity);
         let crc = hasher.finalize();
         out[start + 16..start + HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
         crc
     }
 
-    /// The CRC-32 of `filler`, the stream from filler start `first`: cached for the length
-    /// last asked of that start, else continued from the stream's last checkpoint within it.
-    fn filler_crc(&self, first: usize, filler: &[u8]) -> u32 {
+    /// A CRC-32 hasher that has taken in `filler`, the stream from filler start `first`: a
+    /// clone of the one cached for the length last asked of that start, else continued from
+    /// the stream's last checkpoint within it.
+    fn after_filler(&self, first: usize, filler: &[u8]) -> crc32fast::Hasher {
         let len = filler.len();
-        let (cached, crc) = self.filler_crc[first].get();
-        if cached == len {
-            return crc;
+        {
+            let cached = self.filler_crc[first].borrow();
+            if cached.0 == len {
+                return cached.1.clone();
+            }
         }
-        let marks = self.checkpoints[first].get_or_init(|| {
-            let mut hasher = crc32fast::Hasher::new();
-            (0..POOL_LEN / CHECKPOINT)
-                .map(|k| {
-                    let at = (first * FILLER_STRIDE + k * CHECKPOINT) % POOL_LEN;
-                    hasher.update(&self.pool[at..at + CHECKPOINT]);
-                    hasher.clone().finalize()
-                })
-                .collect()
-        });
-        let whole = (len / CHECKPOINT).min(marks.len());
-        let (initial, done) = match whole {
-            0 => (0, 0),
-            k => (marks[k - 1], k * CHECKPOINT),
+        let whole = (len / CHECKPOINT).min(POOL_LEN / CHECKPOINT);
+        let initial = match whole {
+            0 => 0,
+            k => self.checkpoint(first, k),
         };
         let mut hasher = crc32fast::Hasher::new_with_initial(initial);
-        hasher.update(&filler[done..]);
-        let crc = hasher.finalize();
-        self.filler_crc[first].set((len, crc));
-        crc
+        hasher.update(&filler[whole * CHECKPOINT..]);
+        *self.filler_crc[first].borrow_mut() = (len, hasher.clone());
+        hasher
+    }
+
+    /// The CRC-32 of the first `k × 64` bytes (`1 ..= 1024`: the pool once round) of the
+    /// filler stream from start `first`. Checkpoints are made up to the one asked, at first
+    /// use, and kept: a constant payload size costs a few per start, not the 64 KiB round.
+    fn checkpoint(&self, first: usize, k: usize) -> u32 {
+        let mut marks = self.checkpoints[first].borrow_mut();
+        while marks.len() < k {
+            let at = (first * FILLER_STRIDE + marks.len() * CHECKPOINT) % POOL_LEN;
+            let mut hasher = crc32fast::Hasher::new_with_initial(marks.last().copied().unwrap_or(0));
+            hasher.update(&self.pool[at..at + CHECKPOINT]);
+            marks.push(hasher.finalize());
+        }
+        marks[k - 1]
     }
 
     /// The length of a payload drawn as `size` bytes: never below the header.
