@@ -158,6 +158,7 @@ impl ScriptRegistry {
 
     /// Appends `EVALSHA <sha> <numkeys>` of `script` to `request` (an empty one: the verbs'
     /// framing functions start from it).
+    #[inline]
     pub fn push_evalsha(&self, request: &mut Request, script: Script, numkeys: usize) {
         /// `numkeys` 0..=9 framed in advance (every verb's): no digit formatting per call.
         const SMALL: [&[u8]; 10] = [

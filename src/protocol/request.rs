@@ -60,16 +60,13 @@ impl Request {
 
     /// The output buffer of [`Request::onto`], with this request packed at its end. A request
     /// of 10 arguments or more needs a longer header than the room left, and is shifted.
+    #[inline]
     pub fn into_packed(self) -> Vec<u8> {
         let Request { mut framed, base, count, .. } = self;
         let head = base - HEADER_ROOM.len();
         match u8::try_from(count) {
             Ok(digit @ 0..=9) => framed[head + 1] = b'0' + digit,
-            _ => {
-                let mut header = Vec::new();
-                write_header(count, &mut header);
-                framed.splice(head..base, header);
-            }
+            _ => splice_header(&mut framed, head..base, count),
         }
         framed
     }
@@ -160,6 +157,15 @@ impl Request {
         }
         cmd
     }
+}
+
+/// Replaces the header room `room` of `framed` with the `*<count>\r\n` header of a request
+/// of 10 arguments or more (the rest of the request shifts).
+#[cold]
+fn splice_header(framed: &mut Vec<u8>, room: std::ops::Range<usize>, count: usize) {
+    let mut header = Vec::new();
+    write_header(count, &mut header);
+    framed.splice(room, header);
 }
 
 /// Appends a command's `*<count>\r\n` header to `out`.

@@ -98,6 +98,7 @@ impl Shape {
         })
     }
 
+    #[inline]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         match self {
             Shape::Fixed(v) => *v,
@@ -151,6 +152,7 @@ impl SizeSampler {
     }
 
     /// One size, in bytes.
+    #[inline]
     pub fn sample(&self, rng: &mut impl Rng) -> u64 {
         self.0.sample(rng)
     }
