@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// Mints job ids that are strictly increasing in byte order for one generator: the time part
 /// never goes back (the last millisecond is kept if the clock does), and within one
 /// millisecond the job numbers a generator is given must increase (they do: each producer
-/// draws them from one run-wide counter, in order).
+/// takes them in blocks of 16 from one run-wide counter, and draws each block in order).
 #[derive(Debug, Clone)]
 pub struct JobIdGen {
     tag: u64,

@@ -48,7 +48,10 @@ pub trait ReplyLane: 'static {
     /// registered) while it has not come in. Polled with nothing queued, it stays pending.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned>;
 
-    /// [`poll_next`](Self::poll_next) without a wake-up: the reply if it is already in.
+    /// The reply of the oldest request if it is already in, asking for no wake-up. The
+    /// default polls with a no-op waker, which may replace the waker an earlier
+    /// [`poll_next`](Self::poll_next) registered: a caller polls with its own waker again
+    /// before it waits (the pipe's lane overrides this and leaves the waker alone).
     fn try_next(&mut self) -> Option<Laned> {
         match self.poll_next(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(reply) => Some(reply),

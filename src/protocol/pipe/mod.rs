@@ -15,8 +15,8 @@
 //!    whatever replies are there.
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
 //!    slots and lanes in send order; the clock is read once per socket read and that instant
-//!    is the read time of every reply the read brought ([`take_times`], [`Laned::times`]). Likewise the clock is read once
-//!    per `write`, just before it: that instant is the send time of every request the write
+//!    is the read time of every reply the read brought ([`take_times`], [`Laned::times`]).
+//!    Likewise the clock is read once per `write`, just before it: that instant is the send time of every request the write
 //!    begins to send (a short write leaves the rest for the write that reaches them), so a
 //!    request's service time starts when it left the client, not when its caller queued it.
 //!    A pipelined request is thus timed by the read that brought its own reply, not by when
@@ -223,6 +223,7 @@ impl PipeConn {
                 (st.slots.len() - 1) as u32
             }
         };
+        debug_assert!(slot < LANE, "a slot index reads as a lane's");
         st.enqueue(slot, start);
         Call { shared: Some(self.shared.clone()), slot }
     }
@@ -272,6 +273,11 @@ impl ReplyLane for PipeLane {
     fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) {
         let (mut st, start) = self.shared.frame_onto(frame);
         st.enqueue(LANE | self.id, start);
+    }
+
+    /// Exact: takes a reply already in and leaves the registered waker as it was.
+    fn try_next(&mut self) -> Option<Laned> {
+        self.shared.state.borrow_mut().lanes[self.id as usize].replies.pop_front()
     }
 
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned> {
