@@ -204,9 +204,7 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallErr
     poll_fn(|cx| {
         let mut st = shared.state.borrow_mut();
         st.driver_woken = false;
-        if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            st.driver = Some(cx.waker().clone());
-        }
+        super::register(&mut st.driver, cx);
         if let Err(err) = flush(&mut st, stream, cx) {
             // Replies already read were answered by the server: hand them out before failing
             // the rest, rather than report them as unknown outcomes.

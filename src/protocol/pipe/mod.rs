@@ -87,6 +87,13 @@ pub fn take_times_since(start: Instant) -> Option<Times> {
     take_times().filter(|t| t.sent >= start && t.read >= t.sent)
 }
 
+/// Keeps `cx`'s waker in `slot`, cloned only when the one there would wake another task.
+fn register(slot: &mut Option<Waker>, cx: &Context<'_>) {
+    if !slot.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+        *slot = Some(cx.waker().clone());
+    }
+}
+
 /// Hands `times` to the task whose [`Call`] returns in this poll.
 fn hand_over_times(times: Option<Times>) {
     TIMES.with(|cell| cell.set(times));
@@ -286,10 +293,7 @@ impl ReplyLane for PipeLane {
         match lane.replies.pop_front() {
             Some(reply) => Poll::Ready(reply),
             None => {
-                match &lane.waker {
-                    Some(waker) if waker.will_wake(cx.waker()) => {}
-                    _ => lane.waker = Some(cx.waker().clone()),
-                }
+                register(&mut lane.waker, cx);
                 Poll::Pending
             }
         }
@@ -397,10 +401,7 @@ impl Future for Call {
                 Poll::Ready(reply)
             }
             None => {
-                match &slot.waker {
-                    Some(waker) if waker.will_wake(cx.waker()) => {}
-                    _ => slot.waker = Some(cx.waker().clone()),
-                }
+                register(&mut slot.waker, cx);
                 Poll::Pending
             }
         }
