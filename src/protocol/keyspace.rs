@@ -67,6 +67,17 @@ const CROCKFORD_LOWER: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 /// The trailing digits [`JobId::from_ulid_after`] encodes: 35 bits, a job number's 32 and
 /// three of the run tag's.
 const LOW_DIGITS: usize = 7;
+/// The base-32 digits of a ULID (after `JOB`).
+const ULID_DIGITS: usize = JOB_ID_LEN - 3;
+
+/// Writes digits `from..26` of `ulid` (5 bits each, most significant first) into their place
+/// in `id`.
+#[inline]
+fn write_digits(id: &mut [u8; JOB_ID_LEN], ulid: u128, from: usize) {
+    for (i, digit) in id[3 + from..].iter_mut().enumerate() {
+        *digit = CROCKFORD_LOWER[((ulid >> (125 - 5 * (from + i))) & 31) as usize];
+    }
+}
 
 /// `CROCKFORD_LOWER` as a byte-indexed table of digit values (`NOT_CROCKFORD` elsewhere): the
 /// checker parses millions of ids and every enqueue decodes one, and a table lookup per byte
@@ -119,9 +130,7 @@ impl JobId {
     pub fn from_ulid(ulid: ulid::Ulid) -> JobId {
         let mut id = [0u8; JOB_ID_LEN];
         id[..3].copy_from_slice(b"JOB");
-        for (i, digit) in id[3..].iter_mut().enumerate() {
-            *digit = CROCKFORD_LOWER[((ulid.0 >> (125 - 5 * i)) & 31) as usize];
-        }
+        write_digits(&mut id, ulid.0, 0);
         JobId(id)
     }
 
@@ -135,10 +144,7 @@ impl JobId {
             return JobId::from_ulid(ulid::Ulid(ulid));
         }
         let mut id = prev.0;
-        let low = ulid as u64;
-        for (i, digit) in id[JOB_ID_LEN - LOW_DIGITS..].iter_mut().enumerate() {
-            *digit = CROCKFORD_LOWER[((low >> (5 * (LOW_DIGITS - 1 - i))) & 31) as usize];
-        }
+        write_digits(&mut id, ulid, ULID_DIGITS - LOW_DIGITS);
         JobId(id)
     }
 

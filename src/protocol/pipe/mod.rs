@@ -16,9 +16,10 @@
 //! 3. Replies are decoded in order (redis-protocol's zero-copy RESP2 decoder) and handed to the
 //!    slots and lanes in send order; the clock is read once per socket read and that instant
 //!    is the read time of every reply the read brought ([`take_times`], [`Laned::times`]).
-//!    Likewise the clock is read once per `write`, just before it: that instant is the send time of every request the write
-//!    begins to send (a short write leaves the rest for the write that reaches them), so a
-//!    request's service time starts when it left the client, not when its caller queued it.
+//!    Likewise the clock is read once per `write`, just before it: that instant is the send
+//!    time of every request the write begins to send (a short write leaves the rest for the
+//!    write that reaches them), so a request's service time starts when it left the client,
+//!    not when its caller queued it.
 //!    A pipelined request is thus timed by the read that brought its own reply, not by when
 //!    its pipeline was sent or completed;
 //!    replies the driver hands out a poll later (32 per poll) keep their read time, so the
@@ -211,16 +212,6 @@ impl PipeConn {
         self.queued(st, start)
     }
 
-    /// [`send`](Self::send) of the request `frame` builds, framed straight into the output
-    /// buffer ([`Request::onto`]): no copy of its bytes. `frame` must not use this connection
-    /// (its state is borrowed meanwhile).
-    ///
-    /// Panics on a request without arguments, as [`send`](Self::send).
-    pub fn send_with(&self, frame: impl FnOnce(&mut Request)) -> Call {
-        let (st, start) = self.shared.frame_onto(frame);
-        self.queued(st, start)
-    }
-
     /// Takes a reply slot for the request just packed at `out[start..]` and wakes the driver.
     fn queued(&self, mut st: std::cell::RefMut<'_, State>, start: usize) -> Call {
         let slot = match st.free.pop() {
@@ -247,8 +238,11 @@ impl PipeConn {
 }
 
 impl Shared {
-    /// Frames the request `frame` builds straight onto the output buffer (see
-    /// [`PipeConn::send_with`]) and returns the state with it packed at `start`.
+    /// Frames the request `frame` builds straight onto the output buffer ([`Request::onto`]:
+    /// no copy of its bytes; `frame` must not use the connection, whose state is borrowed
+    /// meanwhile) and returns the state with it packed at `start`.
+    ///
+    /// Panics on a request without arguments, as [`PipeConn::send`].
     fn frame_onto(&self, frame: impl FnOnce(&mut Request)) -> (std::cell::RefMut<'_, State>, usize) {
         let mut st = self.state.borrow_mut();
         let start = st.out.len();
@@ -312,12 +306,16 @@ impl Drop for PipeLane {
 
 #[cfg(test)]
 impl PipeConn {
-    /// The bytes `frame` queues on a connection that is never opened (no driver runs).
+    /// A connection that is never opened (no driver runs), for tests.
+    pub(crate) fn unopened() -> PipeConn {
+        PipeConn { shared: Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) }) }
+    }
+
+    /// The bytes `frame` queues on a connection that is never opened.
     pub(crate) fn frame_for_test(frame: impl FnOnce(PipeConn)) -> Vec<u8> {
-        let shared = Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) });
-        frame(PipeConn { shared: shared.clone() });
-        let out = shared.state.borrow().out.clone();
-        out
+        let conn = PipeConn::unopened();
+        frame(conn.clone());
+        conn.unopened_out()
     }
 
     /// The output buffer of a connection that is never opened, for tests.
@@ -357,7 +355,7 @@ impl Wire for PipeConn {
 }
 
 /// Restores a connection's output buffer, cut back to `start`, when a request built onto it
-/// ([`PipeConn::send_with`]) is dropped unfinished (its framing closure panicked).
+/// ([`Shared::frame_onto`]) is dropped unfinished (its framing closure panicked).
 struct Unframe<'a> {
     out: &'a mut Vec<u8>,
     request: Option<Request>,
@@ -567,25 +565,26 @@ mod tests {
     fn a_framing_closure_that_panics_leaves_the_queued_requests_whole() {
         let kept = PipeConn::frame_for_test(|conn| {
             drop(conn.send(&Request::from_args(&["PING"])));
+            let mut lane = conn.lane();
             let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                drop(conn.send_with(|request| {
+                lane.queue_with(|request| {
                     request.arg("SET").arg("k");
                     panic!("a frame that breaks half-way");
-                }))
+                })
             }));
             assert!(unwound.is_err());
             assert_eq!(conn.unopened_out(), b"*1\r\n$4\r\nPING\r\n");
-            drop(conn.send_with(|request| {
+            lane.queue_with(|request| {
                 request.arg("ECHO").arg("x");
-            }));
+            });
         });
         assert_eq!(kept, b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n");
     }
 
     #[test]
     fn lanes_get_their_replies_in_order_with_times_between_other_calls() {
-        let shared = Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) });
-        let conn = PipeConn { shared: shared.clone() };
+        let conn = PipeConn::unopened();
+        let shared = conn.shared.clone();
         let (mut a, mut b) = (conn.lane(), conn.lane());
         a.queue(&Request::from_args(&["ECHO", "a1"]));
         let call = conn.send(&Request::from_args(&["ECHO", "c"]));
@@ -623,8 +622,9 @@ mod tests {
 
     #[test]
     fn a_lost_connection_fails_a_lanes_requests_as_unsent() {
-        let shared = Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) });
-        let mut lane = PipeConn { shared: shared.clone() }.lane();
+        let conn = PipeConn::unopened();
+        let mut lane = conn.lane();
+        let shared = conn.shared;
         lane.queue(&Request::from_args(&["PING"]));
         shared.state.borrow_mut().fail_all(CallError::Connection("lost".into()));
         let reply = lane.try_next().expect("failed at once");

@@ -197,6 +197,10 @@ mod tests {
         let id = JobIdGen::new(1).next_id();
         let payload = b"0123456789abcdefghij-payload";
         for (priority, delay) in [(None, None), (Some(3), None), (None, Some(250)), (Some(1), Some(10))] {
+            let (script, set) = match delay {
+                Some(_) => (Script::EnqueueDelayed, &keys.delayed),
+                None => (Script::Enqueue, &keys.pending),
+            };
             let mut expected = Request::new();
             let write = |out: &mut Vec<u8>| out.extend_from_slice(payload);
             frame_enqueue((&mut expected, &registry), &keys, &id, payload.len(), write, priority, delay);
@@ -207,13 +211,10 @@ mod tests {
                 let mut lane = client.lane();
                 let write = |out: &mut Vec<u8>| out.extend_from_slice(payload);
                 let queued = client.queue_enqueue(&mut lane, &frames, &id, payload.len(), write, priority, delay);
-                let script = if delay.is_some() { Script::EnqueueDelayed } else { Script::Enqueue };
                 assert_eq!(queued, script);
             });
             assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&expected_packed));
             // And both are what redis-rs packs for the same arguments.
-            let script = if delay.is_some() { Script::EnqueueDelayed } else { Script::Enqueue };
-            let set = if delay.is_some() { &keys.delayed } else { &keys.pending };
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(registry.sha(script)).arg(2).arg(keys.job_key(&id)).arg(set).arg(id.as_bytes()).arg(&payload[..]);
             match (delay, priority) {
