@@ -7,7 +7,7 @@ use crate::protocol::{
     enqueue_reply, CallError, Claimed, CompleteReply, EchoClient, EnqueueFrames, EnqueueReply, FailArgs, FailReply,
     JobId, ReplyLane,
 };
-use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, Wire};
+use crate::protocol::{QueueKeys, Redirect, RedirectKind, Script, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::cell::Cell;
@@ -74,10 +74,16 @@ pub trait QueueOps: Clone + 'static {
         delay_ms: Option<u64>,
     ) -> usize;
 
-    /// Reads the reply of a queued enqueue of `id` that ran `script`.
+    /// Reads the reply of a queued enqueue that ran `script`. `id` mints the job's id when the
+    /// reply must name it (BullMQ's does, EchoMQ's 1 or 0 does not): a producer keeps no id
+    /// per request in flight (issue 11 item 7).
     ///
     /// Errors: the lane's error, or a reply of another shape as [`CallError::Reply`].
-    fn enqueue_reply(script: Script, id: &JobId, reply: Result<Value, CallError>) -> Result<EnqueueReply, CallError>;
+    fn enqueue_reply(
+        script: Script,
+        id: impl FnOnce() -> JobId,
+        reply: Result<Value, CallError>,
+    ) -> Result<EnqueueReply, CallError>;
 
     /// Redoes an enqueue that was queued on node `node` and answered with `err`, a redirect
     /// or NOSCRIPT ([`needs_redo`]): a redirect is followed as the routed path follows one
@@ -164,8 +170,9 @@ pub trait Driver<W: Wire>: QueueOps {
     /// queues, and whatever else its calls need (BullMQ: the jobs' retry policy, the lock
     /// token minter).
     type Shared: Clone + 'static;
-    /// The shared part for load thread `thread` of a run of `plan` on `queues` (in order).
-    fn shared(queues: &[QueueKeys], plan: &Plan, thread: usize) -> Self::Shared;
+    /// The shared part for load thread `thread` of a run of `plan` on `queues` (in order), whose
+    /// scripts are `registry`'s.
+    fn shared(queues: &[QueueKeys], registry: &ScriptRegistry, plan: &Plan, thread: usize) -> Self::Shared;
     /// The verbs over `clients` (one per node, in the routes' node order).
     fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, shared: Self::Shared) -> Self;
 }
@@ -173,8 +180,8 @@ pub trait Driver<W: Wire>: QueueOps {
 impl<W: Wire> Driver<W> for EchoOps<W> {
     /// The queues' keys and their pre-framed enqueue pieces, by queue index.
     type Shared = (Rc<[QueueKeys]>, Rc<[EnqueueFrames]>);
-    fn shared(queues: &[QueueKeys], _plan: &Plan, _thread: usize) -> Self::Shared {
-        (queues.iter().cloned().collect(), queues.iter().map(EnqueueFrames::new).collect())
+    fn shared(queues: &[QueueKeys], registry: &ScriptRegistry, _plan: &Plan, _thread: usize) -> Self::Shared {
+        (queues.iter().cloned().collect(), queues.iter().map(|keys| EnqueueFrames::new(keys, registry)).collect())
     }
     fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, (queues, frames): Self::Shared) -> Self {
         EchoOps { clients, routes, queues, frames }
@@ -387,7 +394,11 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         node
     }
 
-    fn enqueue_reply(script: Script, _id: &JobId, reply: Result<Value, CallError>) -> Result<EnqueueReply, CallError> {
+    fn enqueue_reply(
+        script: Script,
+        _id: impl FnOnce() -> JobId,
+        reply: Result<Value, CallError>,
+    ) -> Result<EnqueueReply, CallError> {
         // The usual replies matched by value: nothing to drop (an out-of-line drop of the
         // reply was ~25 instructions per enqueue).
         match reply {

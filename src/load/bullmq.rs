@@ -11,7 +11,7 @@ use super::maintenance::Chore;
 use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
-use crate::protocol::{QueueKeys, Script, Wire};
+use crate::protocol::{QueueKeys, Script, ScriptRegistry, Wire};
 use crate::scenario::{self, Plan};
 use redis::Value;
 use std::cell::RefCell;
@@ -147,7 +147,7 @@ impl<W: Wire> BullOps<W> {
 impl<W: Wire> Driver<W> for BullOps<W> {
     type Shared = Rc<BullShared>;
 
-    fn shared(queues: &[QueueKeys], plan: &Plan, thread: usize) -> Rc<BullShared> {
+    fn shared(queues: &[QueueKeys], _registry: &ScriptRegistry, plan: &Plan, thread: usize) -> Rc<BullShared> {
         Rc::new(BullShared {
             queues: queues.iter().map(|q| BullKeys::new(q.queue.clone())).collect(),
             tokens: RefCell::new(LockTokens::new(thread as u16)),
@@ -227,8 +227,12 @@ impl<W: Wire> QueueOps for BullOps<W> {
     }
 
     /// An add's reply as an enqueue's: [`QueueOps::REPORTS_DUPLICATES`] is false for BullMQ.
-    fn enqueue_reply(script: Script, id: &JobId, reply: Result<Value, CallError>) -> Result<EnqueueReply, CallError> {
-        add_reply(script, id, &reply?).map(|r| r.as_enqueue(false))
+    fn enqueue_reply(
+        script: Script,
+        id: impl FnOnce() -> JobId,
+        reply: Result<Value, CallError>,
+    ) -> Result<EnqueueReply, CallError> {
+        add_reply(script, &id(), &reply?).map(|r| r.as_enqueue(false))
     }
 
     async fn redo_enqueue(

@@ -136,7 +136,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         }
     };
     let queues = keys.len();
-    let shared = Q::shared(&keys, &spec.plan, spec.index);
+    let shared = Q::shared(&keys, &spec.registry, &spec.plan, spec.index);
     // No Go means the coordinator gave up (another thread failed to connect).
     let Ok(Go { start, sink }) = go.await else { return Vec::new() };
     let plan = spec.plan.clone();

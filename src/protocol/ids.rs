@@ -20,7 +20,8 @@ pub struct JobIdGen {
     last_ms: u64,
     next_number: u32,
     /// The last id minted and its ULID: the next one of the same ms re-encodes only its last
-    /// digits ([`JobId::from_ulid_after`]; all 26 were ~5 % of the client CPU per enqueue).
+    /// digits in place ([`JobId::set_ulid_after`]; all 26 were ~5 % of the client CPU per
+    /// enqueue).
     last: Option<(u128, JobId)>,
 }
 
@@ -71,24 +72,44 @@ impl JobIdGen {
     /// The id of job `number`, stamped `unix_ms` (ms since the Unix epoch) or the last stamp
     /// if that is later. For callers that know the time without reading the clock again.
     pub fn mint_at(&mut self, number: u32, unix_ms: u64) -> JobId {
-        self.last_ms = self.last_ms.max(unix_ms);
-        let ulid = job_ulid(self.tag, number, self.last_ms);
-        let id = match &self.last {
-            Some((prev_ulid, prev)) => JobId::from_ulid_after(ulid, prev, *prev_ulid),
-            None => JobId::from_ulid(ulid::Ulid(ulid)),
-        };
-        self.last = Some((ulid, id));
-        id
+        *self.mint_ref(number, unix_ms)
     }
 
-    /// The ULID of the last id minted, for job `number` (without decoding the id).
-    pub fn last_ulid(&self, number: u32) -> u128 {
-        job_ulid(self.tag, number, self.last_ms)
+    /// [`mint_at`](Self::mint_at), lending the id from the generator instead of copying it.
+    #[inline]
+    pub fn mint_ref(&mut self, number: u32, unix_ms: u64) -> &JobId {
+        self.last_ms = self.last_ms.max(unix_ms);
+        let ulid = job_ulid(self.tag, number, self.last_ms);
+        let (prev_ulid, id) = self.last.get_or_insert_with(|| (ulid, JobId::from_ulid(ulid::Ulid(ulid))));
+        if *prev_ulid != ulid {
+            id.set_ulid_after(ulid, *prev_ulid);
+            *prev_ulid = ulid;
+        }
+        id
     }
 
     /// The time part of the last id minted, ms since the Unix epoch (without decoding it).
     pub fn last_ms(&self) -> u64 {
         self.last_ms
+    }
+
+    /// The stamp an id minted now at `unix_ms` (ms since the Unix epoch) gets: `unix_ms`, or
+    /// the last stamp if that is later, so ids stay time-ordered when the clock steps back.
+    /// [`mint_at`](Self::mint_at) at the returned stamp mints that id.
+    pub fn stamp(&mut self, unix_ms: u64) -> u64 {
+        self.last_ms = self.last_ms.max(unix_ms);
+        self.last_ms
+    }
+
+    /// The id [`mint_at`](Self::mint_at) gave job `number` stamped `unix_ms`, minted again
+    /// without touching the generator: a re-sent or redone id (all 26 digits encoded).
+    pub fn id_of(&self, number: u32, unix_ms: u64) -> JobId {
+        JobId::from_ulid(ulid::Ulid(self.ulid_of(number, unix_ms)))
+    }
+
+    /// The ULID of [`id_of`](Self::id_of)`(number, unix_ms)`, without encoding it.
+    pub fn ulid_of(&self, number: u32, unix_ms: u64) -> u128 {
+        job_ulid(self.tag, number, unix_ms)
     }
 
     /// The next id, numbering this generator's jobs 0, 1, 2, ... (a stand-alone generator).
@@ -112,16 +133,24 @@ mod tests {
         for (number, ms) in steps {
             let id = ids.mint_at(number, 1_700_000_000_000 + ms);
             assert_eq!(id, job_id(ids.tag, number, ids.last_ms), "job {number} at +{ms} ms");
-            assert_eq!(id.ulid().0, ids.last_ulid(number));
+            assert_eq!(id.ulid().0, ids.ulid_of(number, ids.last_ms));
+            // Minted again from its parts, it is the same id; a second mint changes nothing.
+            assert_eq!(ids.id_of(number, ids.last_ms), id);
+            assert_eq!(*ids.mint_ref(number, ids.last_ms), id);
         }
     }
 
     #[test]
-    fn last_ulid_is_the_minted_ids_ulid() {
+    fn a_stamp_fixed_first_mints_the_same_id_and_never_goes_back() {
         let mut ids = JobIdGen::new(7);
-        for (number, ms) in [(0u32, 1_700_000_000_000u64), (u32::MAX, 1_700_000_000_001), (5, 1)] {
-            let id = ids.mint_at(number, ms);
-            assert_eq!(id.ulid().0, ids.last_ulid(number), "job {number}");
+        let mut whole = JobIdGen::new(7);
+        let t = 1_700_000_000_000u64;
+        // A clock that goes back (5 at 1 ms) keeps the last stamp.
+        for (number, ms, stamped) in [(0u32, t, t), (u32::MAX, t + 1, t + 1), (5, 1, t + 1), (6, t + 2, t + 2)] {
+            let stamp = ids.stamp(ms);
+            assert_eq!(stamp, stamped, "job {number}");
+            assert_eq!(*ids.mint_ref(number, stamp), whole.mint_at(number, ms), "job {number}");
+            assert_eq!(ids.ulid_of(number, stamp), whole.mint_at(number, ms).ulid().0);
         }
     }
 

@@ -95,16 +95,7 @@ impl Request {
     ///
     /// Panics when `fill` appends another number of bytes (the frame's length would lie).
     pub fn arg_with(&mut self, len: usize, fill: impl FnOnce(&mut Vec<u8>)) -> &mut Request {
-        let mut digits = itoa::Buffer::new();
-        let digits = digits.format(len).as_bytes();
-        self.framed.reserve(digits.len() + len + 5);
-        self.framed.push(b'$');
-        self.framed.extend_from_slice(digits);
-        self.framed.extend_from_slice(b"\r\n");
-        let at = self.framed.len();
-        fill(&mut self.framed);
-        assert_eq!(self.framed.len() - at, len, "an argument framed as {len} bytes");
-        self.framed.extend_from_slice(b"\r\n");
+        pack_arg_with(&mut self.framed, len, fill);
         self.count += 1;
         self
     }
@@ -113,16 +104,6 @@ impl Request {
     pub fn push_framed(&mut self, framed: &[u8], count: usize) {
         self.framed.extend_from_slice(framed);
         self.count += count;
-    }
-
-    /// Appends `bytes` that continue the framing as it stands, and in which `completes`
-    /// arguments end: pre-framed pieces of a command, such as a key's `$<len>\r\n` and
-    /// prefix ([`EnqueueFrames`](super::verbs::enqueue::EnqueueFrames)). The caller answers
-    /// for the RESP being whole once the command is; a test holds each use to the
-    /// argument-by-argument framing.
-    pub(crate) fn push_raw(&mut self, bytes: &[u8], completes: usize) {
-        self.framed.extend_from_slice(bytes);
-        self.count += completes;
     }
 
     /// The framed arguments (no `*<count>` header) and how many there are.
@@ -161,6 +142,53 @@ impl Request {
 
 /// Replaces the header room `room` of `framed` with the `*<count>\r\n` header of a request
 /// of 10 arguments or more (the rest of the request shifts).
+/// Appends one bulk-string argument of exactly `len` bytes that `fill` appends to `out`:
+/// `$<len>\r\n`, the bytes, `\r\n` (a payload built in place instead of copied in).
+///
+/// Panics when `fill` appends another number of bytes (the frame's length would lie).
+#[inline]
+pub fn pack_arg_with(out: &mut Vec<u8>, len: usize, fill: impl FnOnce(&mut Vec<u8>)) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(len).as_bytes();
+    out.reserve(digits.len() + len + 5);
+    out.push(b'$');
+    out.extend_from_slice(digits);
+    out.extend_from_slice(b"\r\n");
+    let at = out.len();
+    fill(out);
+    assert_eq!(out.len() - at, len, "an argument framed as {len} bytes");
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `n` as one bulk-string argument, as redis-rs frames an integer.
+pub fn pack_int(out: &mut Vec<u8>, n: u64) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n).as_bytes();
+    pack_arg_with(out, digits.len(), |out| out.extend_from_slice(digits));
+}
+
+impl Request {
+    /// The request `packed` holds: exactly one `*<n>\r\n` and its `n` bulk strings, as
+    /// [`write_packed`](Self::write_packed) writes them. `None` for anything else (a partial
+    /// request, two of them, another RESP type).
+    pub fn from_packed(packed: &[u8]) -> Option<Request> {
+        /// The number between `prefix` and the first CRLF of `bytes`, and what follows it.
+        fn header(bytes: &[u8], prefix: u8) -> Option<(usize, &[u8])> {
+            let end = bytes.iter().position(|&b| b == b'\r')?;
+            let digits = bytes.get(1..end).filter(|_| bytes[0] == prefix)?;
+            let n = std::str::from_utf8(digits).ok()?.parse().ok()?;
+            Some((n, bytes.get(end..)?.strip_prefix(b"\r\n")?))
+        }
+        let (count, args) = header(packed, b'*')?;
+        let mut rest = args;
+        for _ in 0..count {
+            let (len, after) = header(rest, b'$')?;
+            rest = after.get(len..)?.strip_prefix(b"\r\n")?;
+        }
+        (count > 0 && rest.is_empty()).then(|| Request { framed: args.to_vec(), base: 0, count, pending: Vec::new() })
+    }
+}
+
 #[cold]
 fn splice_header(framed: &mut Vec<u8>, room: std::ops::Range<usize>, count: usize) {
     let mut header = Vec::new();
@@ -177,15 +205,7 @@ fn write_header(count: usize, out: &mut Vec<u8>) {
 
 impl RedisWrite for Request {
     fn write_arg(&mut self, arg: &[u8]) {
-        // One reservation, then small appends: this runs for every argument of every call.
-        let mut digits = itoa::Buffer::new();
-        let len = digits.format(arg.len()).as_bytes();
-        self.framed.reserve(len.len() + arg.len() + 5);
-        self.framed.push(b'$');
-        self.framed.extend_from_slice(len);
-        self.framed.extend_from_slice(b"\r\n");
-        self.framed.extend_from_slice(arg);
-        self.framed.extend_from_slice(b"\r\n");
+        pack_arg_with(&mut self.framed, arg.len(), |out| out.extend_from_slice(arg));
         self.count += 1;
     }
 
@@ -223,6 +243,27 @@ impl Drop for PendingArg<'_> {
 mod tests {
     use super::*;
     use crate::protocol::{JobIdGen, QueueKeys, QueueName};
+
+    #[test]
+    fn packed_requests_parse_back_and_anything_else_does_not() {
+        let mut request = Request::new();
+        request.arg("EVALSHA").arg("abc").arg(2usize).arg(&b""[..]).arg(&b"x\r\ny"[..]);
+        let mut packed = Vec::new();
+        request.write_packed(&mut packed);
+        let back = Request::from_packed(&packed).expect("one whole request");
+        assert_eq!(back.framed(), request.framed());
+        let mut by_hand = Vec::new();
+        by_hand.extend_from_slice(b"*2\r\n");
+        pack_arg_with(&mut by_hand, 3, |out| out.extend_from_slice(b"SET"));
+        pack_int(&mut by_hand, 18_446_744_073_709_551_615);
+        assert_eq!(by_hand, Request::new().arg("SET").arg(u64::MAX).to_cmd().get_packed_command());
+        let mut two = packed.clone();
+        two.extend_from_slice(&packed);
+        for bad in [&packed[..packed.len() - 1], &two[..], b"", b"*0\r\n", b"+OK\r\n", b"*1\r\n$3\r\nab\r\n", b"*x\r\n"]
+        {
+            assert!(Request::from_packed(bad).is_none(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
 
     #[test]
     fn requests_pack_to_the_same_bytes_as_redis_rs() {

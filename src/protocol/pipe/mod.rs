@@ -276,6 +276,20 @@ impl ReplyLane for PipeLane {
         st.enqueue(LANE | self.id, start);
     }
 
+    /// Packed straight into the output buffer; a `pack` that panics leaves nothing of its
+    /// request behind.
+    fn queue_packed(&mut self, pack: impl FnOnce(&mut Vec<u8>)) {
+        let mut st = self.shared.state.borrow_mut();
+        let start = st.out.len();
+        let guard = Truncate { out: &mut st.out, start };
+        pack(guard.out);
+        let packed = guard.out.len() - start;
+        std::mem::forget(guard);
+        assert!(packed > 0, "an empty request gets no reply");
+        debug_assert!(Request::from_packed(&st.out[start..]).is_some(), "one whole packed request");
+        st.enqueue(LANE | self.id, start);
+    }
+
     /// Exact: takes a reply already in and leaves the registered waker as it was.
     fn try_next(&mut self) -> Option<Laned> {
         self.shared.state.borrow_mut().lanes[self.id as usize].replies.pop_front()
@@ -360,6 +374,19 @@ struct Unframe<'a> {
     out: &'a mut Vec<u8>,
     request: Option<Request>,
     start: usize,
+}
+
+/// Cuts the output buffer back to `start` when dropped: the bytes of a request whose packing
+/// panicked half-way never go out.
+struct Truncate<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
+}
+
+impl Drop for Truncate<'_> {
+    fn drop(&mut self) {
+        self.out.truncate(self.start);
+    }
 }
 
 impl Drop for Unframe<'_> {
@@ -469,6 +496,7 @@ impl State {
     }
 
     /// Hands the next reply to the oldest request. Errors: a reply nobody asked for.
+    #[inline]
     fn deliver(&mut self, reply: Result<Value, CallError>, read_at: Instant) -> Result<(), CallError> {
         let Some(waiting) = self.queue.pop_front() else {
             return Err(CallError::Connection("a reply arrived that no request was waiting for".into()));
@@ -577,6 +605,26 @@ mod tests {
             lane.queue_with(|request| {
                 request.arg("ECHO").arg("x");
             });
+        });
+        assert_eq!(kept, b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n");
+    }
+
+    #[test]
+    fn a_packing_closure_that_panics_leaves_the_queued_requests_whole() {
+        let kept = PipeConn::frame_for_test(|conn| {
+            let mut lane = conn.lane();
+            lane.queue_packed(|out| out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n"));
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                lane.queue_packed(|out| {
+                    out.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
+                    panic!("a pack that breaks half-way");
+                })
+            }));
+            assert!(unwound.is_err());
+            assert_eq!(conn.unopened_out(), b"*1\r\n$4\r\nPING\r\n");
+            let empty = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lane.queue_packed(|_| {})));
+            assert!(empty.is_err(), "an empty request gets no reply");
+            lane.queue_packed(|out| out.extend_from_slice(b"*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n"));
         });
         assert_eq!(kept, b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n");
     }

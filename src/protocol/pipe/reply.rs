@@ -13,10 +13,18 @@ pub type Decoded = (Result<Value, CallError>, usize);
 /// Decodes the first reply in `buf`: `Ok(None)` when it is not complete yet.
 ///
 /// Errors: the outer `Err` is a protocol violation (not RESP2): the connection cannot go on.
+#[inline]
 pub fn decode(buf: &[u8]) -> Result<Option<Decoded>, String> {
-    if let Some(int) = integer(buf) {
-        return Ok(int);
+    match integer(buf) {
+        Some(int) => Ok(int),
+        None => decode_frame(buf),
     }
+}
+
+/// [`decode`] of any reply but an integer, out of line: the driver's loop keeps only the
+/// integer path inline (a call per reply was ~25 instructions, issue 11 item 7).
+#[inline(never)]
+fn decode_frame(buf: &[u8]) -> Result<Option<Decoded>, String> {
     match decode_range(buf) {
         Ok(Some((frame, used))) => Ok(Some((to_value(frame, &buf[..used]), used))),
         Ok(None) => Ok(None),

@@ -5,7 +5,7 @@ use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
 use crate::protocol::lane::ReplyLane;
 use crate::protocol::registry::ScriptRegistry;
-use crate::protocol::request::Request;
+use crate::protocol::request::{pack_arg_with, pack_int, Request};
 use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 
@@ -100,26 +100,29 @@ impl<W: Wire> EchoClient<W> {
             Some(_) => (Script::EnqueueDelayed, &frames.delayed),
             None => (Script::Enqueue, &frames.pending),
         };
-        let registry = self.registry();
-        lane.queue_with(|cmd| {
-            registry.push_evalsha(cmd, script, 2);
-            // Job key and set key, then the id: their framing comes pre-built.
-            cmd.push_raw(&frame.job_key_head, 0);
-            cmd.push_raw(id.as_bytes(), 0);
-            cmd.push_raw(&frame.set_then_id_head, 2);
-            cmd.push_raw(id.as_bytes(), 0);
-            cmd.push_raw(b"\r\n", 1);
-            cmd.arg_with(payload_len, write_payload);
-            push_option(cmd, priority, delay_ms);
+        let option = delay_ms.or(priority);
+        lane.queue_packed(|out| {
+            // The header, EVALSHA, the SHA, numkeys and the job key's head in one piece, the
+            // id, the set key with the id's header, the id: the framing comes pre-built.
+            out.extend_from_slice(if option.is_some() { &frame.head_with_option } else { &frame.head });
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(&frame.set_then_id_head);
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            pack_arg_with(out, payload_len, write_payload);
+            if let Some(option) = option {
+                pack_int(out, option);
+            }
         });
         script
     }
 }
 
-/// The fixed bytes of one queue's enqueue commands, framed once per run: the job key's
-/// header and prefix, and the set key with the id's header. What [`frame_enqueue`] frames
-/// argument by argument, [`EchoClient::queue_enqueue`] (the producers' path) copies in three
-/// pieces: that framing was ~7 % of the client CPU per enqueue (issue 11 item 7).
+/// The fixed bytes of one queue's enqueue commands, framed once per run: `EVALSHA <sha> 2`
+/// with the job key's header and prefix, and the set key with the id's header. What
+/// [`frame_enqueue`] frames argument by argument, [`EchoClient::queue_enqueue`] (the
+/// producers' path) copies in a few pieces: that framing was ~7 % of the client CPU per
+/// enqueue, and the EVALSHA head in pieces of its own ~3 % more (issue 11 item 7).
 #[derive(Debug, Clone)]
 pub struct EnqueueFrames {
     pending: SetFrame,
@@ -128,22 +131,34 @@ pub struct EnqueueFrames {
 
 #[derive(Debug, Clone)]
 struct SetFrame {
+    /// `*7\r\n` (EVALSHA, its SHA, numkeys; KEYS job, set; ARGV id, payload), those framed,
     /// `$<len>\r\n` of the job key, then its prefix `emq:{q}:job:`.
-    job_key_head: Vec<u8>,
+    head: Vec<u8>,
+    /// `head` with `*8\r\n`: a priority or a delay follows the payload.
+    head_with_option: Vec<u8>,
     /// `\r\n` ending the job key, the set key framed, then `$<len>\r\n` of the id.
     set_then_id_head: Vec<u8>,
 }
 
 impl EnqueueFrames {
-    /// The frames of `keys`' queue.
-    pub fn new(keys: &QueueKeys) -> EnqueueFrames {
-        let frame = |set: &str| {
-            let mut job_key_head = format!("${}\r\n", keys.job_prefix.len() + JOB_ID_LEN).into_bytes();
-            job_key_head.extend_from_slice(keys.job_prefix.as_bytes());
+    /// The frames of `keys`' queue, for `registry`'s `enqueue` and `enqueue_delayed`.
+    ///
+    /// Panics when `registry` is another protocol's (a driver's bug).
+    pub fn new(keys: &QueueKeys, registry: &ScriptRegistry) -> EnqueueFrames {
+        let frame = |script: Script, set: &str| {
+            let mut evalsha = Request::new();
+            registry.push_evalsha(&mut evalsha, script, 2);
+            let job_key_head = format!("${}\r\n{}", keys.job_prefix.len() + JOB_ID_LEN, keys.job_prefix);
+            let head =
+                |args: usize| [format!("*{args}\r\n").as_bytes(), evalsha.framed().0, job_key_head.as_bytes()].concat();
             let set_then_id_head = format!("\r\n${}\r\n{set}\r\n${}\r\n", set.len(), JOB_ID_LEN).into_bytes();
-            SetFrame { job_key_head, set_then_id_head }
+            // EVALSHA, the SHA, numkeys, two keys, the id and the payload; then the option.
+            SetFrame { head: head(7), head_with_option: head(8), set_then_id_head }
         };
-        EnqueueFrames { pending: frame(&keys.pending), delayed: frame(&keys.delayed) }
+        EnqueueFrames {
+            pending: frame(Script::Enqueue, &keys.pending),
+            delayed: frame(Script::EnqueueDelayed, &keys.delayed),
+        }
     }
 }
 
@@ -193,7 +208,7 @@ mod tests {
     fn pre_framed_enqueues_equal_the_framed_ones() {
         let registry = ScriptRegistry::from_dir(std::path::Path::new("lua")).unwrap();
         let keys = QueueKeys::new(QueueName::new("bench-7").unwrap());
-        let frames = EnqueueFrames::new(&keys);
+        let frames = EnqueueFrames::new(&keys, &registry);
         let id = JobIdGen::new(1).next_id();
         let payload = b"0123456789abcdefghij-payload";
         for (priority, delay) in [(None, None), (Some(3), None), (None, Some(250)), (Some(1), Some(10))] {
