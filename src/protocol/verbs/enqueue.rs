@@ -102,13 +102,12 @@ impl<W: Wire> EchoClient<W> {
         };
         let option = delay_ms.or(priority);
         lane.queue_packed(|out| {
-            // The header, EVALSHA, the SHA, numkeys and the job key's head in one piece, the
-            // id, the set key with the id's header, the id: the framing comes pre-built.
-            out.extend_from_slice(if option.is_some() { &frame.head_with_option } else { &frame.head });
-            out.extend_from_slice(id.as_bytes());
-            out.extend_from_slice(&frame.set_then_id_head);
-            out.extend_from_slice(id.as_bytes());
-            out.extend_from_slice(b"\r\n");
+            // Everything up to the payload in one copy of the pre-framed template, then the
+            // id in its two places.
+            let at = out.len();
+            out.extend_from_slice(if option.is_some() { &frame.with_option } else { &frame.plain });
+            out[at + frame.job_key_id..][..JOB_ID_LEN].copy_from_slice(id.as_bytes());
+            out[at + frame.id_arg..][..JOB_ID_LEN].copy_from_slice(id.as_bytes());
             pack_arg_with(out, payload_len, write_payload);
             if let Some(option) = option {
                 pack_int(out, option);
@@ -118,11 +117,11 @@ impl<W: Wire> EchoClient<W> {
     }
 }
 
-/// The fixed bytes of one queue's enqueue commands, framed once per run: `EVALSHA <sha> 2`
-/// with the job key's header and prefix, and the set key with the id's header. What
-/// [`frame_enqueue`] frames argument by argument, [`EchoClient::queue_enqueue`] (the
-/// producers' path) copies in a few pieces: that framing was ~7 % of the client CPU per
-/// enqueue, and the EVALSHA head in pieces of its own ~3 % more (issue 11 item 7).
+/// The fixed bytes of one queue's enqueue commands, framed once per run: everything before
+/// the payload but the id, which goes in two places. What [`frame_enqueue`] frames argument by
+/// argument, [`EchoClient::queue_enqueue`] (the producers' path) copies at once: that framing
+/// was ~7 % of the client CPU per enqueue, and then copying it in pieces ~8 % (issue 11
+/// item 7).
 #[derive(Debug, Clone)]
 pub struct EnqueueFrames {
     pending: SetFrame,
@@ -131,13 +130,15 @@ pub struct EnqueueFrames {
 
 #[derive(Debug, Clone)]
 struct SetFrame {
-    /// `*7\r\n` (EVALSHA, its SHA, numkeys; KEYS job, set; ARGV id, payload), those framed,
-    /// `$<len>\r\n` of the job key, then its prefix `emq:{q}:job:`.
-    head: Vec<u8>,
-    /// `head` with `*8\r\n`: a priority or a delay follows the payload.
-    head_with_option: Vec<u8>,
-    /// `\r\n` ending the job key, the set key framed, then `$<len>\r\n` of the id.
-    set_then_id_head: Vec<u8>,
+    /// `*7\r\n` (EVALSHA, its SHA, numkeys; KEYS job, set; ARGV id, payload), those framed
+    /// up to the payload, with zeros where the id goes.
+    plain: Vec<u8>,
+    /// `plain` with `*8\r\n`: a priority or a delay follows the payload.
+    with_option: Vec<u8>,
+    /// Where the id goes in the job key (`emq:{q}:job:<id>`), bytes from the start.
+    job_key_id: usize,
+    /// Where the id argument goes, bytes from the start.
+    id_arg: usize,
 }
 
 impl EnqueueFrames {
@@ -149,11 +150,25 @@ impl EnqueueFrames {
             let mut evalsha = Request::new();
             registry.push_evalsha(&mut evalsha, script, 2);
             let job_key_head = format!("${}\r\n{}", keys.job_prefix.len() + JOB_ID_LEN, keys.job_prefix);
-            let head =
-                |args: usize| [format!("*{args}\r\n").as_bytes(), evalsha.framed().0, job_key_head.as_bytes()].concat();
-            let set_then_id_head = format!("\r\n${}\r\n{set}\r\n${}\r\n", set.len(), JOB_ID_LEN).into_bytes();
+            let set_then_id_head = format!("\r\n${}\r\n{set}\r\n${}\r\n", set.len(), JOB_ID_LEN);
+            let id = [0u8; JOB_ID_LEN];
             // EVALSHA, the SHA, numkeys, two keys, the id and the payload; then the option.
-            SetFrame { head: head(7), head_with_option: head(8), set_then_id_head }
+            let template = |args: usize| {
+                let header = format!("*{args}\r\n");
+                let pieces: [&[u8]; 7] = [
+                    header.as_bytes(),
+                    evalsha.framed().0,
+                    job_key_head.as_bytes(),
+                    &id,
+                    set_then_id_head.as_bytes(),
+                    &id,
+                    b"\r\n",
+                ];
+                pieces.concat()
+            };
+            let job_key_id = 4 + evalsha.framed().0.len() + job_key_head.len();
+            let id_arg = job_key_id + JOB_ID_LEN + set_then_id_head.len();
+            SetFrame { plain: template(7), with_option: template(8), job_key_id, id_arg }
         };
         EnqueueFrames {
             pending: frame(Script::Enqueue, &keys.pending),
