@@ -7,7 +7,8 @@
 //! each enqueue on its node's reply lane without awaiting it ([`QueueOps::queue_enqueue`],
 //! [`ReplyLane`]), waits on the oldest, and then takes every reply already read in one go, so
 //! one wake-up serves a whole read (issue 11 item 7: the harness's client CPU per request
-//! against redis-benchmark's). Replies on one connection come back in send order, so the
+//! against redis-benchmark's). The replies of a read are recorded after the window's next
+//! sends are queued and written, while the server works on them. Replies on one connection come back in send order, so the
 //! oldest is the next one due. On a cluster a producer's window spans one lane per node: a
 //! reply from another node waits behind a slower node's older one to be recorded (its times
 //! are the connection's, so its latency is not inflated), and the window's next sends wait
@@ -27,6 +28,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// How often a producer waiting for its next intended send looks at the run phase.
@@ -189,8 +191,11 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
     // The last reply's span: the replies of one read share their read time, and those of one
     // write their send time, so most replies reuse its µs instead of converting again.
     let mut last = Span { sent: now, done: now, service_us: 0 };
+    // Replies taken off the lanes and not recorded yet, with their requests.
+    let mut taken: Vec<(InFlight, Laned)> = Vec::with_capacity(window);
     loop {
         // Send while there is room and the next send is due.
+        let mut queued = false;
         while sending && in_flight.len() < window {
             if ctx.phase() != Phase::Load {
                 // Due before the load phase ended and never sent: the backlog of a rate not held.
@@ -210,6 +215,20 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
                 break;
             }
             in_flight.push_back(queue_one(&ctx, &mut producer, &mut ops, &mut lanes, send));
+            queued = true;
+        }
+        // The replies taken last round are recorded once their successors are on their way:
+        // the driver writes those first, so the server works while this thread records. A
+        // whole window is then one write, one read and one wake-up, as redis-benchmark's, and
+        // the server does not idle while the histograms and the history are written (issue 11
+        // item 7).
+        if !taken.is_empty() {
+            if queued {
+                yield_once().await;
+            }
+            for (sent, reply) in taken.drain(..) {
+                record_reply(&ctx, &mut producer, &ops, &mut last, sent, reply);
+            }
         }
         if !sending && in_flight.is_empty() {
             break;
@@ -233,29 +252,9 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         // The oldest, then every later reply already read, in order.
         loop {
             let sent = in_flight.pop_front().expect("the reply of the oldest");
-            let Laned { result, times } = reply;
-            let (start, done) = match times {
-                Some(t) => (t.sent, t.read),
-                // Failed before any write began to send it: no service time to speak of.
-                None => {
-                    let now = Instant::now();
-                    (now, now)
-                }
-            };
-            if (start, done) != (last.sent, last.done) {
-                last = Span { sent: start, done, service_us: elapsed_us(start, done) };
-            }
-            let ids = &producer.ids;
-            match Q::enqueue_reply(sent.job.script::<Q>(), || sent.job.id(ids), result) {
-                // The script did not run: redone on a task of its own, so a migration's
-                // TRYAGAIN loop or a reload does not stall the rest of the window.
-                Err(err) if needs_redo(&err) => {
-                    let id = sent.job.id(&producer.ids);
-                    tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), sent, id, err, start));
-                }
-                reply => settle::<Q>(&ctx, Some(&mut producer), &sent, reply, last),
-            }
-            now = done;
+            // Closed-loop ids are stamped from the latest read.
+            now = reply.times.map_or_else(Instant::now, |t| t.read);
+            taken.push((sent, reply));
             match in_flight.front().and_then(|oldest| lanes[usize::from(oldest.node)].try_next()) {
                 Some(ready) => reply = ready,
                 None => break,
@@ -269,6 +268,57 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         ctx.backlog.set(ctx.backlog.get() + undrawn);
     }
     ctx.shared.producers_live.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Records the reply of `sent`, or redoes the call on a task of its own when the script did
+/// not run (so a migration's TRYAGAIN loop or a reload does not stall the rest of the
+/// window). `last` is the previous reply's span: the replies of one read share their read
+/// time, and those of one write their send time, so most reuse its µs.
+fn record_reply<Q: QueueOps>(
+    ctx: &Rc<ThreadCtx>,
+    producer: &mut Producer,
+    ops: &Q,
+    last: &mut Span,
+    sent: InFlight,
+    reply: Laned,
+) {
+    let Laned { result, times } = reply;
+    let (start, done) = match times {
+        Some(t) => (t.sent, t.read),
+        // Failed before any write began to send it: no service time to speak of.
+        None => {
+            let now = Instant::now();
+            (now, now)
+        }
+    };
+    if (start, done) != (last.sent, last.done) {
+        *last = Span { sent: start, done, service_us: elapsed_us(start, done) };
+    }
+    let ids = &producer.ids;
+    match Q::enqueue_reply(sent.job.script::<Q>(), || sent.job.id(ids), result) {
+        Err(err) if needs_redo(&err) => {
+            let id = sent.job.id(&producer.ids);
+            tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), sent, id, err, start));
+        }
+        reply => settle::<Q>(ctx, Some(producer), &sent, reply, *last),
+    }
+}
+
+/// Returns to the scheduler once, woken at once: the tasks woken before this one (the
+/// connection's driver, with requests to write) run first, and the thread does not go to its
+/// I/O driver in between (`tokio::task::yield_now` defers the wake past an I/O poll, a
+/// syscall).
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
 }
 
 /// Builds `send`'s payload and queues its enqueue.
