@@ -75,7 +75,6 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     // often the rule names it is measured by `scripts/bench-ab-power`; `tests/cost.rs` proves
     // the paired cost rule names a planted change every time.
     let enqueue = metric("enqueue", Measure::P50);
-    assert!(enqueue.change.is_some_and(|c| c > 0.0), "enqueue p50 did not rise: {enqueue:?}");
     match enqueue.verdict {
         Verdict::Regressed => assert_eq!(result.verdict, Overall::Regression),
         Verdict::Inconclusive => {
@@ -83,6 +82,14 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
             assert_ne!(result.verdict, Overall::Pass);
         }
         other => panic!("enqueue p50 {other:?}: {}", enqueue.reason),
+    }
+    // Which way the medians moved is certain unless their spread is what made the verdict
+    // inconclusive: while this VM stalled (2026-12-02, twice in one half hour) the
+    // repetitions' enqueue p50 ran 101-1 555 µs on both arms (CV 71-77%), and the medians
+    // then fell either way. A spread under the CV limit leaves the planted rise visible.
+    let noisy = enqueue.verdict == Verdict::Inconclusive;
+    if !noisy {
+        assert!(enqueue.change.is_some_and(|c| c > 0.0), "enqueue p50 did not rise: {enqueue:?}");
     }
     // Claims and completions run the same scripts in both arms, and their rate is the open
     // loop's: ops/s never changes. Their p50 is not certain to stay put: the slower enqueue
@@ -94,7 +101,7 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     for script in ["claim", "complete"] {
         assert_eq!(verdict(script, Measure::OpsPerSec), Verdict::NoChange, "{script} ops/s");
         let p50 = metric(script, Measure::P50);
-        if p50.verdict == Verdict::Regressed {
+        if p50.verdict == Verdict::Regressed && !noisy {
             let change = p50.change.expect("a regressed metric has a change");
             assert!(
                 change < planted / 2.0,

@@ -43,6 +43,7 @@ pub trait ReplyLane: 'static {
     /// for a caller whose framing is pre-built down to the header (the producers' enqueue;
     /// keeping an argument count per request was ~3 % of the client CPU per enqueue, issue 11
     /// item 7). The default packs into a buffer of its own and queues the request parsed back.
+    /// `pack` must not use the connection (the pipe's state is borrowed while it runs).
     ///
     /// Panics when `pack` appends anything but one whole request (in the pipe: nothing, or,
     /// in debug builds, not one request).

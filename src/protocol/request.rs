@@ -140,8 +140,6 @@ impl Request {
     }
 }
 
-/// Replaces the header room `room` of `framed` with the `*<count>\r\n` header of a request
-/// of 10 arguments or more (the rest of the request shifts).
 /// Appends one bulk-string argument of exactly `len` bytes that `fill` appends to `out`:
 /// `$<len>\r\n`, the bytes, `\r\n` (a payload built in place instead of copied in).
 ///
@@ -189,6 +187,8 @@ impl Request {
     }
 }
 
+/// Replaces the header room `room` of `framed` with the `*<count>\r\n` header of a request
+/// of 10 arguments or more (the rest of the request shifts).
 #[cold]
 fn splice_header(framed: &mut Vec<u8>, room: std::ops::Range<usize>, count: usize) {
     let mut header = Vec::new();

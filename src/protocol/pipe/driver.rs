@@ -264,8 +264,8 @@ fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<()
 ///
 /// At most [`REPLIES_PER_POLL`] replies are handed out per poll; then the driver yields, the
 /// woken callers queue their next requests, and the next poll writes those before it hands out
-/// more. Handing out a whole pipeline's replies at once would send the next requests as one
-/// burst after the server went idle; in slices, the server works while the client does.
+/// more. A deeper pipeline than that runs in slices, the server working on one while the
+/// client handles the next.
 fn read(st: &mut State, stream: &mut Stream, inbox: &mut Inbox, cx: &mut Context<'_>) -> Result<(), CallError> {
     let mut budget = REPLIES_PER_POLL;
     for _ in 0..READS_PER_POLL {

@@ -283,10 +283,10 @@ impl ReplyLane for PipeLane {
         let start = st.out.len();
         let guard = Truncate { out: &mut st.out, start };
         pack(guard.out);
-        let packed = guard.out.len() - start;
+        // Checked while the guard still cuts a bad request back out.
+        assert!(guard.out.len() > start, "an empty request gets no reply");
+        debug_assert!(Request::from_packed(&guard.out[start..]).is_some(), "one whole packed request");
         std::mem::forget(guard);
-        assert!(packed > 0, "an empty request gets no reply");
-        debug_assert!(Request::from_packed(&st.out[start..]).is_some(), "one whole packed request");
         st.enqueue(LANE | self.id, start);
     }
 
@@ -624,6 +624,15 @@ mod tests {
             assert_eq!(conn.unopened_out(), b"*1\r\n$4\r\nPING\r\n");
             let empty = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lane.queue_packed(|_| {})));
             assert!(empty.is_err(), "an empty request gets no reply");
+            if cfg!(debug_assertions) {
+                // Half a request, which debug builds catch: cut back out as well.
+                let half = b"*2\r\n$3\r\nGET\r\n";
+                let half = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    lane.queue_packed(|out| out.extend_from_slice(half))
+                }));
+                assert!(half.is_err(), "half a request is refused");
+                assert_eq!(conn.unopened_out(), b"*1\r\n$4\r\nPING\r\n");
+            }
             lane.queue_packed(|out| out.extend_from_slice(b"*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n"));
         });
         assert_eq!(kept, b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\n$1\r\nx\r\n");
