@@ -9,10 +9,11 @@
 //! one wake-up serves a whole read (issue 11 item 7: the harness's client CPU per request
 //! against redis-benchmark's). The replies of a read are recorded after the window's next
 //! sends are queued and written, while the server works on them. Replies on one connection
-//! come back in send order, so the oldest is the next one due. On a cluster a producer's window spans one lane per node: a
-//! reply from another node waits behind a slower node's older one to be recorded (its times
-//! are the connection's, so its latency is not inflated), and the window's next sends wait
-//! with it, as a pool of lanes ends up waiting on the slow node too.
+//! come back in send order, so the oldest is the next one due. On a cluster a producer's
+//! window spans one lane per node: a reply from another node waits behind a slower node's
+//! older one to be recorded (its times are the connection's, so its latency is not
+//! inflated), and the window's next sends wait with it, as a pool of lanes ends up waiting on
+//! the slow node too.
 
 use super::backend::{needs_redo, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};

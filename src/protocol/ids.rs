@@ -88,11 +88,6 @@ impl JobIdGen {
         id
     }
 
-    /// The time part of the last id minted, ms since the Unix epoch (without decoding it).
-    pub fn last_ms(&self) -> u64 {
-        self.last_ms
-    }
-
     /// The stamp an id minted now at `unix_ms` (ms since the Unix epoch) gets: `unix_ms`, or
     /// the last stamp if that is later, so ids stay time-ordered when the clock steps back.
     /// [`mint_at`](Self::mint_at) at the returned stamp mints that id.

@@ -67,6 +67,7 @@ const CROCKFORD_LOWER: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 /// The trailing digits [`JobId::set_ulid_after`] encodes: 35 bits, a job number's 32 and
 /// three of the run tag's.
 const LOW_DIGITS: usize = 7;
+
 /// Writes the 26 digits of `ulid` (5 bits each, most significant first) after `JOB` in `id`.
 #[inline]
 fn write_digits(id: &mut [u8; JOB_ID_LEN], ulid: u128) {

@@ -100,7 +100,7 @@ impl<W: Wire> EchoClient<W> {
             Some(_) => (Script::EnqueueDelayed, &frames.delayed),
             None => (Script::Enqueue, &frames.pending),
         };
-        let option = delay_ms.or(priority);
+        let option = option_arg(priority, delay_ms);
         lane.queue_packed(|out| {
             // Everything up to the payload in one copy of the pre-framed template, then the
             // id in its two places.
@@ -153,22 +153,22 @@ impl EnqueueFrames {
             let set_then_id_head = format!("\r\n${}\r\n{set}\r\n${}\r\n", set.len(), JOB_ID_LEN);
             let id = [0u8; JOB_ID_LEN];
             // EVALSHA, the SHA, numkeys, two keys, the id and the payload; then the option.
+            // Both headers are one digit long, so the id's places are the same in both.
             let template = |args: usize| {
-                let header = format!("*{args}\r\n");
-                let pieces: [&[u8]; 7] = [
-                    header.as_bytes(),
-                    evalsha.framed().0,
-                    job_key_head.as_bytes(),
-                    &id,
-                    set_then_id_head.as_bytes(),
-                    &id,
-                    b"\r\n",
-                ];
-                pieces.concat()
+                let mut bytes = format!("*{args}\r\n").into_bytes();
+                bytes.extend_from_slice(evalsha.framed().0);
+                bytes.extend_from_slice(job_key_head.as_bytes());
+                let job_key_id = bytes.len();
+                bytes.extend_from_slice(&id);
+                bytes.extend_from_slice(set_then_id_head.as_bytes());
+                let id_arg = bytes.len();
+                bytes.extend_from_slice(&id);
+                bytes.extend_from_slice(b"\r\n");
+                (bytes, job_key_id, id_arg)
             };
-            let job_key_id = 4 + evalsha.framed().0.len() + job_key_head.len();
-            let id_arg = job_key_id + JOB_ID_LEN + set_then_id_head.len();
-            SetFrame { plain: template(7), with_option: template(8), job_key_id, id_arg }
+            let (plain, job_key_id, id_arg) = template(7);
+            let (with_option, ..) = template(8);
+            SetFrame { plain, with_option, job_key_id, id_arg }
         };
         EnqueueFrames {
             pending: frame(Script::Enqueue, &keys.pending),
@@ -178,16 +178,8 @@ impl EnqueueFrames {
 }
 
 /// The optional last argument: the delay of a delayed enqueue, else the priority if any.
-fn push_option(cmd: &mut Request, priority: Option<u64>, delay_ms: Option<u64>) {
-    match (delay_ms, priority) {
-        (Some(delay_ms), _) => {
-            cmd.arg(delay_ms);
-        }
-        (None, Some(priority)) => {
-            cmd.arg(priority);
-        }
-        (None, None) => {}
-    }
+fn option_arg(priority: Option<u64>, delay_ms: Option<u64>) -> Option<u64> {
+    delay_ms.or(priority)
 }
 
 /// Frames `enqueue` (KEYS job, pending; ARGV id, payload[, priority]) or, with `delay_ms`,
@@ -208,7 +200,9 @@ fn frame_enqueue(
     };
     registry.push_evalsha(cmd, script, 2);
     cmd.arg_job_key(keys, id).arg(set).arg(id.as_bytes()).arg_with(payload_len, write_payload);
-    push_option(cmd, priority, delay_ms);
+    if let Some(option) = option_arg(priority, delay_ms) {
+        cmd.arg(option);
+    }
     script
 }
 
