@@ -37,6 +37,11 @@ pub struct HistoryBuf {
 /// event (at most 1 + 5 + 4 + 3 + 10 + 10 + 10 bytes), so no bounds check fails.
 #[inline]
 fn put_varint(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    // Most fields are one byte (deltas of 0 and 1, queue 0): no loop for them.
+    if v < 0x80 {
+        buf[at] = v as u8;
+        return at + 1;
+    }
     while v >= 0x80 {
         buf[at] = (v as u8) | 0x80;
         v >>= 7;

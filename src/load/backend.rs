@@ -399,13 +399,17 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         _id: impl FnOnce() -> JobId,
         reply: Result<Value, CallError>,
     ) -> Result<EnqueueReply, CallError> {
-        // The usual replies matched by value: nothing to drop (an out-of-line drop of the
-        // reply was ~25 instructions per enqueue).
-        match reply {
-            Ok(Value::Int(1)) => Ok(EnqueueReply::Enqueued),
-            Ok(Value::Int(0)) => Ok(EnqueueReply::Duplicate),
-            other => enqueue_reply(script, &other?),
+        // An integer reply (the usual one) owns nothing, yet a match on it still ended in an
+        // out-of-line drop of the reply, ~23 instructions per enqueue: forgotten instead.
+        if let Ok(Value::Int(n)) = reply {
+            std::mem::forget(reply);
+            return match n {
+                1 => Ok(EnqueueReply::Enqueued),
+                0 => Ok(EnqueueReply::Duplicate),
+                n => enqueue_reply(script, &Value::Int(n)),
+            };
         }
+        enqueue_reply(script, &reply?)
     }
 
     async fn redo_enqueue(

@@ -133,7 +133,7 @@ impl JobId {
 
     /// Makes this id, the id of `prev_ulid`, the id of `ulid`, in place: when the two share all
     /// but their last [`LOW_DIGITS`] digits (the same ms and run tag: consecutive ids of one
-    /// producer) only those digits are encoded, else all. Equal to
+    /// producer) only those of them that differ are encoded, else all. Equal to
     /// [`from_ulid`](Self::from_ulid); a producer's generator re-encodes its last id without
     /// copying it (copies of the 29 bytes were ~60 instructions per id).
     #[inline]
@@ -143,10 +143,13 @@ impl JobId {
             *self = JobId::from_ulid(ulid::Ulid(ulid));
             return;
         }
-        // The low digits' 35 bits, in 64-bit arithmetic (shifts of a u128 cost twice).
+        // The low digits' 35 bits, in 64-bit arithmetic (shifts of a u128 cost twice), and
+        // only the digits that differ from the previous id's: consecutive job numbers differ
+        // in the last digit alone 31 times in 32 (all seven were ~30 instructions per id).
         let low = ulid as u64;
-        for (k, digit) in self.0[JOB_ID_LEN - LOW_DIGITS..].iter_mut().enumerate() {
-            *digit = CROCKFORD_LOWER[((low >> (5 * (LOW_DIGITS - 1 - k))) & 31) as usize];
+        let changed = (64 - (low ^ prev_ulid as u64).leading_zeros() as usize).div_ceil(5);
+        for k in LOW_DIGITS - changed..LOW_DIGITS {
+            self.0[JOB_ID_LEN - LOW_DIGITS + k] = CROCKFORD_LOWER[((low >> (5 * (LOW_DIGITS - 1 - k))) & 31) as usize];
         }
     }
 

@@ -13,6 +13,7 @@ use super::pipe::Times;
 use super::request::Request;
 use redis::Value;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 /// One reply taken off a lane.
 #[derive(Debug)]
@@ -60,23 +61,44 @@ pub trait ReplyLane: 'static {
         self.queue_with(|out| out.push_framed(framed, count));
     }
 
-    /// The reply of the oldest request of this lane not taken yet; `Pending` (the waker
-    /// registered) while it has not come in. Polled with nothing queued, it stays pending.
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned>;
+    /// How many replies are in and not taken yet (at least one), and the read time of the
+    /// newest of them; `Pending` (the waker registered) while none is. Polled with nothing
+    /// queued, it stays pending.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready>;
 
-    /// The reply of the oldest request if it is already in, asking for no wake-up. The
-    /// default polls with a no-op waker, which may replace the waker an earlier
-    /// [`poll_next`](Self::poll_next) registered: a caller polls with its own waker again
-    /// before it waits (the pipe's lane overrides this and leaves the waker alone).
-    fn try_next(&mut self) -> Option<Laned> {
-        match self.poll_next(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(reply) => Some(reply),
-            Poll::Pending => None,
+    /// [`poll_ready`](Self::poll_ready) asking for no wake-up: `count` 0 when no reply is in.
+    /// The default polls with a no-op waker, which may replace the waker an earlier
+    /// `poll_ready` registered: a caller polls with its own waker again before it waits (the
+    /// pipe's lane overrides this and leaves the waker alone).
+    fn ready(&mut self) -> Ready {
+        match self.poll_ready(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(ready) => ready,
+            Poll::Pending => Ready { count: 0, read: None },
         }
     }
+
+    /// Takes the reply of the oldest request of this lane if it is in ([`ready`](Self::ready)
+    /// counts them), asking for no wake-up.
+    fn try_next(&mut self) -> Option<Laned>;
 }
 
-/// Awaits the next reply of `lane` ([`ReplyLane::poll_next`]).
-pub fn next<L: ReplyLane>(lane: &mut L) -> impl std::future::Future<Output = Laned> + '_ {
-    std::future::poll_fn(move |cx| lane.poll_next(cx))
+/// The replies a lane has in ([`ReplyLane::poll_ready`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ready {
+    /// Replies in and not taken: the next `count` [`ReplyLane::try_next`] calls return one each.
+    pub count: usize,
+    /// When the newest of them was read; `None` when it has no times (it failed before any
+    /// write began to send it) or none is in.
+    pub read: Option<Instant>,
+}
+
+/// Waits until `lane` has a reply in ([`ReplyLane::poll_ready`]), without taking it.
+pub fn ready<L: ReplyLane>(lane: &mut L) -> impl std::future::Future<Output = Ready> + '_ {
+    std::future::poll_fn(move |cx| lane.poll_ready(cx))
+}
+
+/// Awaits the next reply of `lane` and takes it ([`ReplyLane::poll_ready`], [`ReplyLane::try_next`]).
+pub async fn next<L: ReplyLane>(lane: &mut L) -> Laned {
+    ready(lane).await;
+    lane.try_next().expect("a lane that counted a reply in hands it out")
 }

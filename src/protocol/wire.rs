@@ -6,7 +6,7 @@
 
 use super::client::ConnectOptions;
 use super::error::CallError;
-use super::lane::{Laned, ReplyLane};
+use super::lane::{Laned, Ready, ReplyLane};
 use super::pipe::Times;
 use super::registry::ScriptRegistry;
 use super::request::Request;
@@ -72,6 +72,8 @@ pub trait Wire: Clone + 'static {
 pub struct ControlLane {
     conn: Control,
     calls: VecDeque<JoinHandle<(Result<Value, CallError>, Times)>>,
+    /// Replies of finished calls not taken yet, in order.
+    done: VecDeque<Laned>,
 }
 
 impl ReplyLane for ControlLane {
@@ -88,14 +90,27 @@ impl ReplyLane for ControlLane {
         }));
     }
 
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned> {
-        let Some(call) = self.calls.front_mut() else { return Poll::Pending };
-        let joined = std::task::ready!(Pin::new(call).poll(cx));
-        self.calls.pop_front();
-        Poll::Ready(match joined {
-            Ok((result, times)) => Laned { result, times: Some(times) },
-            Err(e) => Laned { result: Err(CallError::Connection(format!("call task: {e}"))), times: None },
-        })
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready> {
+        // Finished calls move to `done`, in order: a join handle hands its output out once.
+        while let Some(call) = self.calls.front_mut() {
+            let Poll::Ready(joined) = Pin::new(call).poll(cx) else { break };
+            self.calls.pop_front();
+            self.done.push_back(match joined {
+                Ok((result, times)) => Laned { result, times: Some(times) },
+                Err(e) => Laned { result: Err(CallError::Connection(format!("call task: {e}"))), times: None },
+            });
+        }
+        match self.done.back() {
+            Some(newest) => Poll::Ready(Ready { count: self.done.len(), read: newest.times.map(|t| t.read) }),
+            None => Poll::Pending,
+        }
+    }
+
+    fn try_next(&mut self) -> Option<Laned> {
+        if self.done.is_empty() {
+            let _ = self.ready();
+        }
+        self.done.pop_front()
     }
 }
 
@@ -103,7 +118,7 @@ impl Wire for Control {
     type Lane = ControlLane;
 
     fn lane(&self) -> ControlLane {
-        ControlLane { conn: self.clone(), calls: VecDeque::new() }
+        ControlLane { conn: self.clone(), calls: VecDeque::new(), done: VecDeque::new() }
     }
     async fn open(
         connector: &Connector,

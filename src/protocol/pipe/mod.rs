@@ -42,7 +42,7 @@ pub(crate) use driver::open_stream;
 
 use super::client::ConnectOptions;
 use super::error::CallError;
-use super::lane::{Laned, ReplyLane};
+use super::lane::{Laned, Ready, ReplyLane};
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::wire::Wire;
@@ -290,21 +290,30 @@ impl ReplyLane for PipeLane {
         st.enqueue(LANE | self.id, start);
     }
 
-    /// Exact: takes a reply already in and leaves the registered waker as it was.
     fn try_next(&mut self) -> Option<Laned> {
         self.shared.state.borrow_mut().lanes[self.id as usize].replies.pop_front()
     }
 
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Laned> {
+    /// Exact, and leaves the registered waker as it was.
+    fn ready(&mut self) -> Ready {
+        self.shared.state.borrow().lanes[self.id as usize].ready()
+    }
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready> {
         let mut st = self.shared.state.borrow_mut();
         let lane = &mut st.lanes[self.id as usize];
-        match lane.replies.pop_front() {
-            Some(reply) => Poll::Ready(reply),
-            None => {
-                register(&mut lane.waker, cx);
-                Poll::Pending
-            }
+        if lane.replies.is_empty() {
+            register(&mut lane.waker, cx);
+            return Poll::Pending;
         }
+        Poll::Ready(lane.ready())
+    }
+}
+
+impl LaneState {
+    /// The replies in, and the newest one's read time.
+    fn ready(&self) -> Ready {
+        Ready { count: self.replies.len(), read: self.replies.back().and_then(|r| r.times).map(|t| t.read) }
     }
 }
 
@@ -651,6 +660,8 @@ mod tests {
         closed.queue(&Request::from_args(&["ECHO", "gone"]));
         drop(closed);
         assert!(a.try_next().is_none());
+        assert_eq!(a.ready(), Ready { count: 0, read: None });
+        assert!(a.poll_ready(&mut Context::from_waker(Waker::noop())).is_pending());
         let (sent, read) = (Instant::now(), Instant::now() + std::time::Duration::from_micros(7));
         {
             let mut st = shared.state.borrow_mut();
@@ -667,6 +678,11 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let times = Some(Times { sent, read });
+        // Counted without being taken, and as often as asked.
+        assert_eq!(a.ready(), Ready { count: 2, read: Some(read) });
+        let polled = a.poll_ready(&mut Context::from_waker(Waker::noop()));
+        assert_eq!(polled, Poll::Ready(Ready { count: 2, read: Some(read) }));
+        assert_eq!(b.ready().count, 1);
         assert_eq!(text(a.try_next().unwrap()), ("a1".into(), times));
         assert_eq!(text(a.try_next().unwrap()), ("a2".into(), times));
         assert!(a.try_next().is_none());
@@ -684,6 +700,8 @@ mod tests {
         let shared = conn.shared;
         lane.queue(&Request::from_args(&["PING"]));
         shared.state.borrow_mut().fail_all(CallError::Connection("lost".into()));
+        // A reply failed before any write began to send it has no read time to give.
+        assert_eq!(lane.ready(), Ready { count: 1, read: None });
         let reply = lane.try_next().expect("failed at once");
         assert!(matches!(reply.result, Err(CallError::Connection(_))) && reply.times.is_none());
     }
