@@ -198,7 +198,7 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
     // at the front of `in_flight` and on their lanes until they are (no copy of either).
     let mut ready = 0;
     // Per lane, while counting replies in across several (a cluster): (in, counted).
-    let mut per_lane = vec![(0, 0); if lanes.len() > 1 { lanes.len() } else { 0 }];
+    let mut per_lane = vec![(0, 0); lanes.len()];
     loop {
         // Send while there is room and the next send is due.
         let mut queued = false;
@@ -260,7 +260,7 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         let Some(oldest) = oldest else { continue };
         // The oldest, then every later reply already in, in order. Closed-loop ids are
         // stamped from the latest read.
-        let newest_read = if per_lane.is_empty() {
+        let newest_read = if lanes.len() == 1 {
             debug_assert!(oldest.count <= in_flight.len(), "a lane holds replies of its own requests only");
             ready = oldest.count;
             oldest.read
@@ -481,7 +481,7 @@ mod tests {
     use crate::protocol::Request;
     use std::task::Context;
 
-    /// A lane that has `0` replies in, the newest read at `1` (only what [`count_in`] asks).
+    /// A lane with `.0` replies in, the newest read at `.1` (all that [`count_in`] asks of it).
     struct Has(usize, Option<Instant>);
 
     impl ReplyLane for Has {

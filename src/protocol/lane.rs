@@ -12,6 +12,7 @@ use super::error::CallError;
 use super::pipe::Times;
 use super::request::Request;
 use redis::Value;
+use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
@@ -90,6 +91,13 @@ pub struct Ready {
     /// When the newest of them was read; `None` when it has no times (it failed before any
     /// write began to send it) or none is in.
     pub read: Option<Instant>,
+}
+
+impl Ready {
+    /// The count and newest read time of `replies`, a lane's replies in, oldest first.
+    pub fn of(replies: &VecDeque<Laned>) -> Ready {
+        Ready { count: replies.len(), read: replies.back().and_then(|r| r.times).map(|t| t.read) }
+    }
 }
 
 /// Waits until `lane` has a reply in ([`ReplyLane::poll_ready`]), without taking it.

@@ -100,9 +100,9 @@ impl ReplyLane for ControlLane {
                 Err(e) => Laned { result: Err(CallError::Connection(format!("call task: {e}"))), times: None },
             });
         }
-        match self.done.back() {
-            Some(newest) => Poll::Ready(Ready { count: self.done.len(), read: newest.times.map(|t| t.read) }),
-            None => Poll::Pending,
+        match self.done.is_empty() {
+            true => Poll::Pending,
+            false => Poll::Ready(Ready::of(&self.done)),
         }
     }
 

@@ -296,7 +296,7 @@ impl ReplyLane for PipeLane {
 
     /// Exact, and leaves the registered waker as it was.
     fn ready(&mut self) -> Ready {
-        self.shared.state.borrow().lanes[self.id as usize].ready()
+        Ready::of(&self.shared.state.borrow().lanes[self.id as usize].replies)
     }
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Ready> {
@@ -306,14 +306,7 @@ impl ReplyLane for PipeLane {
             register(&mut lane.waker, cx);
             return Poll::Pending;
         }
-        Poll::Ready(lane.ready())
-    }
-}
-
-impl LaneState {
-    /// The replies in, and the newest one's read time.
-    fn ready(&self) -> Ready {
-        Ready { count: self.replies.len(), read: self.replies.back().and_then(|r| r.times).map(|t| t.read) }
+        Poll::Ready(Ready::of(&lane.replies))
     }
 }
 
