@@ -315,7 +315,7 @@ fn a_truncated_history_names_the_section_it_cut() {
         must_finish: true,
         protocol: Default::default(),
     };
-    file::save(&path, &header, &[buf.take()]).unwrap();
+    file::save(&path, &header, &buf.take()).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let (n, cut) = (bytes.len(), path.with_file_name("cut.bin"));
     for (len, want) in [

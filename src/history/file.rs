@@ -1,6 +1,7 @@
 //! `history.bin`: the run's history saved in the results folder, so `emq-bench check` can be
-//! re-run later. Versioned: magic `EMQHIST2` (2: enqueues keep the id's time part), a JSON header, then the per-thread streams as
-//! recorded (the compact varint encoding of `buffer.rs`).
+//! re-run later. Versioned: magic `EMQHIST2` (2: enqueues keep the id's time part), a JSON
+//! header, then the load threads' streams as recorded (the compact varint encoding of
+//! `buffer.rs`; a thread's history is one stream per 1 MiB chunk, each decoding on its own).
 //!
 //! Layout: `EMQHIST2` · u32 LE header length · header JSON · u32 LE stream count ·
 //! for each stream: u64 LE length · bytes.
@@ -192,7 +193,7 @@ mod tests {
     fn streams(events: u32) -> Vec<Vec<u8>> {
         let start = Instant::now();
         (0..2)
-            .map(|_| {
+            .flat_map(|_| {
                 let mut buf = HistoryBuf::new(start);
                 for job in 1..=events {
                     buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);

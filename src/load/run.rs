@@ -75,7 +75,8 @@ pub struct Driven {
     pub drained: bool,
     /// Queue depths at the end (None when the server could not be read).
     pub depths: Option<Depths>,
-    /// Each load thread's history stream (see `history::buffer`).
+    /// The load threads' history streams, each thread's as one or more chunks (see
+    /// `history::buffer`).
     pub streams: Vec<Vec<u8>>,
     /// Job numbers handed out (`0..issued`; the last ones may not have been drawn or sent).
     pub issued: u64,
@@ -330,7 +331,7 @@ pub async fn drive(
     let mut streams = Vec::new();
     for handle in threads {
         match tokio::task::spawn_blocking(move || handle.join()).await {
-            Ok(Ok(stream)) => streams.push(stream),
+            Ok(Ok(thread_streams)) => streams.extend(thread_streams),
             _ => {
                 interrupted.get_or_insert(Interruption::ThreadDied);
             }

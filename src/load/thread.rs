@@ -82,15 +82,15 @@ async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<Vec<EchoClient
 }
 
 /// Runs the thread: connects, reports on `ready`, waits for [`Go`], then runs its lanes until
-/// `stop` turns true, and returns its history stream. Connecting before the start keeps
-/// connection setup out of open-loop latencies. The recorder's last interval is flushed on
-/// the way out.
+/// `stop` turns true, and returns its history streams (its chunks, [`HistoryBuf::take`]).
+/// Connecting before the start keeps connection setup out of open-loop latencies. The
+/// recorder's last interval is flushed on the way out.
 pub fn run_thread(
     spec: ThreadSpec,
     ready: oneshot::Sender<Result<(), CallError>>,
     go: oneshot::Receiver<Go>,
     stop: watch::Receiver<bool>,
-) -> Vec<u8> {
+) -> Vec<Vec<u8>> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let local = tokio::task::LocalSet::new();
     let stream = match (spec.registry.protocol(), spec.connect.transport) {
@@ -117,7 +117,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     ready: oneshot::Sender<Result<(), CallError>>,
     go: oneshot::Receiver<Go>,
     mut stop: watch::Receiver<bool>,
-) -> Vec<u8> {
+) -> Vec<Vec<u8>> {
     // A run stopped while this thread connects ends it here, not after the connect timeout.
     let connected = tokio::select! {
         connected = connect_all::<W>(&spec) => connected,
@@ -243,12 +243,12 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     ctx.bump(JobCounter::Redirects, routes.take_redirects());
     ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
     ctx.recorder.borrow_mut().flush_final();
-    let stream = ctx.history.borrow_mut().take();
+    let streams = ctx.history.borrow_mut().take();
     ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
     ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
     let busy = load_busy.get().unwrap_or_else(busy_now);
     ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
-    stream
+    streams
 }
 
 /// One connection per node.
