@@ -3,11 +3,11 @@
 use hdrhistogram::serialization::{DeserializeError, Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 
-use super::new_histogram;
+use super::{growable, new_histogram};
 
 /// One histogram stored as its V2-encoded bytes (HdrHistogram's portable format, uncompressed).
 ///
-/// Why: a live 1 µs..60 s histogram holds ~17k counters (~140 KB) whatever it contains; a second
+/// Why: a live histogram holds thousands of counters (16-139 KB) whatever it contains; a second
 /// of one script's latencies encodes to a few hundred bytes. The per-second series of a long run
 /// keeps one of these per script per second, and only the hlog writer decodes them again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl CompactHistogram {
         if self.bytes.is_empty() {
             return Ok(new_histogram());
         }
-        Deserializer::new().deserialize(&mut &self.bytes[..])
+        Deserializer::new().deserialize(&mut &self.bytes[..]).map(growable)
     }
 
     /// Size of the encoding, bytes.

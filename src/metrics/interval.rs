@@ -82,17 +82,17 @@ fn slot<'a>(h: &'a mut Option<Histogram<u64>>, allocs: &mut u64) -> &'a mut Hist
     })
 }
 
-/// Add `src` into the lazily allocated `dst` (same layout: both come from `new_histogram`).
+/// Add `src` into the lazily allocated `dst` (growable: it takes any `src`).
 fn merge_slot(dst: &mut Option<Histogram<u64>>, src: &Option<Histogram<u64>>, allocs: &mut u64) {
     if let Some(src) = src.as_ref().filter(|h| !h.is_empty()) {
-        slot(dst, allocs).add(src).expect("histograms share the 1..60e6 µs layout");
+        slot(dst, allocs).add(src).expect("a growable histogram takes any other");
     }
 }
 
 /// Everything one recorder saw in one interval, tagged with the interval index.
 ///
 /// Shape: `scripts[Script::index()]`, `jobs[JobCounter::index()]`. Always handled boxed (a few KB
-/// plus ~140 KB per allocated histogram) and recycled between task and reporter.
+/// plus 16-139 KB per allocated histogram) and recycled between task and reporter.
 #[derive(Debug, Default)]
 pub struct IntervalData {
     /// Interval index `k`: the data covers `[start + k s, start + (k+1) s)`.

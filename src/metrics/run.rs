@@ -160,7 +160,7 @@ impl RunMetrics {
             for (a, b) in mine.errors.iter_mut().zip(theirs.errors) {
                 *a += b;
             }
-            // Every histogram comes from `new_histogram`, so the layouts match and add cannot fail.
+            // Every histogram comes from `new_histogram`, growable, so add cannot fail.
             let _ = mine.latency.add(&theirs.latency);
             let _ = mine.service.add(&theirs.service);
             let _ = mine.error_latency.add(&theirs.error_latency);

@@ -119,8 +119,10 @@ pub fn read_log(path: &Path) -> Result<Vec<Entry>, ReportError> {
         let raw = base64::engine::general_purpose::STANDARD
             .decode(i.encoded_histogram())
             .map_err(|e| bad(format!("a histogram is not base64: {e}")))?;
-        let histogram: Histogram<u64> =
-            decoder.deserialize(&mut &raw[..]).map_err(|e| bad(format!("a histogram does not decode: {e:?}")))?;
+        // Growable: an arm's repetitions are added into its first one (`html::compare`).
+        let histogram: Histogram<u64> = crate::metrics::growable(
+            decoder.deserialize(&mut &raw[..]).map_err(|e| bad(format!("a histogram does not decode: {e:?}")))?,
+        );
         out.push(Entry {
             tag: i.tag().map(|t| t.as_str().to_owned()).unwrap_or_default(),
             start_s: i.start_timestamp().as_secs_f64(),
