@@ -236,3 +236,36 @@ async fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_lane_batch_goes_out_at_its_flush_and_comes_back_in_order() {
+    use emq_bench::protocol::{lane, ReplyLane, Request};
+    let server = support::server();
+    local(async {
+        let c = pipe(&server.url(), Duration::from_secs(10)).await;
+        let mut lane = c.lane();
+        // One round trip first, so the driver has run and waits on the socket.
+        lane.queue(&Request::from_args(&["PING"]));
+        lane.flush();
+        assert!(lane::next(&mut lane).await.result.is_ok());
+        // A lane queues without waking the connection's driver: nothing of this batch is
+        // written until the flush, which writes it from this task.
+        let big: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
+        lane.queue(&Request::from_args(&[&b"ECHO"[..], &big[..]]));
+        lane.queue(&Request::from_args(&["ECHO", "two"]));
+        lane.queue(&Request::from_args(&["ECHO", "three"]));
+        lane.flush();
+        let expected: [&[u8]; 3] = [&big, b"two", b"three"];
+        for (i, want) in expected.into_iter().enumerate() {
+            let reply = tokio::time::timeout(Duration::from_secs(10), lane::next(&mut lane))
+                .await
+                .unwrap_or_else(|_| panic!("reply {i} never came: the batch was not written"));
+            match reply.result {
+                Ok(redis::Value::BulkString(got)) => assert!(got == want, "reply {i} is another request's"),
+                other => panic!("reply {i}: {:?}", other.map(|_| "another type")),
+            }
+            assert!(reply.times.is_some(), "reply {i} was written, so it has its times");
+        }
+    })
+    .await;
+}

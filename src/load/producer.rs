@@ -31,7 +31,6 @@ use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// How often a producer waiting for its next intended send looks at the run phase.
@@ -223,15 +222,15 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
             in_flight.push_back(queue_one(&ctx, &mut producer, &mut ops, &mut lanes, send));
             queued = true;
         }
-        // The replies counted in last round are recorded once their successors are on their
-        // way: the driver writes those first, so the server works while this thread records.
+        // The new sends go out now, written in this poll (`flush`), and only then are the
+        // replies counted in last round recorded: the server works while this thread records.
         // A whole window is then one write, one read and one wake-up, as redis-benchmark's,
         // and the server does not idle while the histograms and the history are written
         // (issue 11 item 7).
+        if queued {
+            lanes.iter_mut().for_each(ReplyLane::flush);
+        }
         if ready > 0 {
-            if queued {
-                yield_once().await;
-            }
             for _ in 0..ready {
                 let sent = in_flight.pop_front().expect("a reply counted in has its request");
                 let reply = lanes[usize::from(sent.node)].try_next().expect("a reply counted in is there");
@@ -341,23 +340,6 @@ fn record_reply<Q: QueueOps>(
         }
         reply => settle::<Q>(ctx, Some(producer), &sent, reply, *last),
     }
-}
-
-/// Returns to the scheduler once, woken at once: the tasks woken before this one (the
-/// connection's driver, with requests to write) run first, and the thread does not go to its
-/// I/O driver in between (`tokio::task::yield_now` defers the wake past an I/O poll, a
-/// syscall).
-async fn yield_once() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            return Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
 }
 
 /// Builds `send`'s payload and queues its enqueue.
@@ -479,7 +461,7 @@ mod tests {
     use super::*;
     use crate::protocol::lane::Ready;
     use crate::protocol::Request;
-    use std::task::Context;
+    use std::task::{Context, Poll};
 
     /// A lane with `.0` replies in, the newest read at `.1` (all that [`count_in`] asks of it).
     struct Has(usize, Option<Instant>);

@@ -62,6 +62,15 @@ pub trait ReplyLane: 'static {
         self.queue_with(|out| out.push_framed(framed, count));
     }
 
+    /// Sends the requests this lane queued, from the caller's task, as far as the connection
+    /// takes them now; its writer sends the rest. A caller queues a batch of requests, then
+    /// flushes once: the pipe's lane queues without waking its connection's driver, so a
+    /// batch costs one `write` in the caller's own poll instead of a wake-up and a poll of the
+    /// driver (~40 instructions per enqueue at 4 x 16, issue 11 item 7). Requests queued on a
+    /// pipe lane go out at its next `flush` at the latest. The default does nothing (a
+    /// transport that sends each request as it is queued).
+    fn flush(&mut self) {}
+
     /// How many replies are in and not taken yet (at least one), and the read time of the
     /// newest of them; `Pending` (the waker registered) while none is. Polled with nothing
     /// queued, it stays pending.

@@ -35,14 +35,19 @@ const REPLIES_PER_POLL: usize = 64;
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// Serves the connection until it fails, then reconnects with backoff, forever; the task ends
-/// when the load thread's `LocalSet` is dropped.
-pub(super) async fn run(shared: Rc<Shared>, target: Target, mut stream: Stream) {
+/// Serves the connection (`shared.stream`, open) until it fails, then reconnects with backoff,
+/// forever; the task ends when the load thread's `LocalSet` is dropped. While it is down,
+/// `shared.stream` is `None` (a lane's flush then leaves the writing to this task).
+pub(super) async fn run(shared: Rc<Shared>, target: Target) {
     loop {
-        let err = serve(&shared, &target, &mut stream).await;
+        let err = serve(&shared, &target).await;
         shared.state.borrow_mut().fail_all(err);
-        let _ = stream.shutdown().await;
-        stream = reconnect(&shared, &target).await;
+        let lost = shared.stream.borrow_mut().take();
+        if let Some(mut stream) = lost {
+            let _ = stream.shutdown().await;
+        }
+        let stream = reconnect(&shared, &target).await;
+        *shared.stream.borrow_mut() = Some(stream);
     }
 }
 
@@ -194,8 +199,8 @@ impl Inbox {
     }
 }
 
-/// Runs the connection until it fails; returns why.
-async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallError {
+/// Runs the connection (`shared.stream`) until it fails; returns why.
+async fn serve(shared: &Shared, target: &Target) -> CallError {
     let timeout = target.opts.response_timeout;
     // One timer for the connection, not one per request: when it fires with requests waiting,
     // it is moved to the real deadline (the later of the last read and the queue's start,
@@ -205,6 +210,8 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallErr
     let mut inbox = Inbox { data: vec![0; READ_BUFFER], start: 0, end: 0, read_at: Instant::now() };
     poll_fn(|cx| {
         let mut st = shared.state.borrow_mut();
+        let mut stream = shared.stream.borrow_mut();
+        let stream = stream.as_mut().expect("a connection being served is open");
         st.driver_woken = false;
         super::register(&mut st.driver, cx);
         if let Err(err) = flush(&mut st, stream, cx) {
@@ -231,11 +238,11 @@ async fn serve(shared: &Shared, target: &Target, stream: &mut Stream) -> CallErr
     .await
 }
 
-/// Writes the queued requests; stops when the socket is full (the waker is registered). Each
+/// Writes the queued requests; stops when the socket is full (`cx`'s waker is registered). Each
 /// write that takes bytes stamps the requests it began to send with the instant just before
 /// it: a loopback `write` returns only after the kernel delivered the bytes (~10-20 µs here),
 /// which belongs to the service time, not to the send lag.
-fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<(), CallError> {
+pub(super) fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<(), CallError> {
     while st.written < st.out.len() {
         let before = (st.unsent > 0).then(Instant::now);
         match Pin::new(&mut *stream).poll_write(cx, &st.out[st.written..]) {

@@ -9,7 +9,9 @@
 //!    wakes the driver; the returned [`Call`] owns nothing borrowed. A producer's window goes
 //!    through a [`PipeLane`] instead ([`Wire::lane`]): its requests are framed straight into
 //!    the output buffer and their replies, with their times, are appended to the lane's own
-//!    queue, with no slot, waker or future per request.
+//!    queue, with no slot, waker or future per request; the producer then writes its batch
+//!    itself ([`ReplyLane::flush`]), in its own poll, and the driver is woken only for what
+//!    the socket did not take.
 //! 2. The driver task ([`driver`]) runs after its callers (producers, consumers) yield, so
 //!    every request issued in the same scheduler tick goes out in one `write`; it then reads
 //!    whatever replies are there.
@@ -117,6 +119,9 @@ pub(crate) struct Target {
 
 struct Shared {
     state: RefCell<State>,
+    /// The connection while it is up (the driver's; a lane's [`flush`](ReplyLane::flush)
+    /// writes on it too). Apart from `state` so that both can be borrowed at once.
+    stream: RefCell<Option<crate::target::Stream>>,
 }
 
 /// The reply of one [`Call`], until the call takes it.
@@ -190,8 +195,8 @@ impl PipeConn {
         let mut state = State::new(Instant::now());
         state.out.reserve(64 * 1024);
         state.queue.reserve(256);
-        let shared = Rc::new(Shared { state: RefCell::new(state) });
-        tokio::task::spawn_local(driver::run(shared.clone(), target, stream));
+        let shared = Rc::new(Shared { state: RefCell::new(state), stream: RefCell::new(Some(stream)) });
+        tokio::task::spawn_local(driver::run(shared.clone(), target));
         Ok(PipeConn { shared })
     }
 
@@ -271,9 +276,10 @@ pub struct PipeLane {
 }
 
 impl ReplyLane for PipeLane {
+    /// Queued without waking the driver: [`flush`](ReplyLane::flush) sends it.
     fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) {
         let (mut st, start) = self.shared.frame_onto(frame);
-        st.enqueue(LANE | self.id, start);
+        st.push_waiting(LANE | self.id, start);
     }
 
     /// Packed straight into the output buffer; a `pack` that panics leaves nothing of its
@@ -287,7 +293,29 @@ impl ReplyLane for PipeLane {
         assert!(guard.out.len() > start, "an empty request gets no reply");
         debug_assert!(Request::from_packed(&guard.out[start..]).is_some(), "one whole packed request");
         std::mem::forget(guard);
-        st.enqueue(LANE | self.id, start);
+        st.push_waiting(LANE | self.id, start);
+    }
+
+    /// Writes the connection's unsent bytes (this lane's and any other caller's) in this poll,
+    /// as far as the socket takes them without waiting; wakes the driver for the rest, or when
+    /// the write failed (the driver then meets the error and fails the connection), or when
+    /// the connection is down (the driver writes once it is back).
+    fn flush(&mut self) {
+        let mut st = self.shared.state.borrow_mut();
+        if st.written == st.out.len() {
+            return;
+        }
+        let sent = match self.shared.stream.try_borrow_mut().as_deref_mut() {
+            // A no-op waker: should the socket be full, the driver (woken below) polls the
+            // write again with its own, and is woken when there is room.
+            Ok(Some(stream)) => {
+                driver::flush(&mut st, stream, &mut Context::from_waker(Waker::noop())).is_ok() && st.out.is_empty()
+            }
+            _ => false,
+        };
+        if !sent {
+            st.wake_driver();
+        }
     }
 
     fn try_next(&mut self) -> Option<Laned> {
@@ -324,7 +352,9 @@ impl Drop for PipeLane {
 impl PipeConn {
     /// A connection that is never opened (no driver runs), for tests.
     pub(crate) fn unopened() -> PipeConn {
-        PipeConn { shared: Rc::new(Shared { state: RefCell::new(State::new(Instant::now())) }) }
+        PipeConn {
+            shared: Rc::new(Shared { state: RefCell::new(State::new(Instant::now())), stream: RefCell::new(None) }),
+        }
     }
 
     /// The bytes `frame` queues on a connection that is never opened.
@@ -484,11 +514,22 @@ impl State {
     /// Puts the request packed at `out[start..]`, whose reply goes to `to` (a slot, or a lane
     /// with [`LANE`]), in the reply queue and wakes the driver (once per batch).
     fn enqueue(&mut self, to: u32, start: usize) {
+        self.push_waiting(to, start);
+        self.wake_driver();
+    }
+
+    /// [`enqueue`](Self::enqueue) without the wake: for a lane, whose caller flushes.
+    fn push_waiting(&mut self, to: u32, start: usize) {
         if self.queue.is_empty() {
             self.waiting_since = Instant::now();
         }
         self.queue.push_back(Waiting { to, start, sent_at: None });
         self.unsent += 1;
+    }
+
+    /// Wakes the driver, once until its next poll (one atomic task transition per batch, not
+    /// per request).
+    fn wake_driver(&mut self) {
         if !self.driver_woken {
             if let Some(driver) = &self.driver {
                 driver.wake_by_ref();
