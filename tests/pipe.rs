@@ -269,3 +269,31 @@ async fn a_lane_batch_goes_out_at_its_flush_and_comes_back_in_order() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_silent_server_times_out_a_lanes_flushed_batch_too() {
+    use emq_bench::protocol::{lane, ReplyLane, Request};
+    let server = support::server();
+    local(async {
+        let c = pipe(&server.url(), Duration::from_millis(300)).await;
+        let mut lane = c.lane();
+        // A round trip first: the connection is idle, nothing waiting, when the batch comes.
+        lane.queue(&Request::from_args(&["PING"]));
+        lane.flush();
+        assert!(lane::next(&mut lane).await.result.is_ok());
+        // Idle past the response timeout (the connection's timer fires with nothing waiting),
+        // then a request written by the flush, not by the driver, which must still time it out.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        server.freeze(true);
+        let started = Instant::now();
+        lane.queue(&Request::from_args(&["PING"]));
+        lane.flush();
+        let reply = tokio::time::timeout(Duration::from_secs(5), lane::next(&mut lane)).await;
+        let waited = started.elapsed();
+        server.freeze(false);
+        let reply = reply.expect("no timeout within 5 s: the flushed request was never watched");
+        assert_eq!(reply.result.unwrap_err(), CallError::Timeout);
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    })
+    .await;
+}

@@ -205,7 +205,7 @@ async fn serve(shared: &Shared, target: &Target) -> CallError {
     // One timer for the connection, not one per request: when it fires with requests waiting,
     // it is moved to the real deadline (the later of the last read and the queue's start,
     // plus the timeout), so a silent server is declared timed out on time, not a period late.
-    // Elapsed at once: the first poll with requests waiting computes the real deadline.
+    // Elapsed at once: the first poll arms it (see the loop below).
     let mut watchdog: Pin<Box<Sleep>> = Box::pin(tokio::time::sleep(Duration::ZERO));
     let mut inbox = Inbox { data: vec![0; READ_BUFFER], start: 0, end: 0, read_at: Instant::now() };
     poll_fn(|cx| {
@@ -224,14 +224,19 @@ async fn serve(shared: &Shared, target: &Target) -> CallError {
         if let Err(err) = read(&mut st, stream, &mut inbox, cx) {
             return Poll::Ready(err);
         }
-        if !st.queue.is_empty() {
-            while watchdog.as_mut().poll(cx).is_ready() {
-                let deadline = st.last_read.max(st.waiting_since) + timeout;
-                if Instant::now() >= deadline {
-                    return Poll::Ready(CallError::Timeout);
-                }
-                watchdog.as_mut().reset(deadline.into());
+        // Polled with nothing waiting too, and re-armed a timeout ahead when it fires then: a
+        // lane's flush writes without waking this task, so the timer must already be running
+        // when a request is queued on an idle connection.
+        while watchdog.as_mut().poll(cx).is_ready() {
+            let now = Instant::now();
+            let deadline = match st.queue.is_empty() {
+                true => now + timeout,
+                false => st.last_read.max(st.waiting_since) + timeout,
+            };
+            if now >= deadline {
+                return Poll::Ready(CallError::Timeout);
             }
+            watchdog.as_mut().reset(deadline.into());
         }
         Poll::Pending
     })
