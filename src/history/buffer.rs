@@ -164,7 +164,7 @@ impl HistoryBuf {
     }
 
     /// Takes the encoded streams, oldest first, each decodable on its own ([`decode`]): the
-    /// chunks as recorded, not copied. None when nothing was recorded. Leaves the buffer empty.
+    /// chunks as recorded, not copied; empty when nothing was recorded. Leaves the buffer empty.
     pub fn take(&mut self) -> Vec<Vec<u8>> {
         if self.at > 0 {
             self.next_chunk();

@@ -214,7 +214,9 @@ async fn serve(shared: &Shared, target: &Target) -> CallError {
         let stream = stream.as_mut().expect("a connection being served is open");
         st.driver_woken = false;
         super::register(&mut st.driver, cx);
-        if let Err(err) = flush(&mut st, stream, cx) {
+        // A write that failed in a lane's flush fails the connection here: retrying it could
+        // send twice what TLS had already taken.
+        if let Some(err) = st.write_error.take().map_or_else(|| flush(&mut st, stream, cx).err(), Some) {
             // Replies already read were answered by the server: hand them out before failing
             // the rest, rather than report them as unknown outcomes.
             let mut everything = usize::MAX;
@@ -247,7 +249,10 @@ async fn serve(shared: &Shared, target: &Target) -> CallError {
 /// write that takes bytes stamps the requests it began to send with the instant just before
 /// it: a loopback `write` returns only after the kernel delivered the bytes (~10-20 µs here),
 /// which belongs to the service time, not to the send lag.
-pub(super) fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<(), CallError> {
+///
+/// `Ok(true)` when everything is on the socket; `Ok(false)` when the socket (or, with TLS,
+/// the stream's own buffer) still holds some back and `cx`'s waker is registered for it.
+pub(super) fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -> Result<bool, CallError> {
     while st.written < st.out.len() {
         let before = (st.unsent > 0).then(Instant::now);
         match Pin::new(&mut *stream).poll_write(cx, &st.out[st.written..]) {
@@ -259,7 +264,7 @@ pub(super) fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -
                 }
             }
             Poll::Ready(Err(e)) => return Err(CallError::Connection(format!("write: {e}"))),
-            Poll::Pending => return Ok(()),
+            Poll::Pending => return Ok(false),
         }
     }
     st.out.clear();
@@ -267,7 +272,8 @@ pub(super) fn flush(st: &mut State, stream: &mut Stream, cx: &mut Context<'_>) -
     // TLS may still hold encrypted bytes of what was accepted; plain TCP returns at once.
     match Pin::new(&mut *stream).poll_flush(cx) {
         Poll::Ready(Err(e)) => Err(CallError::Connection(format!("write: {e}"))),
-        _ => Ok(()),
+        Poll::Ready(Ok(())) => Ok(true),
+        Poll::Pending => Ok(false),
     }
 }
 

@@ -171,6 +171,8 @@ struct State {
     /// last poll (one wake per batch, not one atomic task transition per request).
     driver: Option<Waker>,
     driver_woken: bool,
+    /// A write that failed in a lane's flush, for the driver to fail the connection with.
+    write_error: Option<CallError>,
     /// When the reply queue last went from empty to non-empty, and when a reply was last read:
     /// the watchdog's "no reply for `response_timeout`" is measured from the later of the two.
     waiting_since: Instant,
@@ -297,9 +299,10 @@ impl ReplyLane for PipeLane {
     }
 
     /// Writes the connection's unsent bytes (this lane's and any other caller's) in this poll,
-    /// as far as the socket takes them without waiting; wakes the driver for the rest, or when
-    /// the write failed (the driver then meets the error and fails the connection), or when
-    /// the connection is down (the driver writes once it is back).
+    /// as far as the socket takes them without waiting; wakes the driver for the rest (TLS
+    /// records the socket did not take included), or when the write failed (the driver then
+    /// fails the connection with that error), or when the connection is down (the driver
+    /// writes once it is back).
     fn flush(&mut self) {
         let mut st = self.shared.state.borrow_mut();
         if st.written == st.out.len() {
@@ -308,9 +311,13 @@ impl ReplyLane for PipeLane {
         let sent = match self.shared.stream.try_borrow_mut().as_deref_mut() {
             // A no-op waker: should the socket be full, the driver (woken below) polls the
             // write again with its own, and is woken when there is room.
-            Ok(Some(stream)) => {
-                driver::flush(&mut st, stream, &mut Context::from_waker(Waker::noop())).is_ok() && st.out.is_empty()
-            }
+            Ok(Some(stream)) => match driver::flush(&mut st, stream, &mut Context::from_waker(Waker::noop())) {
+                Ok(done) => done,
+                Err(err) => {
+                    st.write_error = Some(err);
+                    false
+                }
+            },
             _ => false,
         };
         if !sent {
@@ -492,6 +499,7 @@ impl State {
             lanes: Vec::new(),
             driver: None,
             driver_woken: false,
+            write_error: None,
             waiting_since: now,
             last_read: now,
         }
