@@ -237,17 +237,23 @@ async fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
     .await;
 }
 
+/// A lane on a new pipe connection after one round trip on it: the driver has run, nothing is
+/// waiting, and it waits on the socket.
+async fn idle_lane(url: &str, timeout: Duration) -> <PipeConn as emq_bench::protocol::Wire>::Lane {
+    use emq_bench::protocol::{lane, ReplyLane, Request};
+    let mut lane = pipe(url, timeout).await.lane();
+    lane.queue(&Request::from_args(&["PING"]));
+    lane.flush();
+    assert!(lane::next(&mut lane).await.result.is_ok());
+    lane
+}
+
 #[tokio::test]
 async fn a_lane_batch_goes_out_at_its_flush_and_comes_back_in_order() {
     use emq_bench::protocol::{lane, ReplyLane, Request};
     let server = support::server();
     local(async {
-        let c = pipe(&server.url(), Duration::from_secs(10)).await;
-        let mut lane = c.lane();
-        // One round trip first, so the driver has run and waits on the socket.
-        lane.queue(&Request::from_args(&["PING"]));
-        lane.flush();
-        assert!(lane::next(&mut lane).await.result.is_ok());
+        let mut lane = idle_lane(&server.url(), Duration::from_secs(10)).await;
         // A lane queues without waking the connection's driver: nothing of this batch is
         // written until the flush, which writes it from this task.
         let big: Vec<u8> = (0..4 << 20).map(|i: u32| (i % 251) as u8).collect();
@@ -275,12 +281,7 @@ async fn a_silent_server_times_out_a_lanes_flushed_batch_too() {
     use emq_bench::protocol::{lane, ReplyLane, Request};
     let server = support::server();
     local(async {
-        let c = pipe(&server.url(), Duration::from_millis(300)).await;
-        let mut lane = c.lane();
-        // A round trip first: the connection is idle, nothing waiting, when the batch comes.
-        lane.queue(&Request::from_args(&["PING"]));
-        lane.flush();
-        assert!(lane::next(&mut lane).await.result.is_ok());
+        let mut lane = idle_lane(&server.url(), Duration::from_millis(300)).await;
         // Idle past the response timeout (the connection's timer fires with nothing waiting),
         // then a request written by the flush, not by the driver, which must still time it out.
         tokio::time::sleep(Duration::from_millis(400)).await;
