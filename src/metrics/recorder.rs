@@ -36,8 +36,9 @@ impl MetricsSink {
 ///
 /// Per reply the task calls [`maybe_flush`](Recorder::maybe_flush) with the read time (one
 /// `Instant` comparison unless a 1 s boundary has passed) and then `record_*` (array writes and
-/// `Histogram::record_n`, clamped: [`record_us_n`](super::record_us_n)). At a boundary the filled box is swapped for a spare returned by
-/// the reporter (a new box only while the pool is warming up: two boxes per task in steady state).
+/// `Histogram::record_n`, clamped: [`record_us_n`](super::record_us_n)). At a boundary the
+/// filled box is swapped for a spare returned by the reporter (a new box only while the pool is
+/// warming up: two boxes per task in steady state).
 #[derive(Debug)]
 pub struct Recorder {
     current: Box<IntervalData>,

@@ -216,7 +216,7 @@ async fn serve(shared: &Shared, target: &Target) -> CallError {
         super::register(&mut st.driver, cx);
         // A write that failed in a lane's flush fails the connection here: retrying it could
         // send twice what TLS had already taken.
-        if let Some(err) = st.write_error.take().map_or_else(|| flush(&mut st, stream, cx).err(), Some) {
+        if let Some(err) = st.write_error.take().or_else(|| flush(&mut st, stream, cx).err()) {
             // Replies already read were answered by the server: hand them out before failing
             // the rest, rather than report them as unknown outcomes.
             let mut everything = usize::MAX;
