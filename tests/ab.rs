@@ -67,7 +67,6 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
             .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
         m.expect("metric compared")
     };
-    let verdict = |script: &str, measure: Measure| metric(script, measure).verdict;
     // The planted change is never passed over: "regressed", or "inconclusive" when a side's
     // CV is above the limit, and the change points the planted way. Only that is certain on a
     // loaded CI box: there the repetitions' p50 spread 22-25% (CV) on identical arms, so
@@ -92,14 +91,22 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
         assert!(enqueue.change.is_some_and(|c| c > 0.0), "enqueue p50 did not rise: {enqueue:?}");
     }
     // Claims and completions run the same scripts in both arms, and their rate is the open
-    // loop's: ops/s never changes. Their p50 is not certain to stay put: the slower enqueue
+    // loop's: ops/s is never named changed. It can be inconclusive: a claim's count includes
+    // the empty polls (~230/s of the ~1 200/s here), whose number is the consumer's timing,
+    // and a VM stall stretches one repetition's measured time; CI on b774f6f saw claim ops/s
+    // CV 48-62% that way. Their p50 is not certain to stay put: the slower enqueue
     // keeps the one server busier, and on a slow or loaded box the claims queue behind it
     // (CI on a66417e: claim +13.2%, complete +15.9%, both "regressed" at p < 0.01, while the
     // enqueue rose ~5x as much). What is certain is that the planted script stands out: any
     // rise of theirs stays well below the enqueue's.
     let planted = enqueue.change.unwrap_or_default();
     for script in ["claim", "complete"] {
-        assert_eq!(verdict(script, Measure::OpsPerSec), Verdict::NoChange, "{script} ops/s");
+        let ops = metric(script, Measure::OpsPerSec);
+        match ops.verdict {
+            Verdict::NoChange => {}
+            Verdict::Inconclusive => assert!(ops.reason.starts_with("CV "), "{script} ops/s: {}", ops.reason),
+            other => panic!("{script} ops/s {other:?}: {}", ops.reason),
+        }
         let p50 = metric(script, Measure::P50);
         if p50.verdict == Verdict::Regressed && !noisy {
             let change = p50.change.expect("a regressed metric has a change");
