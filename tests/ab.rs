@@ -91,10 +91,11 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
         assert!(enqueue.change.is_some_and(|c| c > 0.0), "enqueue p50 did not rise: {enqueue:?}");
     }
     // Claims and completions run the same scripts in both arms, and their rate is the open
-    // loop's: ops/s is never named changed. It can be inconclusive: a claim's count includes
-    // the empty polls (~230/s of the ~1 200/s here), whose number is the consumer's timing,
-    // and a VM stall stretches one repetition's measured time; CI on b774f6f saw claim ops/s
-    // CV 48-62% that way. Their p50 is not certain to stay put: the slower enqueue
+    // loop's: ops/s is never named changed. It can be inconclusive: a VM stall stretches one
+    // repetition's measured time, which lowers both scripts' ops/s in it (CI on b774f6f saw
+    // claim ops/s CV 48-62%), and a claim's count also includes empty polls (~230/s of the
+    // ~1 200/s here), whose number is the consumer's timing. Their p50 is not certain to stay
+    // put: the slower enqueue
     // keeps the one server busier, and on a slow or loaded box the claims queue behind it
     // (CI on a66417e: claim +13.2%, complete +15.9%, both "regressed" at p < 0.01, while the
     // enqueue rose ~5x as much). What is certain is that the planted script stands out: any
