@@ -120,6 +120,9 @@ fn scripts_table(out: &mut String, view: &RunView) {
     let jobs: Vec<String> =
         view.summary.jobs.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
     let _ = write!(out, "</table><p class=\"note\">latency from the intended send (coordinated-omission free), service time from the actual send; jobs: {}</p>", esc(&jobs.join(", ")));
+    if let Some(errors) = crate::report::errors_line(&view.summary.scripts) {
+        let _ = write!(out, "<p class=\"note\">{}</p>", esc(&errors));
+    }
 }
 
 fn script_section(out: &mut String, script: &ScriptView, x: XAxis, shade: &[(f64, f64)]) {

@@ -313,6 +313,11 @@ impl ErrorCode {
         self as usize
     }
 
+    /// The code with this [`name`](ErrorCode::name), if any (summary.json keys its counts so).
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     /// True when the outcome of the call is unknown (the script may have run).
     pub fn is_unknown_outcome(self) -> bool {
         matches!(self, ErrorCode::Timeout | ErrorCode::Connection)

@@ -43,7 +43,7 @@ pub use queue_csv::write_queue_csv;
 pub use results::{run_writers, DepthSample, RunResults};
 pub use scripts_csv::write_scripts_csv;
 pub use server_csv::write_server_csv;
-pub use summary::{over_load_phase, summarize, Percentiles, ScriptSummary};
+pub use summary::{errors_line, over_load_phase, summarize, Percentiles, ScriptSummary};
 pub use table::format_table;
 pub use writer::{write_all, Writer};
 

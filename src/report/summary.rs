@@ -96,6 +96,40 @@ impl ScriptSummary {
     }
 }
 
+/// The line under the scripts table (terminal and report.html) when any call failed: each
+/// script's errors by code, then how many were a stale worker's call refused
+/// ([`ErrorCode::is_stale`]: fencing at work, which invariant I6 requires wherever a scenario
+/// plants stalls or zombies) and how many were not. `None` when no call failed.
+///
+/// Shape: `errors: complete EMQFENCE 4 EMQSTATE 31, extend EMQSTATE 3; 38 of 38 are stale
+/// workers' calls refused (fencing, invariant I6)`.
+pub fn errors_line(scripts: &[ScriptSummary]) -> Option<String> {
+    let (mut total, mut stale) = (0u64, 0u64);
+    let mut parts = Vec::new();
+    for s in scripts.iter().filter(|s| s.error_total() > 0) {
+        let mut part = s.script.clone();
+        for (code, n) in &s.errors {
+            part.push_str(&format!(" {code} {n}"));
+            total += n;
+            if ErrorCode::from_name(code).is_some_and(ErrorCode::is_stale) {
+                stale += n;
+            }
+        }
+        parts.push(part);
+    }
+    if total == 0 {
+        return None;
+    }
+    let others = match total - stale {
+        0 => String::new(),
+        n => format!(", {n} are not"),
+    };
+    Some(format!(
+        "errors: {}; {stale} of {total} are stale workers' calls refused (fencing, invariant I6){others}",
+        parts.join(", ")
+    ))
+}
+
 fn measured() -> String {
     "measured".to_string()
 }
@@ -151,6 +185,23 @@ pub fn summarize(run: &RunMetrics) -> Vec<ScriptSummary> {
 mod tests {
     use super::*;
     use crate::report::tests::sample_run;
+
+    #[test]
+    fn the_errors_line_tells_stale_refusals_from_failures() {
+        let mut s = summarize(&sample_run());
+        assert_eq!(s[1].errors.len(), 1, "the sample's complete has EMQFENCE only");
+        s[1].errors.insert("EMQSTATE".into(), 3);
+        s[0].errors.insert("timeout".into(), 4);
+        assert_eq!(
+            errors_line(&s).unwrap(),
+            "errors: enqueue timeout 4, complete EMQFENCE 2 EMQSTATE 3; 5 of 9 are stale workers' calls \
+             refused (fencing, invariant I6), 4 are not"
+        );
+        for x in &mut s {
+            x.errors.clear();
+        }
+        assert_eq!(errors_line(&s), None);
+    }
 
     #[test]
     fn summaries_count_only_ok_calls_as_throughput() {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{ms3, ScriptSummary};
+use super::{errors_line, ms3, ScriptSummary};
 use crate::metrics::JobCounter;
 
 /// Column headers; latencies are ms with 3 decimals, as memtier_benchmark prints them.
@@ -67,6 +67,10 @@ pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]
         out.push('\n');
     }
     out.push_str("latencies in ms from the intended send (open loop) or the actual send (closed loop); service times in summary.json\n");
+    if let Some(errors) = errors_line(summaries) {
+        out.push_str(&errors);
+        out.push('\n');
+    }
     let jobs_line: Vec<String> = JOB_LINE.iter().map(|(c, label)| format!("{label} {}", jobs[c.index()])).collect();
     let _ = writeln!(out, "jobs: {}", jobs_line.join(", "));
     out
@@ -83,7 +87,7 @@ mod tests {
         let run = sample_run();
         let table = format_table(&summarize(&run), &run.jobs);
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 5, "{table}");
+        assert_eq!(lines.len(), 6, "{table}");
         assert!(lines[0].starts_with("script  "));
         assert!(lines[2].starts_with("complete"));
         // Right-aligned numeric columns end at the same offset on every row.
@@ -95,6 +99,10 @@ mod tests {
         );
         assert_eq!(
             lines[4],
+            "errors: complete EMQFENCE 2; 2 of 2 are stale workers' calls refused (fencing, invariant I6)"
+        );
+        assert_eq!(
+            lines[5],
             "jobs: enqueued 20, duplicates 0, claimed 0, completed 10, retried 0, failed 0, \
              failed by stall 0, reaped 0, stale completions refused 2"
         );
