@@ -67,10 +67,16 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
             .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
         m.expect("metric compared")
     };
-    // A side's spread above the CV limit: the one reason a verdict may be inconclusive here,
-    // checked on the data rather than on the reason's wording.
-    let max_cv = result.comparison.options.max_cv;
-    let over_cv = |m: &MetricComparison| [&m.base, &m.new].iter().any(|s| s.cv.is_some_and(|cv| cv > max_cv));
+    // Inconclusive for the spread: repetitions enough on both sides to reach p < α (the
+    // rule's earlier gates pass) and one side's CV above the limit. Checked on the data, not
+    // on the reason's wording.
+    let options = &result.comparison.options;
+    let over_cv = |m: &MetricComparison| {
+        let (nb, nn) = (m.base.values.len(), m.new.values.len());
+        nb.min(nn) >= options.min_repetitions
+            && emq_bench::stats::min_exact_p_value(nb, nn) < options.alpha
+            && [&m.base, &m.new].iter().any(|s| s.cv.is_some_and(|cv| cv > options.max_cv))
+    };
     // The planted change is never passed over: "regressed", or "inconclusive" when a side's
     // CV is above the limit, and the change points the planted way. Only that is certain on a
     // loaded CI box: there the repetitions' p50 spread 22-25% (CV) on identical arms, so

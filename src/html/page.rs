@@ -119,10 +119,12 @@ fn scripts_table(out: &mut String, view: &RunView) {
     }
     let jobs: Vec<String> =
         view.summary.jobs.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
-    let _ = write!(out, "</table><p class=\"note\">latency from the intended send (coordinated-omission free), service time from the actual send; jobs: {}</p>", esc(&jobs.join(", ")));
+    out.push_str("</table>");
+    // The errors line before the jobs, as in the terminal.
     if let Some(errors) = crate::report::errors_line(&view.summary.scripts) {
         let _ = write!(out, "<p class=\"note\">{}</p>", esc(&errors));
     }
+    let _ = write!(out, "<p class=\"note\">latency from the intended send (coordinated-omission free), service time from the actual send; jobs: {}</p>", esc(&jobs.join(", ")));
 }
 
 fn script_section(out: &mut String, script: &ScriptView, x: XAxis, shade: &[(f64, f64)]) {

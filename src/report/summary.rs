@@ -97,37 +97,39 @@ impl ScriptSummary {
 }
 
 /// The line under the scripts table (terminal and report.html) when any call failed: each
-/// script's errors by code, then how many were a stale worker's call refused
+/// script's errors by code, then, when any was a stale worker's call refused
 /// ([`ErrorCode::is_stale`]: fencing at work, which invariant I6 requires wherever a scenario
-/// plants stalls or zombies) and how many were not. `None` when no call failed.
+/// plants stalls or zombies), how many of all errors were, and how many others there were.
+/// `None` when no call failed.
 ///
-/// Shape: `errors: complete EMQFENCE 4 EMQSTATE 31, extend EMQSTATE 3; 38 of 38 are stale
-/// workers' calls refused (fencing, invariant I6)`.
+/// Shapes: `errors: complete EMQFENCE 4 EMQSTATE 31, extend EMQSTATE 3; stale workers' calls
+/// refused (fencing, invariant I6): 38 of 38`; with other errors too, `...: 5 of 9; other
+/// errors: 4`; with none stale, only `errors: enqueue timeout 4`.
 pub fn errors_line(scripts: &[ScriptSummary]) -> Option<String> {
+    use std::fmt::Write as _;
     let (mut total, mut stale) = (0u64, 0u64);
-    let mut parts = Vec::new();
+    let mut line = String::from("errors:");
     for s in scripts.iter().filter(|s| s.error_total() > 0) {
-        let mut part = s.script.clone();
+        let sep = if total == 0 { " " } else { ", " };
+        let _ = write!(line, "{sep}{}", s.script);
         for (code, n) in &s.errors {
-            part.push_str(&format!(" {code} {n}"));
+            let _ = write!(line, " {code} {n}");
             total += n;
             if ErrorCode::from_name(code).is_some_and(ErrorCode::is_stale) {
                 stale += n;
             }
         }
-        parts.push(part);
     }
     if total == 0 {
         return None;
     }
-    let others = match total - stale {
-        0 => String::new(),
-        n => format!(", {n} are not"),
-    };
-    Some(format!(
-        "errors: {}; {stale} of {total} are stale workers' calls refused (fencing, invariant I6){others}",
-        parts.join(", ")
-    ))
+    if stale > 0 {
+        let _ = write!(line, "; stale workers' calls refused (fencing, invariant I6): {stale} of {total}");
+        if stale < total {
+            let _ = write!(line, "; other errors: {}", total - stale);
+        }
+    }
+    Some(line)
 }
 
 fn measured() -> String {
@@ -194,9 +196,12 @@ mod tests {
         s[0].errors.insert("timeout".into(), 4);
         assert_eq!(
             errors_line(&s).unwrap(),
-            "errors: enqueue timeout 4, complete EMQFENCE 2 EMQSTATE 3; 5 of 9 are stale workers' calls \
-             refused (fencing, invariant I6), 4 are not"
+            "errors: enqueue timeout 4, complete EMQFENCE 2 EMQSTATE 3; stale workers' calls refused \
+             (fencing, invariant I6): 5 of 9; other errors: 4"
         );
+        // No stale refusal: the line does not speak of fencing.
+        s[1].errors.clear();
+        assert_eq!(errors_line(&s).unwrap(), "errors: enqueue timeout 4");
         for x in &mut s {
             x.errors.clear();
         }

@@ -99,7 +99,7 @@ mod tests {
         );
         assert_eq!(
             lines[4],
-            "errors: complete EMQFENCE 2; 2 of 2 are stale workers' calls refused (fencing, invariant I6)"
+            "errors: complete EMQFENCE 2; stale workers' calls refused (fencing, invariant I6): 2 of 2"
         );
         assert_eq!(
             lines[5],
