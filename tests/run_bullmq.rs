@@ -50,7 +50,11 @@ async fn bullmq_smoke_over(transport: Transport) {
         assert!(jobs[counter] > 0, "{counter} is 0: {jobs:?}");
     }
     assert_eq!(jobs["payload_corrupt"], 0);
-    assert_eq!(jobs["completed"] + jobs["failed"], jobs["enqueued"], "every job ends once: {jobs:?}");
+    // A job BullMQ's stall check moves to failed (its stall limit reached) ends there: it is
+    // counted as failed by stall, not as failed (CI on e9da405: completed 860, failed by stall
+    // 1, of 861 enqueued).
+    let ended = jobs["completed"] + jobs["failed"] + jobs["failed_by_stall"];
+    assert_eq!(ended, jobs["enqueued"], "every job ends once: {jobs:?}");
     let check = result.summary.check.as_ref().expect("checked");
     assert!(check.with_history && check.violations_total == 0, "{check:?}");
     assert_eq!(check.checked_jobs as u64, jobs["enqueued"]);
