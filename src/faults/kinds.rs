@@ -255,6 +255,12 @@ fn restart(server: Option<&Mutex<EmbeddedServer>>, kill: bool) -> Result<Done, S
 /// How long a failover may take (the replica catching up, then promoted).
 const FAILOVER_WITHIN: Duration = Duration::from_secs(10);
 
+/// The lines of `conn`'s INFO replication that start with one of `keys` (none when INFO fails).
+async fn replication_lines(conn: &mut Control, keys: &[&str]) -> Vec<String> {
+    let info: String = redis::cmd("INFO").arg("replication").query_async(conn).await.unwrap_or_default();
+    info.lines().filter(|l| keys.iter().any(|k| l.starts_with(k))).map(str::to_owned).collect()
+}
+
 /// FAILOVER from the embedded primary to its replica, then makes every connection follow:
 /// the connectors point at the new primary, the old primary's client connections are killed
 /// (they reconnect there), the nemesis re-opens its own, and the two processes swap roles in
@@ -305,8 +311,16 @@ async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Do
             break;
         }
         if Instant::now() > promoted_by {
+            // Say where it stuck (the primary's failover state and view of the replica, the
+            // replica's link), read before the abort changes them: the servers' logs are gone
+            // with a test's temporary folder.
+            let mut seen = replication_lines(&mut primary, &["master_failover_state:", "slave0:"]).await;
+            seen.extend(replication_lines(&mut replica, &["master_link_status:", "master_sync_in_progress:"]).await);
             let _ = redis::cmd("FAILOVER").arg("ABORT").exec_async(&mut primary).await;
-            return Err(format!("the replica on port {replica_port} was not promoted within {FAILOVER_WITHIN:?}"));
+            return Err(format!(
+                "the replica on port {replica_port} was not promoted within {FAILOVER_WITHIN:?} ({})",
+                seen.join(", ")
+            ));
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
