@@ -8,7 +8,7 @@ mod support;
 use emq_bench::cli::ServerArgs;
 use emq_bench::cmd::ab::{ab, AbArgs};
 use emq_bench::cmd::compare::CompareFlags;
-use emq_bench::compare::{LatencyKind, Measure, MetricComparison, Overall, Verdict};
+use emq_bench::compare::{InconclusiveCause, LatencyKind, Measure, MetricComparison, Overall, Verdict};
 use std::path::{Path, PathBuf};
 
 fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
@@ -67,15 +67,21 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
             .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
         m.expect("metric compared")
     };
-    // Inconclusive for the spread: repetitions enough on both sides to reach p < α (the
-    // rule's earlier gates pass) and one side's CV above the limit. Checked on the data, not
-    // on the reason's wording.
+    // Inconclusive for the spread: the rule's cause is the CV gate (any other gate, e.g. too
+    // few repetitions, fails here), and the side it names has, on its own values, a CV above
+    // the limit.
     let options = &result.comparison.options;
-    let over_cv = |m: &MetricComparison| {
-        let (nb, nn) = (m.base.values.len(), m.new.values.len());
-        nb.min(nn) >= options.min_repetitions
-            && emq_bench::stats::min_exact_p_value(nb, nn) < options.alpha
-            && [&m.base, &m.new].iter().any(|s| s.cv.is_some_and(|cv| cv > options.max_cv))
+    let assert_over_cv = |m: &MetricComparison| match m.cause {
+        Some(InconclusiveCause::Cv { side, .. }) => {
+            let cv = emq_bench::stats::coefficient_of_variation(&m.side(side).values);
+            assert!(
+                cv.is_some_and(|cv| cv > options.max_cv),
+                "{}: the CV gate named {side:?}, whose values' CV is {cv:?}: {}",
+                m.label,
+                m.reason
+            );
+        }
+        other => panic!("{} inconclusive for another cause, {other:?}: {}", m.label, m.reason),
     };
     // The planted change is never passed over: "regressed", or "inconclusive" when a side's
     // CV is above the limit, and the change points the planted way. Only that is certain on a
@@ -87,7 +93,7 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     match enqueue.verdict {
         Verdict::Regressed => assert_eq!(result.verdict, Overall::Regression),
         Verdict::Inconclusive => {
-            assert!(over_cv(enqueue), "inconclusive for another reason: {}", enqueue.reason);
+            assert_over_cv(enqueue);
             assert_ne!(result.verdict, Overall::Pass);
         }
         other => panic!("enqueue p50 {other:?}: {}", enqueue.reason),
@@ -115,7 +121,7 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
         let ops = metric(script, Measure::OpsPerSec);
         match ops.verdict {
             Verdict::NoChange => {}
-            Verdict::Inconclusive => assert!(over_cv(ops), "{script} ops/s: {}", ops.reason),
+            Verdict::Inconclusive => assert_over_cv(ops),
             other => panic!("{script} ops/s {other:?}: {}", ops.reason),
         }
         let p50 = metric(script, Measure::P50);

@@ -7,6 +7,7 @@
 //! thresholds of [`options`]. The outputs are pure functions of the finished [`Comparison`]:
 //! a text table ([`table`]), Markdown for a CI comment ([`markdown`]) and `compare.json` (serde).
 
+pub mod cause;
 pub mod load;
 pub mod markdown;
 pub mod metric;
@@ -16,6 +17,7 @@ pub mod verdict;
 
 use serde::{Deserialize, Serialize};
 
+pub use cause::{Arm, InconclusiveCause};
 pub use load::{load_results, load_results_with, LatencyKind, LoadError, Repetition, ResultSet, Skipped};
 pub use markdown::format_markdown;
 pub use metric::{Better, Measure, Metric};

@@ -11,9 +11,13 @@
 //! the change dwarfs that noise: when the whole interval lies beyond three times the larger CV
 //! (and the band), spread that size cannot have made it, and the rule above decides (a script
 //! made 3x slower, p50 ~100 µs with a CV of 13 %, is a regression, not "inconclusive").
+//!
+//! Each gate that says "inconclusive" names itself as an [`InconclusiveCause`], the figures it
+//! decided on included; the prose `reason` is rendered from that cause.
 
 use serde::{Deserialize, Serialize};
 
+use super::cause::{Arm, InconclusiveCause};
 use super::metric::{Better, Metric};
 use super::options::CompareOptions;
 use crate::stats::{self, Alternative, Interval, Method};
@@ -28,7 +32,7 @@ pub enum Verdict {
     Improved,
     /// Not significant, or within the noise band.
     NoChange,
-    /// Too few repetitions or too much noise to tell.
+    /// Too few repetitions or too much noise to tell; [`MetricComparison::cause`] says which.
     Inconclusive,
 }
 
@@ -122,7 +126,7 @@ pub struct MetricComparison {
     /// `median(new) / median(base) − 1` (0.2 = new is 20 % higher), `None` when undefined.
     pub change: Option<f64>,
     /// Bootstrap interval of `median(new) / median(base)` at the options' confidence (`None`
-    /// with fewer than two values a side, or a base median of 0).
+    /// with fewer than two values a side, a BASE value of 0 or below, or a value not finite).
     pub ci: Option<Interval>,
     /// One-sided Mann–Whitney p-value that new is worse than base.
     pub p_worse: Option<f64>,
@@ -134,8 +138,44 @@ pub struct MetricComparison {
     pub noise: f64,
     /// The verdict.
     pub verdict: Verdict,
-    /// Why, in a few words (which condition decided).
+    /// Which gate made the verdict inconclusive: `Some` exactly when `verdict` is
+    /// [`Verdict::Inconclusive`]. (A `compare.json` or `cost.json` written before this field
+    /// existed reads as `None`.)
+    #[serde(default)]
+    pub cause: Option<InconclusiveCause>,
+    /// Why, in a few words (which condition decided); for an inconclusive verdict, `cause`
+    /// in prose ([`InconclusiveCause::reason`]).
     pub reason: String,
+}
+
+/// What the rule decided: a verdict other than inconclusive with its reason, or the cause of
+/// an inconclusive one (whose reason is rendered from it).
+enum Decision {
+    /// Regressed, improved or no change (never [`Verdict::Inconclusive`]), and why.
+    Decided(Verdict, String),
+    /// Inconclusive, and which gate said so.
+    Inconclusive(InconclusiveCause),
+}
+
+impl MetricComparison {
+    /// The side named `arm`.
+    pub fn side(&self, arm: Arm) -> &Side {
+        match arm {
+            Arm::Base => &self.base,
+            Arm::New => &self.new,
+        }
+    }
+
+    /// Sets `verdict`, `cause` and `reason` from one decision, so they always agree.
+    fn settle(&mut self, decision: Decision, o: &CompareOptions) {
+        (self.verdict, self.cause, self.reason) = match decision {
+            Decision::Decided(verdict, reason) => {
+                debug_assert_ne!(verdict, Verdict::Inconclusive, "an inconclusive verdict needs a cause");
+                (verdict, None, reason)
+            }
+            Decision::Inconclusive(cause) => (Verdict::Inconclusive, Some(cause), cause.reason(o)),
+        };
+    }
 }
 
 /// Compares one metric's values (`base`, `new`: one value per repetition) by the module's rule.
@@ -169,43 +209,40 @@ pub fn judge(metric: Metric, base: Vec<f64>, new: Vec<f64>, options: &CompareOpt
         test: p_worse.map(|t| t.method),
         noise,
         verdict: Verdict::Inconclusive,
+        cause: None,
         reason: String::new(),
         base,
         new,
     };
-    let (verdict, reason) = decide(&out, options);
-    out.verdict = verdict;
-    out.reason = reason;
+    let decision = decide(&out, options);
+    out.settle(decision, options);
     out
 }
 
 /// The rule itself, on a filled-in comparison.
-fn decide(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
+fn decide(m: &MetricComparison, o: &CompareOptions) -> Decision {
     let (nb, nn) = (m.base.values.len(), m.new.values.len());
-    let inconclusive = |why: String| (Verdict::Inconclusive, why);
-    for (side, n) in [("BASE", nb), ("NEW", nn)] {
-        if n == 0 {
-            return inconclusive(format!("not measured on {side}"));
-        }
+    let count = |arm| m.side(arm).values.len();
+    if let Some(side) = Arm::BOTH.into_iter().find(|&arm| count(arm) == 0) {
+        return Decision::Inconclusive(InconclusiveCause::NotMeasured { side });
     }
-    for (side, n) in [("BASE", nb), ("NEW", nn)] {
-        if n < o.min_repetitions {
-            return inconclusive(format!("{n} repetition(s) on {side}, fewer than {}", o.min_repetitions));
-        }
+    if let Some(side) = Arm::BOTH.into_iter().find(|&arm| count(arm) < o.min_repetitions) {
+        return Decision::Inconclusive(InconclusiveCause::TooFewRepetitions { side, repetitions: count(side) });
     }
     let floor = stats::min_exact_p_value(nb, nn);
     if floor >= o.alpha {
-        return inconclusive(format!(
-            "{nb} + {nn} repetitions cannot reach p < {} (smallest possible p {floor:.3})",
-            o.alpha
-        ));
+        return Decision::Inconclusive(InconclusiveCause::CannotReachAlpha {
+            base_repetitions: nb,
+            new_repetitions: nn,
+            smallest_p: floor,
+        });
     }
     let spread = m.base.cv.unwrap_or(0.0).max(m.new.cv.unwrap_or(0.0));
     // In log space, so a fall counts as much as the rise it undoes (3x slower and 3x fewer ops/s).
     let dwarfs_noise = m.ci.is_some_and(|ci| ci.lo > 1.0 + 3.0 * spread || ci.hi < 1.0 / (1.0 + 3.0 * spread));
-    for (side, s) in [("BASE", &m.base), ("NEW", &m.new)] {
-        if let Some(cv) = s.cv.filter(|cv| *cv > o.max_cv && !dwarfs_noise) {
-            return inconclusive(format!("CV {:.1}% on {side} > {:.1}%", cv * 100.0, o.max_cv * 100.0));
+    for side in Arm::BOTH {
+        if let Some(cv) = m.side(side).cv.filter(|cv| *cv > o.max_cv && !dwarfs_noise) {
+            return Decision::Inconclusive(InconclusiveCause::Cv { side, cv });
         }
     }
     band_verdict(m, o)
@@ -213,9 +250,9 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
 
 /// The last step of the rule, shared by [`judge`] and [`judge_paired`]: significant and the
 /// whole interval beyond the noise band in one direction, or no change.
-fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
+fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
     let (Some(ci), Some(p_worse), Some(p_better)) = (m.ci, m.p_worse, m.p_better) else {
-        return (Verdict::Inconclusive, "no interval: the base median is 0".to_owned());
+        return Decision::Inconclusive(InconclusiveCause::NoInterval);
     };
     // Beyond the band in the worse / better direction, as a ratio new/base.
     let (worse_beyond, better_beyond) = match m.better {
@@ -229,7 +266,7 @@ fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
         Better::Higher => (format!("below -{pct:.0}%"), format!("above +{pct:.0}%")),
     };
     let band = format!("±{pct:.0}%");
-    if p_worse < o.alpha && worse_beyond {
+    let (verdict, reason) = if p_worse < o.alpha && worse_beyond {
         (Verdict::Regressed, format!("p {p_worse:.2e} < {} and the whole CI {worse_side}", o.alpha))
     } else if p_better < o.alpha && better_beyond {
         (Verdict::Improved, format!("p {p_better:.2e} < {} and the whole CI {better_side}", o.alpha))
@@ -237,7 +274,8 @@ fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> (Verdict, String) {
         (Verdict::NoChange, format!("significant, but the CI reaches into the noise band {band}"))
     } else {
         (Verdict::NoChange, format!("not significant at α = {}", o.alpha))
-    }
+    };
+    Decision::Decided(verdict, reason)
 }
 
 /// Compares one metric measured in pairs (`pairs`: (base, new) values taken back to back, the
@@ -273,33 +311,29 @@ pub fn judge_paired(metric: Metric, pairs: &[(f64, f64)], options: &CompareOptio
         test: None,
         noise,
         verdict: Verdict::Inconclusive,
+        cause: None,
         reason: String::new(),
         base: Side::of(pairs.iter().map(|p| p.0).collect()),
         new: Side::of(pairs.iter().map(|p| p.1).collect()),
     };
     let n = ratios.len();
-    let (verdict, reason) = if n < options.min_repetitions.max(1) {
-        (Verdict::Inconclusive, format!("{n} pair(s), fewer than {}", options.min_repetitions))
-    } else if stats::min_sign_p_value(n) >= options.alpha {
-        (Verdict::Inconclusive, format!("{n} pairs cannot reach p < {} in a sign test", options.alpha))
+    let floor = stats::min_sign_p_value(n);
+    let decision = if n < options.min_repetitions.max(1) {
+        Decision::Inconclusive(InconclusiveCause::TooFewPairs { pairs: n })
+    } else if floor >= options.alpha {
+        Decision::Inconclusive(InconclusiveCause::SignTestCannotReachAlpha { pairs: n, smallest_p: floor })
     } else {
         // The interval of the median ratio already shrinks with the number of pairs, so it is
         // its width, not the spread of single ratios, that says whether the pairs could tell.
         let beyond = out.ci.is_some_and(|ci| ci.lo > 1.0 + noise || ci.hi < 1.0 - noise);
         match out.ci {
-            Some(ci) if !beyond && ci.hi - ci.lo > 2.0 * options.max_cv => (
-                Verdict::Inconclusive,
-                format!(
-                    "the CI of the median ratio spans {:.1}% (more than 2 x {:.1}%)",
-                    (ci.hi - ci.lo) * 100.0,
-                    options.max_cv * 100.0
-                ),
-            ),
+            Some(ci) if !beyond && ci.hi - ci.lo > 2.0 * options.max_cv => {
+                Decision::Inconclusive(InconclusiveCause::WideInterval { width: ci.hi - ci.lo })
+            }
             _ => band_verdict(&out, options),
         }
     };
-    out.verdict = verdict;
-    out.reason = reason;
+    out.settle(decision, options);
     out
 }
 

@@ -1,0 +1,137 @@
+//! Why a metric's verdict is "inconclusive": one variant per gate of the rule in
+//! [`super::verdict`] (unpaired, [`super::verdict::judge`]) and of its paired form
+//! ([`super::verdict::judge_paired`], `emq-bench cost`).
+//!
+//! Each gate builds its cause with the figures it decided on, and the prose `reason` of
+//! `compare.json` is rendered from that cause and the thresholds ([`InconclusiveCause::reason`]),
+//! so the two cannot disagree. In JSON a cause is tagged as serde tags the crate's other enums
+//! (externally, snake_case): `{"cv": {"side": "new", "cv": 0.23}}`, `"no_interval"`.
+
+use serde::{Deserialize, Serialize};
+
+use super::options::CompareOptions;
+
+/// BASE or NEW: the side of a comparison a cause names (in `emq-bench ab`, arm A or B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arm {
+    /// The first folder (`compare BASE NEW`), arm A of `ab`.
+    Base,
+    /// The second folder, arm B of `ab`.
+    New,
+}
+
+impl Arm {
+    /// Both sides, BASE first: the order the gates check them in.
+    pub const BOTH: [Arm; 2] = [Arm::Base, Arm::New];
+
+    /// The word the outputs print: `BASE`, `NEW`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Arm::Base => "BASE",
+            Arm::New => "NEW",
+        }
+    }
+}
+
+/// Which gate of the rule made a metric inconclusive, with the figures it decided on; the
+/// thresholds it compared them with are the comparison's [`CompareOptions`].
+///
+/// The first gate that fails names the cause, in this order: unpaired `NotMeasured`,
+/// `TooFewRepetitions`, `CannotReachAlpha`, `Cv`, `NoInterval`; paired `TooFewPairs`,
+/// `SignTestCannotReachAlpha`, `WideInterval`, `NoInterval`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InconclusiveCause {
+    /// A side has no value at all: the metric was not measured there (a script only the other
+    /// side called, or a percentile measured on too few calls in every repetition).
+    NotMeasured {
+        /// The side without a value (BASE when both have none).
+        side: Arm,
+    },
+    /// A side has fewer values than `min_repetitions` (but at least one).
+    TooFewRepetitions {
+        /// The side that has too few (BASE when both have).
+        side: Arm,
+        /// Its number of values, one per repetition.
+        repetitions: usize,
+    },
+    /// Both sides have enough repetitions, but sizes this small cannot make the one-sided
+    /// Mann–Whitney test significant: its smallest exact p-value, `1 / C(n_b + n_n, n_b)`
+    /// ([`crate::stats::min_exact_p_value`]), is not below `alpha` (3 + 3 give 0.05).
+    CannotReachAlpha {
+        /// BASE's number of values.
+        base_repetitions: usize,
+        /// NEW's number of values.
+        new_repetitions: usize,
+        /// The smallest p-value these sizes can give, a probability.
+        smallest_p: f64,
+    },
+    /// A side's coefficient of variation (sample standard deviation / |mean| of its values,
+    /// [`crate::stats::coefficient_of_variation`]) exceeds
+    /// `max_cv`, and the change is not large enough to dwarf it (the whole interval beyond
+    /// three times the larger CV): spread that size could have made the change.
+    Cv {
+        /// The noisy side (BASE when both are).
+        side: Arm,
+        /// Its coefficient of variation, a fraction (0.23 = 23 %).
+        cv: f64,
+    },
+    /// Past the other gates, there is no bootstrap interval of new/base (or no p-value) to
+    /// decide on: a BASE value is 0 or below (the ratio needs a positive base), or a value is
+    /// not finite.
+    NoInterval,
+    /// Paired rule: fewer usable pairs (base value above 0) than `min_repetitions`, or none.
+    TooFewPairs {
+        /// The number of usable pairs.
+        pairs: usize,
+    },
+    /// Paired rule: the one-sided sign test cannot reach `alpha` with this many pairs: its
+    /// smallest p-value, `0.5^n` ([`crate::stats::min_sign_p_value`]), is not below it (6 pairs
+    /// give 0.016).
+    SignTestCannotReachAlpha {
+        /// The number of usable pairs.
+        pairs: usize,
+        /// The smallest p-value they can give, a probability.
+        smallest_p: f64,
+    },
+    /// Paired rule: the bootstrap interval of the median ratio new/base is wider than
+    /// `2 × max_cv` and does not lie wholly beyond the noise band: the pairs cannot tell.
+    WideInterval {
+        /// The interval's width, `hi − lo` of the ratio (0.25 = 25 percentage points).
+        width: f64,
+    },
+}
+
+impl InconclusiveCause {
+    /// The prose `reason` of an inconclusive metric: this cause, its figures and the thresholds
+    /// of `o` in a few words, e.g. `CV 23.0% on NEW > 10.0%`.
+    pub fn reason(&self, o: &CompareOptions) -> String {
+        match *self {
+            InconclusiveCause::NotMeasured { side } => format!("not measured on {}", side.label()),
+            InconclusiveCause::TooFewRepetitions { side, repetitions } => {
+                format!("{repetitions} repetition(s) on {}, fewer than {}", side.label(), o.min_repetitions)
+            }
+            InconclusiveCause::CannotReachAlpha { base_repetitions, new_repetitions, smallest_p } => format!(
+                "{base_repetitions} + {new_repetitions} repetitions cannot reach p < {} (smallest possible p {smallest_p:.3})",
+                o.alpha
+            ),
+            InconclusiveCause::Cv { side, cv } => {
+                format!("CV {:.1}% on {} > {:.1}%", cv * 100.0, side.label(), o.max_cv * 100.0)
+            }
+            InconclusiveCause::NoInterval => {
+                "no interval: a BASE value is 0 or below, or a value is not finite".to_owned()
+            }
+            InconclusiveCause::TooFewPairs { pairs } => format!("{pairs} pair(s), fewer than {}", o.min_repetitions),
+            InconclusiveCause::SignTestCannotReachAlpha { pairs, smallest_p } => format!(
+                "{pairs} pairs cannot reach p < {} in a sign test (smallest possible p {smallest_p:.3})",
+                o.alpha
+            ),
+            InconclusiveCause::WideInterval { width } => format!(
+                "the CI of the median ratio spans {:.1}% (more than 2 x {:.1}%)",
+                width * 100.0,
+                o.max_cv * 100.0
+            ),
+        }
+    }
+}
