@@ -78,8 +78,9 @@ pub enum InconclusiveCause {
         cv: f64,
     },
     /// Past the other gates, there is no bootstrap interval of new/base (or no p-value) to
-    /// decide on: a BASE value is 0 or below (the ratio needs a positive base), or a value is
-    /// not finite.
+    /// decide on: a value is not finite, or (unpaired rule) a BASE value is 0 or below (the
+    /// ratio needs a positive base; the paired rule drops such pairs before its gates, so
+    /// they only lower its [`TooFewPairs`](Self::TooFewPairs) count).
     NoInterval,
     /// Paired rule: fewer usable pairs (base value above 0) than `min_repetitions`, or none.
     TooFewPairs {
@@ -120,7 +121,7 @@ impl InconclusiveCause {
                 format!("CV {:.1}% on {} > {:.1}%", cv * 100.0, side.label(), o.max_cv * 100.0)
             }
             InconclusiveCause::NoInterval => {
-                "no interval: a BASE value is 0 or below, or a value is not finite".to_owned()
+                "no interval: a value is not finite, or (unpaired) a BASE value is 0 or below".to_owned()
             }
             InconclusiveCause::TooFewPairs { pairs } => format!("{pairs} pair(s), fewer than {}", o.min_repetitions),
             InconclusiveCause::SignTestCannotReachAlpha { pairs, smallest_p } => format!(

@@ -135,7 +135,7 @@ fn no_interval_is_inconclusive() {
     new[3] = f64::INFINITY;
     let m = judge(p99(), tight(1000.0), new, &options());
     assert_eq!(cause_of(&m, &options()), Some(InconclusiveCause::NoInterval));
-    assert_eq!(m.reason, "no interval: a BASE value is 0 or below, or a value is not finite");
+    assert_eq!(m.reason, "no interval: a value is not finite, or (unpaired) a BASE value is 0 or below");
 }
 
 #[test]
