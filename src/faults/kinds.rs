@@ -255,10 +255,10 @@ fn restart(server: Option<&Mutex<EmbeddedServer>>, kill: bool) -> Result<Done, S
 /// How long a failover may take (the replica catching up, then promoted).
 const FAILOVER_WITHIN: Duration = Duration::from_secs(10);
 
-/// The lines of `conn`'s INFO replication that start with one of `keys` (none when INFO fails).
-async fn replication_lines(conn: &mut Control, keys: &[&str]) -> Vec<String> {
-    let info: String = redis::cmd("INFO").arg("replication").query_async(conn).await.unwrap_or_default();
-    info.lines().filter(|l| keys.iter().any(|k| l.starts_with(k))).map(str::to_owned).collect()
+/// The lines of `conn`'s INFO replication that start with one of `keys`.
+async fn replication_lines(conn: &mut Control, keys: &[&str]) -> Result<Vec<String>, String> {
+    let info: String = redis::cmd("INFO").arg("replication").query_async(conn).await.map_err(|e| e.to_string())?;
+    Ok(info.lines().filter(|l| keys.iter().any(|k| l.starts_with(k))).map(str::to_owned).collect())
 }
 
 /// FAILOVER from the embedded primary to its replica, then makes every connection follow:
@@ -281,9 +281,7 @@ async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Do
     // The replica must be in sync (after an earlier failover it syncs again with its new primary).
     let deadline = Instant::now() + FAILOVER_WITHIN;
     loop {
-        let info: String =
-            redis::cmd("INFO").arg("replication").query_async(&mut primary).await.map_err(|e| e.to_string())?;
-        if info.lines().any(|l| l.starts_with("slave0:") && l.contains("state=online")) {
+        if replication_lines(&mut primary, &["slave0:"]).await?.iter().any(|l| l.contains("state=online")) {
             break;
         }
         if Instant::now() > deadline {
@@ -314,8 +312,14 @@ async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Do
             // Say where it stuck (the primary's failover state and view of the replica, the
             // replica's link), read before the abort changes them: the servers' logs are gone
             // with a test's temporary folder.
-            let mut seen = replication_lines(&mut primary, &["master_failover_state:", "slave0:"]).await;
-            seen.extend(replication_lines(&mut replica, &["master_link_status:", "master_sync_in_progress:"]).await);
+            // A failed INFO leaves its lines out: the timeout is the error to report.
+            let mut seen =
+                replication_lines(&mut primary, &["master_failover_state:", "slave0:"]).await.unwrap_or_default();
+            seen.extend(
+                replication_lines(&mut replica, &["master_link_status:", "master_sync_in_progress:"])
+                    .await
+                    .unwrap_or_default(),
+            );
             let _ = redis::cmd("FAILOVER").arg("ABORT").exec_async(&mut primary).await;
             return Err(format!(
                 "the replica on port {replica_port} was not promoted within {FAILOVER_WITHIN:?} ({})",
