@@ -152,6 +152,7 @@ struct Job {
 }
 
 /// One enqueue in flight, and what its reply is matched with.
+#[derive(Clone, Copy)]
 struct InFlight {
     job: Job,
     intended: Option<Instant>,
@@ -232,9 +233,11 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         }
         if ready > 0 {
             for _ in 0..ready {
-                let sent = in_flight.pop_front().expect("a reply counted in has its request");
+                // Recorded where it stands in the window, then dropped: not moved out first.
+                let sent = in_flight.front().expect("a reply counted in has its request");
                 let reply = lanes[usize::from(sent.node)].try_next().expect("a reply counted in is there");
                 record_reply(&ctx, &mut producer, &ops, &mut last, sent, reply);
+                in_flight.pop_front();
             }
             ready = 0;
         }
@@ -317,7 +320,7 @@ fn record_reply<Q: QueueOps>(
     producer: &mut Producer,
     ops: &Q,
     last: &mut Span,
-    sent: InFlight,
+    sent: &InFlight,
     reply: Laned,
 ) {
     let Laned { result, times } = reply;
@@ -336,9 +339,9 @@ fn record_reply<Q: QueueOps>(
     match Q::enqueue_reply(sent.job.script::<Q>(), || sent.job.id(ids), result) {
         Err(err) if needs_redo(&err) => {
             let id = sent.job.id(&producer.ids);
-            tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), sent, id, err, start));
+            tokio::task::spawn_local(redo(ctx.clone(), ops.clone(), *sent, id, err, start));
         }
-        reply => settle::<Q>(ctx, Some(producer), &sent, reply, *last),
+        reply => settle::<Q>(ctx, Some(producer), sent, reply, *last),
     }
 }
 
