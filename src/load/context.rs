@@ -170,7 +170,7 @@ impl ThreadCtx {
     /// Appends one enqueue event (`crc` of the payload sent, into queue index `queue`) whose id
     /// has the time part `id_ms` (ms since the Unix epoch; kept so the checker can name the job
     /// even when nothing of it is left on the server; 0 for a repeated id).
-    /// Always inlined into the producers' reply loop, its one caller (as `record`).
+    /// Always inlined (as `record`): `settle` calls it for every enqueue reply.
     #[allow(clippy::too_many_arguments)] // the fields of one event, as `remember`'s
     #[inline(always)]
     pub fn remember_enqueue<T>(

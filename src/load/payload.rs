@@ -30,13 +30,14 @@ const POOL_LEN: usize = 1 << 16;
 pub const FILLER_STARTS: usize = 64;
 /// Bytes between two filler starts: one cache line, so the starts lie within the pool's first
 /// 4 KiB and the fillers of small payloads share a few dozen cache lines. Spread evenly over
-/// the pool (1 KiB apart), every start fell into the same 4 of each 16 of the L1 cache's 64
-/// sets (addresses 4 KiB apart share a set): 256-byte payloads read 256 lines through 16
-/// sets of 8 ways, missing L1 on every payload (issue 11 item 7).
+/// the pool (1 KiB apart), the starts fell into one of each 16 of the L1 cache's 64 sets
+/// (addresses 4 KiB apart share a set), and the lines of 256-byte payloads into 4 of each 16:
+/// ~256 lines through 16 sets of 8 ways, missing L1 on every payload (issue 11 item 7).
 const FILLER_STRIDE: usize = 64;
-/// Bytes between two CRC checkpoints of a filler stream (the stride is a multiple of it, so a
-/// checkpoint's bytes never straddle the pool's end).
+/// Bytes between two CRC checkpoints of a filler stream (the stride and the pool are multiples
+/// of it, so a checkpoint's bytes never straddle the pool's end).
 const CHECKPOINT: usize = 64;
+const _: () = assert!(FILLER_STRIDE % CHECKPOINT == 0 && POOL_LEN % CHECKPOINT == 0);
 
 /// A pool of random filler bytes; one per load thread (`!Sync`: its CRC caches are cells).
 pub struct PayloadPool {

@@ -397,8 +397,9 @@ async fn redo<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight, id: J
 }
 
 /// Records one reply sent and read as `span` says: in the histograms and the history, and in
-/// the job counters; an accepted new job becomes the producer's next duplicate. Inlined
-/// into the window's loop, whose every reply it records (its call was ~25 instructions).
+/// the job counters; an accepted new job becomes the producer's next duplicate. Always
+/// inlined (into the window's loop and `redo`): the loop records every reply through it, and
+/// its call was ~25 instructions.
 #[inline(always)]
 fn settle<Q: QueueOps>(
     ctx: &ThreadCtx,
