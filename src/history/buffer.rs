@@ -100,7 +100,7 @@ impl HistoryBuf {
     }
 
     /// [`push`](Self::push) with the enqueued id's time part `id_ms` (ms since the Unix epoch;
-    /// kept for enqueue kinds only). Always inlined: once per call on the hot path, whose
+    /// kept for enqueue kinds only). Always inlined: it runs once per reply recorded, and its
     /// call, prologue and epilogue were ~25 of its ~130 instructions (issue 11 item 7).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
