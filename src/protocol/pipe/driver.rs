@@ -23,14 +23,17 @@ const READ_BUFFER: usize = 64 * 1024;
 const MIN_READ: usize = 4 * 1024;
 /// Reads per driver poll before it yields to its callers (they are waiting for these replies).
 const READS_PER_POLL: usize = 16;
-/// Replies handed out per driver poll (see [`read`]): a whole window of 1 connection x 64 in
-/// flight, so it costs one write, one read and one wake-up, as redis-benchmark's does. At 32
-/// the window ran as two halves, two of each per window: the server never idled (~1.3x
-/// redis-benchmark's throughput) but the client's CPU per request was ~1.1-1.3x its own;
-/// at 64 it was ~1.0x both (scripts/bench-vs-valkey-benchmark, constant variant, issue 11
-/// item 7). Producers queue the next window before they record the replies just read, so
-/// the server works while they record.
-const REPLIES_PER_POLL: usize = 64;
+/// Replies handed out per driver poll (see [`read`]): at least a whole window of 1 connection
+/// x 64 in flight, so it costs one write, one read and one wake-up, as redis-benchmark's does.
+/// At 32 the window ran as two halves, two of each per window: the server never idled (~1.3x
+/// redis-benchmark's throughput) but the client's CPU per request was ~1.1-1.3x its own; at 64
+/// it was ~1.0x both (scripts/bench-vs-valkey-benchmark, constant variant, issue 11 item 7).
+/// Above 64, because a deeper window's replies come back in reads of ~75 (the server answers
+/// as it goes): at 64 each such read was handed out in two parts and sent as two writes
+/// (1 x 256, 100 000 enqueues, strace: 2 736 `sendto`, 1 392 reads), at 256 in one (1 334
+/// `sendto`, 1 338 reads). Producers queue the next requests before they record the replies
+/// just read, so the server works while they record.
+const REPLIES_PER_POLL: usize = 256;
 /// Reconnect backoff: 10 ms doubling to 1 s, as redis-rs' ConnectionManager does here.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);

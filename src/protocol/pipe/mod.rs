@@ -24,7 +24,7 @@
 //!    not when its caller queued it.
 //!    A pipelined request is thus timed by the read that brought its own reply, not by when
 //!    its pipeline was sent or completed;
-//!    replies the driver hands out a poll later (up to 64 per poll) keep their read time, so the
+//!    replies the driver hands out a poll later (up to 256 per poll) keep their read time, so the
 //!    client's own hand-out delay is not counted as server latency.
 //!
 //! Failure handling matches what the load needs: a lost connection or no reply within the
