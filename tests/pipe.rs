@@ -52,9 +52,10 @@ async fn pipelined_replies_reach_their_own_requests_in_order() {
         let c = pipe(&server.url(), Duration::from_secs(5)).await;
         let q = keys("q");
         let mut ids = JobIdGen::new(1);
-        let fresh: Vec<_> = (0..200).map(|_| ids.next_id()).collect();
-        // 200 requests in flight on one connection: every other one a duplicate of the one
-        // before it, so the replies alternate 1, 0 and a mixed-up delivery would show.
+        let fresh: Vec<_> = (0..600).map(|_| ids.next_id()).collect();
+        // 600 requests in flight on one connection (more than the 256 replies its driver hands
+        // out per poll): every other one a duplicate of the one before it, so the replies
+        // alternate 1, 0 and a mixed-up delivery would show.
         let calls = fresh.iter().enumerate().map(|(i, id)| {
             let (mut c, q) = (c.clone(), q.clone());
             let id = if i % 2 == 1 { fresh[i - 1] } else { *id };
@@ -74,7 +75,7 @@ async fn pipelined_replies_reach_their_own_requests_in_order() {
         }
         let mut c = c.clone();
         let claimed = c.claim(&q, 1000, 1000).await.unwrap();
-        assert_eq!(claimed.len(), 100);
+        assert_eq!(claimed.len(), 300);
         assert!(claimed.iter().all(|job| job.token == 1 && job.payload == b"payload"));
     })
     .await;

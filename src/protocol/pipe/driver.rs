@@ -28,11 +28,10 @@ const READS_PER_POLL: usize = 16;
 /// At 32 the window ran as two halves, two of each per window: the server never idled (~1.3x
 /// redis-benchmark's throughput) but the client's CPU per request was ~1.1-1.3x its own; at 64
 /// it was ~1.0x both (scripts/bench-vs-valkey-benchmark, constant variant, issue 11 item 7).
-/// Above 64, because a deeper window's replies come back in reads of ~75 (the server answers
-/// as it goes): at 64 each such read was handed out in two parts and sent as two writes
-/// (1 x 256, 100 000 enqueues, strace: 2 736 `sendto`, 1 392 reads), at 256 in one (1 334
-/// `sendto`, 1 338 reads). Producers queue the next requests before they record the replies
-/// just read, so the server works while they record.
+/// It is 256 because a deeper window's replies come back in reads of ~75 (the server answers
+/// as it goes), which 64 per poll split into two writes of next requests (1 x 256, strace:
+/// 2 736 against 1 334 `sendto` per 100 000 enqueues). Producers queue the next requests
+/// before they record the replies just read, so the server works while they record.
 const REPLIES_PER_POLL: usize = 256;
 /// Reconnect backoff: 10 ms doubling to 1 s, as redis-rs' ConnectionManager does here.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -336,4 +335,44 @@ fn hand_out(st: &mut State, inbox: &mut Inbox, budget: &mut usize) -> Result<boo
         inbox.end = 0;
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::lane::ReplyLane;
+    use crate::protocol::pipe::PipeConn;
+    use crate::protocol::request::Request;
+    use redis::Value;
+
+    /// A read that brought more replies than one poll hands out (a window deeper than
+    /// [`REPLIES_PER_POLL`]): the first poll stops at the budget and says so, the rest stay in
+    /// the inbox and go out at the next poll with the read time of the read that brought them.
+    #[test]
+    fn replies_beyond_the_budget_wait_in_the_inbox_with_their_read_time() {
+        let conn = PipeConn::unopened();
+        let mut lane = conn.lane();
+        let n = REPLIES_PER_POLL + 3;
+        for _ in 0..n {
+            lane.queue(&Request::from_args(&["INCR", "k"]));
+        }
+        let read_at = Instant::now();
+        let mut inbox = Inbox { data: b":1\r\n".repeat(n), start: 0, end: 4 * n, read_at };
+        let mut st = conn.shared.state.borrow_mut();
+        st.written = st.out.len();
+        st.mark_sent(read_at);
+        let mut budget = REPLIES_PER_POLL;
+        assert!(!hand_out(&mut st, &mut inbox, &mut budget).unwrap(), "the budget ran out");
+        assert_eq!(
+            (st.lanes[0].replies.len(), inbox.start, inbox.end),
+            (REPLIES_PER_POLL, 4 * REPLIES_PER_POLL, 4 * n)
+        );
+        // The next poll hands out the rest before it reads again.
+        let mut budget = REPLIES_PER_POLL;
+        assert!(hand_out(&mut st, &mut inbox, &mut budget).unwrap());
+        assert_eq!((st.lanes[0].replies.len(), inbox.start, inbox.end, budget), (n, 0, 0, REPLIES_PER_POLL - 3));
+        assert!(st.lanes[0].replies.iter().all(|r| matches!(r.result, Ok(Value::Int(1)))));
+        // Handed out a poll later, still timed by the read that brought them.
+        assert!(st.lanes[0].replies.iter().all(|r| r.times.is_some_and(|t| t.read == read_at)));
+    }
 }
