@@ -342,8 +342,6 @@ mod tests {
     use super::*;
     use crate::protocol::lane::ReplyLane;
     use crate::protocol::pipe::PipeConn;
-    use crate::protocol::request::Request;
-    use redis::Value;
 
     /// A read that brought more replies than one poll hands out (a window deeper than
     /// [`REPLIES_PER_POLL`]): the first poll stops at the budget and says so, the rest stay in
