@@ -36,8 +36,9 @@ pub struct RunShared {
     /// Set by an abort (a second stop signal): the threads stop waiting for the replies of
     /// requests in flight and hand over their history at once.
     pub aborted: std::sync::atomic::AtomicBool,
-    /// When the load phase ended (set once, by the coordinator, as it moves to the drain):
-    /// what a send must have been due before to count as never sent.
+    /// When the load phase ended (set once: by the last producer to finish a job budget, at its
+    /// last reply, else by the coordinator as it moves to the drain): what a send must have been
+    /// due before to count as never sent, and where the producers' rate window ends.
     pub load_end: std::sync::OnceLock<std::time::Instant>,
     /// Producer sends made, over all threads (each thread adds its count once, at its end).
     pub sent: AtomicU64,

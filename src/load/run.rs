@@ -282,7 +282,8 @@ pub async fn drive(
                 };
                 if done {
                     // The instant producers are told to stop: what the never-sent count and the
-                    // producers' rate window are measured against.
+                    // producers' rate window are measured against. A job budget's last producer
+                    // has set it already, at its last reply (`producer::run`).
                     let ended = Instant::now();
                     let _ = shared.load_end.set(ended);
                     shared.advance(Phase::Drain);
