@@ -180,6 +180,19 @@ impl Script {
         self as usize
     }
 
+    /// True for the scripts producers send (EchoMQ's `enqueue`, `enqueue_delayed`; BullMQ's
+    /// `add*Job`): their ops/s are rated over the load phase, not load + drain (issue 11 item 5).
+    pub fn is_enqueue(self) -> bool {
+        matches!(
+            self,
+            Script::Enqueue
+                | Script::EnqueueDelayed
+                | Script::AddStandardJob
+                | Script::AddDelayedJob
+                | Script::AddPrioritizedJob
+        )
+    }
+
     /// The script with this name, if any.
     pub fn from_name(name: &str) -> Option<Script> {
         Script::ALL.into_iter().find(|s| s.name() == name)

@@ -106,6 +106,7 @@ mod tests {
             error_latency_us: Default::default(),
             send_lag_us: Default::default(),
             late: 0,
+            late_fraction: 0.0,
         }
     }
 

@@ -30,8 +30,11 @@ pub struct ProducerRates {
     /// when the achieved rate is at least that share of the requested one (less 3/sqrt(sent)
     /// for the randomness of Poisson arrivals).
     pub held: bool,
-    /// Sends that left later than `late_after` behind their intended time.
+    /// Sends that left later than `late_after` behind their intended time, over the whole load
+    /// phase (warmup included, as `sent`; a script's `late` in `scripts` leaves warmup out).
     pub late: u64,
+    /// `late` over `sent`, 0..1 (0.0 with nothing sent).
+    pub late_fraction: f64,
     /// Each load thread's CPU share of its running time, 0..1.
     pub thread_busy: Vec<f64>,
     /// When not held: what held it back (`the harness: load thread 0 at 99% CPU`, or the
@@ -87,29 +90,31 @@ impl ProducerRates {
             never_sent,
             held,
             late,
+            late_fraction: if sent > 0 { late as f64 / sent as f64 } else { 0.0 },
             thread_busy: busy,
             bottleneck,
         }
     }
 
     /// The table's line: `producers: requested 1000.0/s, achieved 999.0/s over 10.0 s, 9990 of
-    /// 10000 intended sends made (99.9%)`, then, when not held, what was never sent and why.
+    /// 10000 intended sends made (99.9%), 3 sent late (0.03%)`, then, when not held, what was
+    /// never sent and why.
     pub fn line(&self) -> String {
         let share = if self.intended > 0 { self.sent as f64 / self.intended as f64 } else { 1.0 };
         let mut out = format!(
-            "producers: requested {:.1}/s, achieved {:.1}/s over {:.1} s, {} of {} intended sends made ({:.1}%)",
+            "producers: requested {:.1}/s, achieved {:.1}/s over {:.1} s, {} of {} intended sends made ({:.1}%), \
+             {} sent late ({:.2}%)",
             self.requested_per_sec,
             self.achieved_per_sec,
             self.load_secs,
             self.sent,
             self.intended,
-            share * 100.0
+            share * 100.0,
+            self.late,
+            self.late_fraction * 100.0
         );
         if let Some(why) = &self.bottleneck {
-            out.push_str(&format!(
-                ": RATE NOT HELD, {} intended sends never sent, {} left late; bottleneck: {why}",
-                self.never_sent, self.late
-            ));
+            out.push_str(&format!(": RATE NOT HELD, {} intended sends never sent; bottleneck: {why}", self.never_sent));
         }
         out
     }
@@ -126,13 +131,17 @@ mod tests {
         assert_eq!((held.intended, held.never_sent), (10_000, 10));
         assert_eq!(
             held.line(),
-            "producers: requested 1000.0/s, achieved 999.0/s over 10.0 s, 9990 of 10000 intended sends made (99.9%)"
+            "producers: requested 1000.0/s, achieved 999.0/s over 10.0 s, 9990 of 10000 intended sends made (99.9%), \
+             3 sent late (0.03%)"
         );
+        assert_eq!(held.late_fraction, 3.0 / 9_990.0);
         let harness = ProducerRates::new(200_000.0, 10.0, 430_000, 1_570_000, 400_000, false, vec![0.99, 0.5]);
         assert!(!harness.held);
         assert_eq!(harness.never_sent, 1_570_000);
         assert!(
-            harness.line().contains("(21.5%): RATE NOT HELD, 1570000 intended sends never sent, 400000 left late"),
+            harness
+                .line()
+                .contains("(21.5%), 400000 sent late (93.02%): RATE NOT HELD, 1570000 intended sends never sent;"),
             "{}",
             harness.line()
         );

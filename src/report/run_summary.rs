@@ -88,7 +88,9 @@ pub struct RunSummary {
     pub write_errors: Vec<String>,
     /// True when the drain finished every job in time.
     pub drained: bool,
-    /// Seconds measured (after warmup, up to the stop), the divisor of every ops/s.
+    /// Seconds measured (after warmup, up to the stop, the drain included): the window
+    /// (`measured`) of every script's ops/s except the producers', which use the load phase
+    /// (`load`; each script names its window and length).
     pub measured_secs: f64,
     /// Whole warmup seconds excluded from the histograms.
     pub warmup_secs: u64,

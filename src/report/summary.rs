@@ -85,8 +85,13 @@ pub struct ScriptSummary {
     /// schedule (all zero in closed loop).
     #[serde(default)]
     pub send_lag_us: Percentiles,
-    /// Open-loop sends later than the scenario's `late_after` behind their intended time.
+    /// Open-loop sends later than the scenario's `late_after` behind their intended time, in
+    /// the measured part (warmup excluded, as `calls`).
     pub late: u64,
+    /// `late` over `calls`, 0..1 (0.0 with no call): the share of sends that fell behind, which
+    /// only overload should raise (issue 11 item 2).
+    #[serde(default)]
+    pub late_fraction: f64,
 }
 
 impl ScriptSummary {
@@ -136,17 +141,17 @@ fn measured() -> String {
     "measured".to_string()
 }
 
-/// Rates the producers' scripts (`enqueue`, `enqueue_delayed`) over the load phase's measured
-/// part, `load_secs` (after warmup): they send nothing during the drain, so dividing by load +
-/// drain understated them (a 1 000/s run with a 2 s drain read 718 ops/s).
+/// Rates the producers' scripts ([`Script::is_enqueue`](crate::protocol::Script::is_enqueue):
+/// EchoMQ's and BullMQ's) over the load phase's measured part, `load_secs` (after warmup): they
+/// send nothing during the drain, so dividing by load + drain understated them (a 1 000/s run
+/// with a 2 s drain read 718 ops/s).
 pub fn over_load_phase(scripts: &mut [ScriptSummary], load_secs: f64) {
     if load_secs <= 0.0 {
         return;
     }
-    let producers = [crate::protocol::Script::Enqueue, crate::protocol::Script::EnqueueDelayed];
     for s in scripts
         .iter_mut()
-        .filter(|s| crate::protocol::Script::from_name(&s.script).is_some_and(|x| producers.contains(&x)))
+        .filter(|s| crate::protocol::Script::from_name(&s.script).is_some_and(crate::protocol::Script::is_enqueue))
     {
         s.ops_per_sec = s.ok as f64 / load_secs;
         s.window = "load".to_string();
@@ -179,6 +184,7 @@ pub fn summarize(run: &RunMetrics) -> Vec<ScriptSummary> {
             error_latency_us: Percentiles::of(&t.error_latency),
             send_lag_us: Percentiles::of(&t.send_lag),
             late: t.late,
+            late_fraction: if t.calls() > 0 { t.late as f64 / t.calls() as f64 } else { 0.0 },
         })
         .collect()
 }
@@ -221,6 +227,27 @@ mod tests {
         assert_eq!(complete.ops_per_sec, 5.0, "10 ok over 2 measured seconds");
         assert_eq!(complete.latency_us.max, 2_000);
         assert!(s[0].errors.is_empty());
+    }
+
+    /// EchoMQ's and BullMQ's enqueue scripts are rated over the load phase; the others keep
+    /// the measured window (load + drain). BullMQ's `add*Job` once kept the latter.
+    #[test]
+    fn producers_scripts_of_both_protocols_use_the_load_window() {
+        let mut s = summarize(&sample_run());
+        let mut bull = s[0].clone();
+        bull.script = "addStandardJob".into();
+        s.push(bull);
+        let mut claim = s[1].clone();
+        claim.script = "moveToActive".into();
+        s.push(claim);
+        over_load_phase(&mut s, 4.0);
+        let windows: Vec<(&str, &str)> = s.iter().map(|x| (x.script.as_str(), x.window.as_str())).collect();
+        assert_eq!(
+            windows,
+            [("enqueue", "load"), ("complete", "measured"), ("addStandardJob", "load"), ("moveToActive", "measured")]
+        );
+        assert_eq!(s[2].ops_per_sec, s[2].ok as f64 / 4.0);
+        assert_eq!(s[2].window_secs, 4.0);
     }
 
     #[test]
