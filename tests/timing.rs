@@ -84,6 +84,14 @@ async fn open_loop_latency_counts_from_the_intended_send_time() {
     assert!(enqueue.service_us.p99 < 30_000, "service time stays near 5 ms: {:?}", enqueue.service_us);
     assert!(enqueue.latency_us.p99 >= 200_000, "latency from intended must grow: {:?}", enqueue.latency_us);
     assert!(enqueue.late > 50, "late sends are counted: {}", enqueue.late);
+    // Twice the rate the server can serve: most sends leave late, and the fraction says so.
+    assert!(enqueue.late_fraction > 0.25, "late fraction {}", enqueue.late_fraction);
+    let rates = result.summary.producers.as_ref().expect("open loop");
+    assert!(rates.late_fraction > 0.25 && rates.line().contains("sent late ("), "{}", rates.line());
+    // The whole-run send-lag histogram is in totals.hlog beside latency and service time.
+    let totals = emq_bench::report::hlog::read_log(&result.dir.join("totals.hlog")).unwrap();
+    let lag = totals.iter().find(|e| e.tag == "send_lag.enqueue").expect("a send_lag.enqueue histogram");
+    assert_eq!(lag.histogram.value_at_quantile(0.99), enqueue.send_lag_us.p99);
 }
 
 /// Issue 11 item 1: open-loop sends leave close to their intended time. At 1 000/s on this
@@ -102,6 +110,7 @@ async fn open_loop_sends_leave_within_microseconds_of_their_intended_time() {
     let enqueue = script(&result, "enqueue");
     assert!(enqueue.send_lag_us.p50 <= 400, "send lag p50 {} µs: {:?}", enqueue.send_lag_us.p50, enqueue.send_lag_us);
     assert!(enqueue.send_lag_us.max > 0, "the lag is recorded");
+    assert_eq!(enqueue.late_fraction, enqueue.late as f64 / enqueue.calls as f64);
     // Producers are rated over the load phase (after warmup), not load + drain.
     assert_eq!((enqueue.window.as_str(), enqueue.window_secs.round()), ("load", 2.0));
     assert!((enqueue.ops_per_sec - 1000.0).abs() < 100.0, "enqueue at {} ops/s", enqueue.ops_per_sec);

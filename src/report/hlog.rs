@@ -1,5 +1,5 @@
 //! HdrHistogram interval logs: `latency.hlog` (one histogram per second per script) and
-//! `totals.hlog` (each script's whole-run latency and service-time histograms), written and
+//! `totals.hlog` (each script's whole-run latency, service-time, send-lag and error histograms), written and
 //! read back (the report and `emq-bench report DIR` read them).
 
 use std::path::Path;
@@ -82,26 +82,33 @@ pub fn write_hlog(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
 
 /// Write each called script's whole measured histograms to `path` (`totals.hlog`): tag
 /// `latency.<script>` (ok calls, µs from the intended send) and `service.<script>` (µs from the
-/// actual send), both spanning the measured part (from the end of warmup). These are the
-/// histograms summary.json's percentiles come from: the report draws its spectra from them.
+/// actual send), then, when any was recorded, `send_lag.<script>` (open-loop sends, µs from
+/// the intended to the actual send) and `error.<script>` (failed and timed-out calls, µs from
+/// the intended send), all spanning the measured part (from the end of warmup). These are the
+/// histograms summary.json's percentiles come from: the report draws its spectra from them,
+/// and HdrHistogram's own tools can re-plot any of them.
 ///
 /// # Errors
 /// As [`write_log`].
 pub fn write_totals(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
     let from = Duration::from_secs(run.warmup_intervals);
     let length = Duration::from_micros(run.measured_us);
-    let tags: Vec<(String, String)> = run
-        .scripts
-        .iter()
-        .filter(|t| t.was_called())
-        .map(|t| (format!("latency.{}", t.script.name()), format!("service.{}", t.script.name())))
-        .collect();
-    let entries = run.scripts.iter().filter(|t| t.was_called()).zip(&tags).flat_map(|(t, (lat, svc))| {
-        [(lat.as_str(), from, length, t.latency.clone()), (svc.as_str(), from, length, t.service.clone())]
-    });
+    let mut entries: Vec<(String, &Histogram<u64>)> = Vec::new();
+    for t in run.scripts.iter().filter(|t| t.was_called()) {
+        let name = t.script.name();
+        entries.push((format!("latency.{name}"), &t.latency));
+        entries.push((format!("service.{name}"), &t.service));
+        if !t.send_lag.is_empty() {
+            entries.push((format!("send_lag.{name}"), &t.send_lag));
+        }
+        if !t.error_latency.is_empty() {
+            entries.push((format!("error.{name}"), &t.error_latency));
+        }
+    }
     let comment = "emq-bench whole-run histograms per script: latency.<script> from the intended send, \
-                   service.<script> from the actual send, us";
-    write_log(path, comment, run.start_wall, entries)
+                   service.<script> from the actual send, send_lag.<script> intended to actual send, \
+                   error.<script> failed calls from the intended send, us";
+    write_log(path, comment, run.start_wall, entries.iter().map(|(tag, h)| (tag.as_str(), from, length, (*h).clone())))
 }
 
 /// Reads every histogram of the interval log at `path`, in file order.
@@ -195,8 +202,15 @@ mod tests {
         write_totals(&path, &run).unwrap();
         let entries = read_log(&path).unwrap();
         let tags: Vec<&str> = entries.iter().map(|e| e.tag.as_str()).collect();
-        assert_eq!(tags, ["latency.enqueue", "service.enqueue", "latency.complete", "service.complete"]);
+        // The sample's closed-loop calls have no send lag; complete's two EMQFENCE refusals
+        // have an error histogram.
+        assert_eq!(
+            tags,
+            ["latency.enqueue", "service.enqueue", "latency.complete", "service.complete", "error.complete"]
+        );
         let summary = crate::report::summarize(&run);
+        assert_eq!(entries[4].histogram.len(), 2);
+        assert_eq!(entries[4].histogram.max(), summary[1].error_latency_us.max);
         assert_eq!(entries[2].histogram.value_at_quantile(0.99), summary[1].latency_us.p99);
         assert_eq!((entries[0].start_s, entries[0].length_s), (1.0, 2.0));
     }
