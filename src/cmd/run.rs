@@ -79,7 +79,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         )?;
         let mut last = last.expect("at least one repetition");
         let mut table = format!("{} repetitions, histograms merged:\n", folders.len());
-        table.push_str(&format_table(&scripts, &all_jobs(&merged)));
+        table.push_str(&format_table(&scripts, &all_jobs(&merged), merged.warmup_intervals));
         table.push_str(&format!(
             "results: {} ({}/ each, merged.json and scripts.csv over all)\n",
             dir.display(),

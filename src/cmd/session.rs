@@ -423,7 +423,7 @@ impl Session {
             });
         }
         let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
-        table.push_str(&format_table(&summary.scripts, &jobs));
+        table.push_str(&format_table(&summary.scripts, &jobs, summary.warmup_secs));
         let redirects = jobs[JobCounter::Redirects.index()];
         if redirects > 0 || summary.target.topology.kind == target::topology::Kind::Cluster {
             table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));

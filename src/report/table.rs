@@ -23,10 +23,12 @@ const JOB_LINE: [(JobCounter, &str); 9] = [
 
 /// Format the summary table: one row per script (`summaries` order), aligned columns (script left,
 /// numbers right), a `(ms)` note on the latency header, then one jobs line from `jobs`
-/// (indexed by [`JobCounter::index`]). Every line ends with `\n`.
+/// (indexed by [`JobCounter::index`]), counted over the whole run: when `warmup_secs` > 0 the
+/// line says the warmup is in it, since the script rows above leave it out. Every line ends
+/// with `\n`.
 ///
 /// Latency columns are ok-call latency from the intended send (coordinated-omission free).
-pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]) -> String {
+pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT], warmup_secs: u64) -> String {
     let rows: Vec<[String; 10]> = summaries
         .iter()
         .map(|s| {
@@ -72,7 +74,12 @@ pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]
         out.push('\n');
     }
     let jobs_line: Vec<String> = JOB_LINE.iter().map(|(c, label)| format!("{label} {}", jobs[c.index()])).collect();
-    let _ = writeln!(out, "jobs: {}", jobs_line.join(", "));
+    let label = if warmup_secs > 0 {
+        format!("jobs (whole run, the {warmup_secs} s warmup included)")
+    } else {
+        "jobs".to_string()
+    };
+    let _ = writeln!(out, "{label}: {}", jobs_line.join(", "));
     out
 }
 
@@ -85,7 +92,7 @@ mod tests {
     #[test]
     fn columns_are_aligned_and_jobs_listed() {
         let run = sample_run();
-        let table = format_table(&summarize(&run), &run.jobs);
+        let table = format_table(&summarize(&run), &run.jobs, 0);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 6, "{table}");
         assert!(lines[0].starts_with("script  "));
@@ -106,5 +113,7 @@ mod tests {
             "jobs: enqueued 20, duplicates 0, claimed 0, completed 10, retried 0, failed 0, \
              failed by stall 0, reaped 0, stale completions refused 2"
         );
+        let warm = format_table(&summarize(&run), &run.jobs, 2);
+        assert!(warm.contains("\njobs (whole run, the 2 s warmup included): enqueued 20,"), "{warm}");
     }
 }
