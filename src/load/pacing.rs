@@ -49,6 +49,14 @@ impl Schedule {
         Schedule::Open { start, next_s, mean_gap_s, arrival, rng }
     }
 
+    /// Producer `p`'s (0-based) share of `open` split over `count` producers: `rate / count`
+    /// each, uniform ones de-phased by `p / count` of a gap. The one place that split is made,
+    /// so the load thread and its test cannot disagree on it.
+    pub fn for_producer(open: crate::scenario::OpenLoop, count: u32, p: usize, start: Instant, seed: u64) -> Schedule {
+        let count = count.max(1);
+        Schedule::open(open.rate_per_sec / f64::from(count), open.arrival, start, seed, p as f64 / f64::from(count))
+    }
+
     /// The intended send time the next [`Schedule::next_intended`] returns, without advancing
     /// (`None` in closed loop).
     pub fn peek(&self) -> Option<Instant> {
@@ -125,9 +133,10 @@ mod tests {
     fn uniform_producers_are_dephased() {
         let start = Instant::now();
         let n = 32;
+        let open = crate::scenario::OpenLoop { rate_per_sec: 8_000.0, arrival: Arrival::Uniform };
         let mut all: Vec<Instant> = (0..n)
             .flat_map(|i| {
-                let mut s = Schedule::open(250.0, Arrival::Uniform, start, i, i as f64 / n as f64);
+                let mut s = Schedule::for_producer(open, n as u32, i, start, i as u64);
                 (0..100).map(move |_| s.next_intended().unwrap()).collect::<Vec<_>>()
             })
             .collect();

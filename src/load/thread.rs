@@ -173,16 +173,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     for (k, &p) in producers.iter().enumerate() {
         let ops = Q::new(pconns[k % pconns.len()].clone(), routes.clone(), shared.clone());
         let schedule = match plan.producers.open_loop {
-            Some(open) => {
-                let phase = p as f64 / f64::from(plan.producers.count);
-                Schedule::open(
-                    open.rate_per_sec / f64::from(plan.producers.count),
-                    open.arrival,
-                    begin,
-                    seed(1, p, 0),
-                    phase,
-                )
-            }
+            Some(open) => Schedule::for_producer(open, plan.producers.count, p, begin, seed(1, p, 0)),
             None => Schedule::Closed,
         };
         let producer = Producer::new(plan.seed, schedule, seed(3, p, 0));
