@@ -44,6 +44,9 @@ async fn bullmq_smoke_over(transport: Transport) {
     for &script in Protocol::BullMq.scripts() {
         let row = result.summary.scripts.iter().find(|s| s.script == script.name());
         assert!(row.is_some_and(|s| s.ok > 0), "{} was never called successfully", script.name());
+        // The producers' scripts are rated over the load phase, the rest over load + drain.
+        let window = if script.is_enqueue() { "load" } else { "measured" };
+        assert_eq!(row.unwrap().window, window, "{}", script.name());
     }
     let jobs = &result.summary.jobs;
     for counter in ["duplicates", "retried", "reaped", "stalled", "stale_refused"] {
