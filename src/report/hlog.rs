@@ -40,7 +40,7 @@ fn write_log<'h>(
     path: &Path,
     comment: &str,
     start: SystemTime,
-    entries: impl Iterator<Item = (&'h str, Duration, Duration, Histogram<u64>)>,
+    entries: impl Iterator<Item = (&'h str, Duration, Duration, &'h Histogram<u64>)>,
 ) -> Result<(), ReportError> {
     let hlog_err = |message: String| ReportError::Hlog { path: path.to_path_buf(), message };
     write_atomic(path, |w| {
@@ -53,7 +53,7 @@ fn write_log<'h>(
             .map_err(|e| hlog_err(e.to_string()))?;
         for (tag, from, length, h) in entries {
             let tag = Tag::new(tag).expect("tags have no ',' ' ' or '\\n'");
-            log.write_histogram(&h, from, length, Some(tag)).map_err(|e| hlog_err(e.to_string()))?;
+            log.write_histogram(h, from, length, Some(tag)).map_err(|e| hlog_err(e.to_string()))?;
         }
         Ok(())
     })
@@ -77,7 +77,7 @@ pub fn write_hlog(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
         }
     }
     let comment = "emq-bench latency per script: ok calls, us from the intended send";
-    write_log(path, comment, run.start_wall, entries.into_iter())
+    write_log(path, comment, run.start_wall, entries.iter().map(|(tag, from, length, h)| (*tag, *from, *length, h)))
 }
 
 /// Write each called script's whole measured histograms to `path` (`totals.hlog`): tag
@@ -108,7 +108,7 @@ pub fn write_totals(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
     let comment = "emq-bench whole-run histograms per script: latency.<script> from the intended send, \
                    service.<script> from the actual send, send_lag.<script> intended to actual send, \
                    error.<script> failed calls from the intended send, us";
-    write_log(path, comment, run.start_wall, entries.iter().map(|(tag, h)| (tag.as_str(), from, length, (*h).clone())))
+    write_log(path, comment, run.start_wall, entries.iter().map(|(tag, h)| (tag.as_str(), from, length, *h)))
 }
 
 /// Reads every histogram of the interval log at `path`, in file order.
