@@ -102,7 +102,7 @@ async fn a_wrong_ca_and_a_wrong_server_name_are_refused_and_sni_fixes_the_name()
 }
 
 /// What the harness needs for the queues `bench*`: their keys, the run lock's key, and the
-/// commands of README's "Least privilege" rule (without INFO, to show the run goes on).
+/// commands of docs/deployments.md's "Least privilege" rule (without INFO, to show the run goes on).
 const BENCH_ACL: &str = "on >s3cret resetkeys ~emq:{bench*}:* ~emq-lock:{bench*} resetchannels -@all \
     +evalsha +eval +script|load +scan +unlink +zcard +zrange +hgetall +time +ping \
     +set +get +pttl +pexpire +del +client|setinfo \
