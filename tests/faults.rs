@@ -220,6 +220,28 @@ fn a_second_stop_signal_aborts_at_once_and_keeps_the_keys() {
     assert!(!left.is_empty(), "the run's keys were kept for a later look");
 }
 
+/// The moment that once made an abort wait ~10 s, provoked on purpose: the server freezes
+/// while the probe's thread opens its own connections (a loaded machine starts it late). The
+/// probe's end must not wait out the connect or the 20 s reply timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_opening_on_a_frozen_server_ends_at_once() {
+    use emq_bench::protocol::ConnectOptions;
+    let server = support::server();
+    let connect = ConnectOptions { response_timeout: Duration::from_secs(20), ..ConnectOptions::default() };
+    let plane = emq_bench::target::Plane::open(&support::connector(&server.url()), connect).await.unwrap();
+    server.freeze(true);
+    let probe = emq_bench::probe::Probe::start(&plane, Duration::from_secs(1));
+    // Long enough for the thread to be inside its connect, on any machine.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    let series = probe.finish().await;
+    let took = asked.elapsed();
+    server.freeze(false);
+    assert!(took < Duration::from_secs(2), "the probe's end waited on the frozen server: {took:?}");
+    let notes = series.notes;
+    assert!(notes.iter().any(|n| n.contains("before the probe's connections opened")), "{notes:?}");
+}
+
 /// Issue 10 item 6: a results folder that cannot be written completely (here: files over
 /// 64 KiB fail with EFBIG, as on a full disk) still has summary.json, leaves no `.tmp` file,
 /// and the run's keys are kept so `emq-bench check` can look at them.

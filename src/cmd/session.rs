@@ -234,8 +234,15 @@ impl Session {
                 lock.release().await;
             }
         }
+        // After an abort the nemesis gets as long as the load's own end gave it (a fault it
+        // cannot undo on a server that does not answer must not hold the exit).
         if let Some(nemesis) = self.nemesis.take() {
-            nemesis.join().await;
+            match stop.is_aborted() {
+                true => {
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), nemesis.join()).await;
+                }
+                false => nemesis.join().await,
+            }
         }
     }
 

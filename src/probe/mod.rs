@@ -50,7 +50,17 @@ impl Probe {
 /// The probe's loop: a first reading per node as the baseline, then one row per node per tick.
 async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<bool>) -> ServerSeries {
     let mut series = ServerSeries::default();
-    let own = match plane.open_again().await {
+    // Cut short by the stop: a server frozen while these connections open (a slow start on a
+    // loaded machine puts the open late) would otherwise hold `finish`, and so the run's end,
+    // for the connect and reply timeouts.
+    let opened = tokio::select! {
+        opened = plane.open_again() => opened,
+        _ = stopped.wait_for(|s| *s) => {
+            series.note("the server was not sampled: the run ended before the probe's connections opened".into());
+            return series;
+        }
+    };
+    let own = match opened {
         Ok(own) => own,
         Err(err) => {
             series.note(format!("the server was not sampled: the probe's connections failed: {err}"));
@@ -82,7 +92,13 @@ async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<bool
                 (index, Instant::now(), reply)
             });
         }
-        while let Some(done) = calls.join_next().await {
+        loop {
+            // The round is cut short by the stop too: `finish` never waits out an INFO.
+            let done = tokio::select! {
+                done = calls.join_next() => done,
+                _ = stopped.wait_for(|s| *s) => None,
+            };
+            let Some(done) = done else { break };
             let Ok((index, at, reply)) = done else { continue };
             let node = &nodes[index];
             let reading = match reply {

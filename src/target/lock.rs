@@ -143,9 +143,14 @@ fn renew_thread(
         Err(e) => return say(format!("the run lock could not be renewed: {e}")),
     };
     runtime.block_on(async {
-        let plane = match plane.open_again().await {
-            Ok(plane) => plane,
-            Err(e) => return say(format!("the run lock could not be renewed: {e}")),
+        // Every wait on the server is cut short by the stop, so that `release` never waits on
+        // a server that does not answer (one frozen while these connections open).
+        let plane = tokio::select! {
+            opened = plane.open_again() => match opened {
+                Ok(plane) => plane,
+                Err(e) => return say(format!("the run lock could not be renewed: {e}")),
+            },
+            _ = &mut stopped => return,
         };
         let mut last_renewed = std::time::Instant::now();
         loop {
@@ -155,7 +160,11 @@ fn renew_thread(
             }
             let mut all = true;
             for keys in &keys {
-                match renew(&plane, keys, &run_id).await {
+                let renewed = tokio::select! {
+                    renewed = renew(&plane, keys, &run_id) => renewed,
+                    _ = &mut stopped => return,
+                };
+                match renewed {
                     Ok(1) => {}
                     // Taken again, but in between another run could have held it: the verdict
                     // cannot rest on the queue having been this run's alone.
