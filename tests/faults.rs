@@ -220,6 +220,55 @@ fn a_second_stop_signal_aborts_at_once_and_keeps_the_keys() {
     assert!(!left.is_empty(), "the run's keys were kept for a later look");
 }
 
+/// The embedded server leads a process group of its own, outside the harness's (what a
+/// terminal's Ctrl-C reaches; the run below shows what that buys).
+#[test]
+fn an_embedded_server_is_in_a_process_group_of_its_own() {
+    let server = support::server();
+    let pid = server.pid() as libc::pid_t;
+    // SAFETY: getpgid(2) and getpgrp(2) only read the process table.
+    let (its, ours) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
+    assert_eq!(its, pid, "the server leads its own group");
+    assert_ne!(its, ours);
+}
+
+/// A terminal's Ctrl-C (and timeout(1)) signals the whole foreground process group: the
+/// embedded server must not be in it, or it shuts down under the run's check and cleanup.
+#[test]
+fn ctrl_c_to_the_process_group_stops_the_run_but_not_its_embedded_server() {
+    use std::os::unix::process::CommandExt;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_emq-bench"));
+    child
+        .args(["run", "scenarios/smoke.toml", "--quiet", "--duration", "60s", "--out"])
+        .arg(&out)
+        .current_dir(root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        // A group of its own, led by the harness, as a shell gives a foreground job.
+        .process_group(0);
+    let child = child.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    // Until the run writes its history (its load is under way), at most 30 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.join("scenario.toml").is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child's process group has no memory-safety preconditions.
+    unsafe { libc::kill(-pid, libc::SIGINT) };
+    let finished = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&finished.stderr);
+    assert_eq!(finished.status.code(), Some(1), "{err}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["interrupt_kind"], "stopped", "{err}");
+    assert!(summary["check"].is_object(), "the check ran on the embedded server: {err}");
+    assert_eq!(summary["keys"], "deleted", "{err}");
+}
+
 /// The moment that once made an abort wait ~10 s, provoked on purpose: the server freezes
 /// while the probe's thread opens its own connections (a loaded machine starts it late). The
 /// probe's end must not wait out the connect or the 20 s reply timeout.

@@ -201,6 +201,10 @@ fn spawn(binary: &Path, port: u16, dir: &Path, config: &[(String, String)]) -> R
         cmd.arg(format!("--{name}")).arg(value);
     }
     cmd.stdin(Stdio::null()).stdout(log.try_clone().map_err(spawn_err)?).stderr(log);
+    // A process group of its own: a terminal's Ctrl-C, or timeout(1) in CI, signals the whole
+    // foreground group, and a server that shut down with the harness would take the check and
+    // the cleanup of the interrupted run with it. Ending the server is the harness's job.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     die_with_parent(&mut cmd);
     cmd.spawn().map_err(spawn_err)
 }
