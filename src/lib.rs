@@ -31,3 +31,4 @@ pub mod server;
 pub mod side_thread;
 pub mod stats;
 pub mod target;
+pub mod verdict;

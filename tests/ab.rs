@@ -8,7 +8,7 @@ mod support;
 use emq_bench::cli::ServerArgs;
 use emq_bench::cmd::ab::{ab, AbArgs};
 use emq_bench::cmd::compare::CompareFlags;
-use emq_bench::compare::{InconclusiveCause, LatencyKind, Measure, MetricComparison, Overall, Verdict};
+use emq_bench::compare::{InconclusiveCause, LatencyKind, Measure, MetricComparison, MetricVerdict, Overall};
 use std::path::{Path, PathBuf};
 
 fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
@@ -49,7 +49,7 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     let same = same.compare;
     eprintln!("{}", same.output);
     assert_ne!(same.verdict, Overall::Regression);
-    assert!(same.comparison.metrics.iter().all(|m| m.verdict != Verdict::Regressed));
+    assert!(same.comparison.metrics.iter().all(|m| m.verdict != MetricVerdict::Regressed));
 
     // 60 EXISTS: ~70 µs more per enqueue, a clear enqueue regression (p50 ~100 µs), while the
     // server is only ~7% busier at 1 000/s. 200 (~240 µs, 24% busier) queued the other scripts
@@ -91,8 +91,8 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     // the paired cost rule names a planted change every time.
     let enqueue = metric("enqueue", Measure::P50);
     match enqueue.verdict {
-        Verdict::Regressed => assert_eq!(result.verdict, Overall::Regression),
-        Verdict::Inconclusive => {
+        MetricVerdict::Regressed => assert_eq!(result.verdict, Overall::Regression),
+        MetricVerdict::Inconclusive => {
             assert_over_cv(enqueue);
             assert_ne!(result.verdict, Overall::Pass);
         }
@@ -102,7 +102,7 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     // inconclusive: while this VM stalled (2026-12-02, twice in one half hour) the
     // repetitions' enqueue p50 ran 101-1 555 µs on both arms (CV 71-77%), and the medians
     // then fell either way. A spread under the CV limit leaves the planted rise visible.
-    let noisy = enqueue.verdict == Verdict::Inconclusive;
+    let noisy = enqueue.verdict == MetricVerdict::Inconclusive;
     if !noisy {
         assert!(enqueue.change.is_some_and(|c| c > 0.0), "enqueue p50 did not rise: {enqueue:?}");
     }
@@ -120,12 +120,12 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
     for script in ["claim", "complete"] {
         let ops = metric(script, Measure::OpsPerSec);
         match ops.verdict {
-            Verdict::NoChange => {}
-            Verdict::Inconclusive => assert_over_cv(ops),
+            MetricVerdict::NoChange => {}
+            MetricVerdict::Inconclusive => assert_over_cv(ops),
             other => panic!("{script} ops/s {other:?}: {}", ops.reason),
         }
         let p50 = metric(script, Measure::P50);
-        if p50.verdict == Verdict::Regressed && !noisy {
+        if p50.verdict == MetricVerdict::Regressed && !noisy {
             let change = p50.change.expect("a regressed metric has a change");
             assert!(
                 change < planted / 2.0,

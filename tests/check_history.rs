@@ -183,6 +183,7 @@ async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
     a.duration = Some(Duration::from_secs(4));
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     let check = result.summary.check.as_ref().expect("a check ran");
     // ~60 zombies land on held jobs (about 118 I6 findings here): a handful would mean the
     // retuning above stopped working.

@@ -93,6 +93,7 @@ async fn a_run_whose_drain_cannot_finish_names_every_stuck_job() {
     a.lua_dir = Some(lua);
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     assert!(!result.summary.drained);
     let stalled = result.summary.jobs["stalled"];
     assert!(stalled > 0, "nothing stalled: {:?}", result.summary.jobs);
@@ -139,4 +140,32 @@ async fn a_job_evicted_with_every_trace_is_named_by_its_id() {
     assert_eq!(lost.len(), 1, "{violations:#?}");
     let label = lost[0].job.as_deref().unwrap();
     assert!(label.starts_with(&id), "the lost job is named {label}, not by its id {id}");
+}
+
+/// Consumers that cannot keep up leave a backlog: the verdict says "drain incomplete" with the
+/// counts by place, and the check finds no violation in jobs still waiting their turn (I7 is
+/// for jobs lost, or stuck past their lease or due time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_left_by_slow_consumers_is_a_drain_incomplete_not_lost_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = support::server();
+    let scenario = tmp.path().join("backlog.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"backlog\"\nseed = 13\njobs = 400\ndrain = \"500ms\"\n\
+         [producers]\ncount = 1\n\
+         [consumers]\ncount = 1\nwork = \"20ms\"\nlease = \"5s\"\n",
+    )
+    .unwrap();
+    let result = run(args(&scenario, &tmp.path().join("out"), server.url()), std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
+    assert!(!result.summary.drained);
+    let kinds: Vec<_> = result.summary.verdict.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [emq_bench::verdict::FindingKind::DrainIncomplete], "{:?}", result.failures);
+    let pending = result.summary.depths_end.expect("read at the end").pending;
+    assert!(pending > 100, "a backlog of hundreds of jobs: {pending}");
+    assert!(result.failures[0].contains(&format!("pending {pending}")), "{:?}", result.failures);
+    let check = result.summary.check.as_ref().expect("a check ran");
+    assert_eq!(check.violations_total, 0, "{check:?}");
 }

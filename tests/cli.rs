@@ -154,6 +154,7 @@ fn sigterm_and_sighup_stop_a_run_like_ctrl_c() {
         let finished = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&finished.stderr);
         assert_eq!(finished.status.code(), Some(1), "signal {signal}: {err}");
+        support::assert_fail_lines_match_summary(&err, &out);
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["interrupted"], true, "signal {signal}");

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use emq_bench::compare::{
-    compare_results, load_results, CompareOptions, Comparison, LoadError, Measure, Metric, Overall, Verdict,
+    compare_results, load_results, CompareOptions, Comparison, LoadError, Measure, Metric, MetricVerdict, Overall,
 };
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -79,7 +79,7 @@ fn compare(base: &Path, new: &Path) -> Comparison {
     compare_results(&load_results(base).unwrap(), &load_results(new).unwrap(), &CompareOptions::default())
 }
 
-fn verdict_of(c: &Comparison, label: &str) -> Verdict {
+fn verdict_of(c: &Comparison, label: &str) -> MetricVerdict {
     c.metrics.iter().find(|m| m.label == label).unwrap_or_else(|| panic!("no metric {label}")).verdict
 }
 
@@ -92,7 +92,7 @@ fn equal_distributions_are_no_regression() {
     let c = compare(&base, &new);
     assert_eq!(c.metrics.len(), 1 + 4 * SCRIPTS.len(), "cycle + 4 per script");
     for m in &c.metrics {
-        assert_eq!(m.verdict, Verdict::NoChange, "{}: {}", m.label, m.reason);
+        assert_eq!(m.verdict, MetricVerdict::NoChange, "{}: {}", m.label, m.reason);
         assert!(m.ci.unwrap().contains(1.0) || m.change.unwrap().abs() < 0.05, "{}", m.label);
     }
     assert_eq!(c.verdict, Overall::Pass);
@@ -107,7 +107,7 @@ fn a_20_percent_slowdown_is_a_regression() {
     write_reps(&new, 10, Shape { latency: 1.2, throughput: 0.8, noise: 0.02 }, None, 4);
     let c = compare(&base, &new);
     for m in &c.metrics {
-        assert_eq!(m.verdict, Verdict::Regressed, "{}: {}", m.label, m.reason);
+        assert_eq!(m.verdict, MetricVerdict::Regressed, "{}: {}", m.label, m.reason);
         assert!(m.p_worse.unwrap() < 0.01, "{}", m.label);
     }
     let p50 = c.metrics.iter().find(|m| m.label == "claim p50").unwrap();
@@ -119,7 +119,7 @@ fn a_20_percent_slowdown_is_a_regression() {
     let back = compare(&new, &base);
     for m in &back.metrics {
         let tail = matches!(m.metric.measure, Measure::P99 | Measure::P999);
-        let ok = m.verdict == Verdict::Improved || (tail && m.verdict == Verdict::NoChange);
+        let ok = m.verdict == MetricVerdict::Improved || (tail && m.verdict == MetricVerdict::NoChange);
         assert!(ok, "{}: {:?} {}", m.label, m.verdict, m.reason);
     }
     assert_eq!(back.verdict, Overall::Pass);
@@ -133,10 +133,10 @@ fn a_slowdown_of_one_script_flags_only_that_script() {
     write_reps(&new, 10, Shape { latency: 1.2, throughput: 1.0, noise: 0.02 }, Some("enqueue"), 6);
     let c = compare(&base, &new);
     for measure in [Measure::P50, Measure::P99, Measure::P999] {
-        assert_eq!(verdict_of(&c, &Metric::script("enqueue", measure).label()), Verdict::Regressed);
-        assert_eq!(verdict_of(&c, &Metric::script("claim", measure).label()), Verdict::NoChange);
+        assert_eq!(verdict_of(&c, &Metric::script("enqueue", measure).label()), MetricVerdict::Regressed);
+        assert_eq!(verdict_of(&c, &Metric::script("claim", measure).label()), MetricVerdict::NoChange);
     }
-    assert_eq!(verdict_of(&c, "enqueue ops/s"), Verdict::NoChange);
+    assert_eq!(verdict_of(&c, "enqueue ops/s"), MetricVerdict::NoChange);
     assert_eq!(c.verdict, Overall::Regression);
 }
 
@@ -148,7 +148,7 @@ fn high_noise_is_inconclusive() {
     write_reps(&new, 10, Shape { latency: 1.2, throughput: 0.8, noise: 0.25 }, None, 8);
     let c = compare(&base, &new);
     for m in &c.metrics {
-        assert_eq!(m.verdict, Verdict::Inconclusive, "{}: {}", m.label, m.reason);
+        assert_eq!(m.verdict, MetricVerdict::Inconclusive, "{}: {}", m.label, m.reason);
         assert!(m.reason.contains("CV") && m.reason.contains("NEW"), "{}", m.reason);
         assert!(m.new.cv.unwrap() > 0.10);
     }

@@ -226,6 +226,7 @@ async fn a_run_whose_lock_is_taken_over_fails_and_keeps_the_keys() {
     let (result, ()) = tokio::join!(run(a, std::future::pending()), thief);
     let result = result.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     let said = result.failures.join("\n");
     assert!(said.contains("run lock lost") && said.contains("bench-0"), "{said}");
     let left: Vec<String> = redis::cmd("KEYS").arg("emq:{bench-0}:*").query_async(&mut conn).await.unwrap();

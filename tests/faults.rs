@@ -111,6 +111,7 @@ async fn a_restart_without_persistence_is_reported_as_lost_jobs() {
     let result = run(support::run_args(&path, &tmp.path().join("out")), std::future::pending()).await.unwrap();
     assert_eq!(injected(&result).len(), 1);
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     assert!(!result.summary.interrupted, "a restart is a fault, not an interruption");
     let check = result.summary.check.as_ref().expect("checked");
     assert!(check.by_invariant.keys().any(|k| k.starts_with("I7")), "{:?}", check.by_invariant);
@@ -206,6 +207,7 @@ fn a_second_stop_signal_aborts_at_once_and_keeps_the_keys() {
     server.freeze(false);
     let err = String::from_utf8_lossy(&finished.stderr);
     assert_eq!(finished.status.code(), Some(1), "{err}");
+    support::assert_fail_lines_match_summary(&err, &out);
     assert!(took < Duration::from_secs(10), "an abort must not wait out the 20 s reply timeout: {took:?}\n{err}");
     assert!(err.contains("aborting"), "{err}");
     let summary: serde_json::Value =
@@ -262,6 +264,7 @@ fn ctrl_c_to_the_process_group_stops_the_run_but_not_its_embedded_server() {
     let finished = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&finished.stderr);
     assert_eq!(finished.status.code(), Some(1), "{err}");
+    support::assert_fail_lines_match_summary(&err, &out);
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["interrupt_kind"], "stopped", "{err}");
@@ -324,6 +327,7 @@ fn a_folder_that_cannot_be_completed_keeps_the_summary_and_the_keys() {
     let finished = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&finished.stderr);
     assert_eq!(finished.status.code(), Some(1), "{err}");
+    support::assert_fail_lines_match_summary(&err, &out);
     assert!(err.contains("results folder incomplete") && err.contains("history.bin"), "{err}");
     assert!(err.contains("keys were kept"), "{err}");
     let summary: serde_json::Value =

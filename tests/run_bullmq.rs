@@ -92,6 +92,7 @@ async fn a_move_to_active_that_does_not_count_attempts_is_caught() {
     a.lua_dir = Some(broken);
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/summary.json")).unwrap()).unwrap();
     assert_eq!(summary["target"]["bullmq"]["differs"], serde_json::json!(["moveToActive"]));

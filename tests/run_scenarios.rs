@@ -124,6 +124,7 @@ async fn an_interrupted_run_still_writes_a_complete_results_folder() {
     a.duration = Some(Duration::from_secs(60));
     let result = run(a, tokio::time::sleep(Duration::from_millis(2500))).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     assert!(result.summary.interrupted);
     assert_eq!(
         result.summary.interrupt_reason.as_deref(),
@@ -153,6 +154,7 @@ async fn a_server_lost_mid_run_is_reported_and_the_folder_is_complete() {
     let result = run(a, never()).await.unwrap();
     killer.join().unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     assert!(result.summary.interrupted, "{:?}", result.summary.interrupt_reason);
     let errors: u64 = result.summary.scripts.iter().map(|s| s.calls - s.ok).sum();
     assert!(errors > 0, "requests after the loss are counted as errors");
@@ -202,6 +204,7 @@ async fn a_dead_server_ends_the_run_after_the_give_up_window_not_its_length() {
     // reply timeouts of the last reads), far from 60 s even on a loaded machine.
     assert!(began.elapsed() < Duration::from_secs(30), "the run took {:?}", began.elapsed());
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     let reason = result.summary.interrupt_reason.clone().unwrap_or_default();
     assert!(reason.contains("unreachable") && reason.contains("--give-up"), "{reason}");
     assert_complete_folder(&tmp.path().join("out"));

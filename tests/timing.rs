@@ -132,6 +132,7 @@ async fn a_rate_that_was_not_held_fails_the_run_and_says_what_was_never_sent() {
     assert!(!rates.held && rates.never_sent > 1_000_000, "{rates:?}");
     assert!(rates.bottleneck.is_some());
     assert_eq!(result.outcome, emq_bench::cmd::Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     assert!(result.failures.iter().any(|f| f.contains("RATE NOT HELD")), "{:?}", result.failures);
     let allowed =
         write_scenario(tmp.path(), &text.replace("rate = 1000000.0", "rate = 1000000.0\nallow_shortfall = true"));

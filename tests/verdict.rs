@@ -27,6 +27,7 @@ async fn a_run_whose_enqueues_all_fail_is_a_failure_naming_the_script() {
     a.duration = Some(Duration::from_secs(1));
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
+    support::assert_verdict_in_summary(&result);
     let said = result.failures.join("\n");
     assert!(said.contains("enqueue:") && said.contains("none succeeded"), "{said}");
     // (smoke's delayed jobs still go through enqueue_delayed, so jobs were enqueued.)

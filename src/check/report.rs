@@ -2,11 +2,9 @@
 //! first [`TABLE_ROWS`]. Pure formatting plus one atomic file write; no checking here.
 
 use super::violation::{Invariant, Violation};
-use crate::report::{write_json, ReportError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// Violations shown in the terminal table; the rest are only in `invariants.json`.
 pub const TABLE_ROWS: usize = 20;
@@ -63,13 +61,6 @@ impl InvariantsReport {
             parts.join(", ")
         )
     }
-}
-
-/// Writes `report` as pretty JSON to `path`, atomically (`<path>.tmp`, then rename).
-///
-/// Errors: [`ReportError`] naming `path`.
-pub fn write_invariants(path: &Path, report: &InvariantsReport) -> Result<(), ReportError> {
-    write_json(path, report)
 }
 
 /// Column headers of the violation table.

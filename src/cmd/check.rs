@@ -116,7 +116,7 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
 
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
-        check::write_invariants(&dir.join(check::report::INVARIANTS_FILE), &report)?;
+        crate::report::write_json(&dir.join(check::report::INVARIANTS_FILE), &report)?;
     }
     let names: Vec<&str> = queues.iter().map(|q| q.queue.as_str()).collect();
     let table = format!("{}{}\n", check::format_violations(&report.violations), report.summary_line(&names));

@@ -1,12 +1,12 @@
 //! `emq-bench cost [--lua-dir A [--lua-dir B]]`: what each script costs the server per call
 //! (see [`crate::cost`]), on a fresh embedded server. With two directories the two arms run in
 //! alternating blocks (A B, B A, ...) and are compared per script pair by pair
-//! ([`judge_paired`]: sign test, bootstrap interval of the median ratio, noise band
+//! ([`compare_paired`]: sign test, bootstrap interval of the median ratio, noise band
 //! `--noise-cost`).
 
 use super::compare::parse_fraction;
 use crate::cli::ServerArgs;
-use crate::compare::verdict::{judge, judge_paired, MetricComparison, Overall};
+use crate::compare::verdict::{compare_metric, compare_paired, MetricComparison, Overall};
 use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MAX_CALLS, MIN_CALLS};
 use crate::error::AppError;
@@ -75,7 +75,7 @@ pub struct ScriptCosts {
     pub us_per_call: Vec<Vec<f64>>,
     /// Per arm, server CPU µs per call (the script plus I/O), one value per block.
     pub cpu_us_per_call: Vec<Vec<f64>>,
-    /// With two arms: NEW against BASE, pair by pair (see [`judge_paired`]).
+    /// With two arms: NEW against BASE, pair by pair (see [`compare_paired`]).
     pub comparison: Option<MetricComparison>,
 }
 
@@ -187,7 +187,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         let calls = blocks.iter().filter(|(rep, c)| *rep == 1 && c.script == script).map(|(_, c)| c.calls).sum::<u64>()
             / dirs.len() as u64;
         let comparison = (dirs.len() == 2).then(|| {
-            judge_paired(Metric::script(script.name(), Measure::ServerUs), &pairs_of(&blocks, script), &options)
+            compare_paired(Metric::script(script.name(), Measure::ServerUs), &pairs_of(&blocks, script), &options)
         });
         scripts.push(ScriptCosts {
             script: script.name().into(),
@@ -205,7 +205,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
             let last = |v: &Vec<Vec<f64>>| v.last().cloned().unwrap_or_default();
             let (base_us, base_cpu) =
                 old.map_or((Vec::new(), Vec::new()), |o| (last(&o.us_per_call), last(&o.cpu_us_per_call)));
-            s.comparison = Some(judge(
+            s.comparison = Some(compare_metric(
                 Metric::script(&s.script, Measure::ServerUs),
                 base_us.clone(),
                 s.us_per_call[0].clone(),
@@ -379,7 +379,7 @@ fn markdown(report: &CostReport, options: &CompareOptions) -> String {
         let c = s.comparison.as_ref().expect("filtered");
         let (change, ci) = change_and_ci(c);
         let word = match c.verdict {
-            crate::compare::verdict::Verdict::Regressed => "**regressed**".to_string(),
+            crate::compare::verdict::MetricVerdict::Regressed => "**regressed**".to_string(),
             v => v.word().to_string(),
         };
         let _ = writeln!(

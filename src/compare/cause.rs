@@ -1,6 +1,6 @@
 //! Why a metric's verdict is "inconclusive": one variant per gate of the rule in
-//! [`super::verdict`] (unpaired, [`super::verdict::judge`]) and of its paired form
-//! ([`super::verdict::judge_paired`], `emq-bench cost`).
+//! [`super::verdict`] (unpaired, [`super::verdict::compare_metric`]) and of its paired form
+//! ([`super::verdict::compare_paired`], `emq-bench cost`).
 //!
 //! Each gate builds its cause with the figures it decided on, and the prose `reason` of
 //! `compare.json` is rendered from that cause and the thresholds ([`InconclusiveCause::reason`]),

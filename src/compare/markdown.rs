@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::table::verdict_line;
-use super::{fmt, Comparison, Verdict};
+use super::{fmt, Comparison, MetricVerdict};
 
 /// Formats the comparison as Markdown: a heading with the overall verdict, the two sides, a
 /// table (metric, base, new, change, CI, p, verdict; verdicts other than "no change" in bold),
@@ -19,7 +19,7 @@ pub fn format_markdown(c: &Comparison) -> String {
     out.push_str("| :--- | ---: | ---: | ---: | ---: | ---: | :--- |\n");
     for m in &c.metrics {
         let mut cells = fmt::row(m).map(|cell| escape(&cell));
-        if m.verdict != Verdict::NoChange {
+        if m.verdict != MetricVerdict::NoChange {
             cells[6] = format!("**{}**", cells[6]);
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
@@ -34,7 +34,7 @@ pub fn format_markdown(c: &Comparison) -> String {
             let _ = writeln!(out, "- {}: {}", escape(&who), escape(&what));
         }
     }
-    let _ = writeln!(out, "\n**Verdict: {}**\n", escape(&verdict_line(c)));
+    let _ = writeln!(out, "\n**MetricVerdict: {}**\n", escape(&verdict_line(c)));
     let _ = writeln!(out, "<sub>{}</sub>", escape(&fmt::rule(&c.options)));
     out
 }
@@ -68,7 +68,7 @@ mod tests {
         assert_eq!(rows.count(), c.metrics.len(), "{md}");
         assert!(md.contains("| claim p99 | 1.000 ms | 1.200 ms | +20.0% |"), "{md}");
         assert!(md.contains("**regressed** |"), "{md}");
-        assert!(md.contains("**Verdict: regression; regressed: claim p99**"), "{md}");
+        assert!(md.contains("**MetricVerdict: regression; regressed: claim p99**"), "{md}");
         assert!(md.contains("<sub>regressed/improved:"), "{md}");
     }
 

@@ -23,7 +23,7 @@ pub use markdown::format_markdown;
 pub use metric::{Better, Measure, Metric};
 pub use options::CompareOptions;
 pub use table::format_table;
-pub use verdict::{judge, MetricComparison, Overall, Side, Verdict};
+pub use verdict::{compare_metric, MetricComparison, MetricVerdict, Overall, Side};
 
 /// What one side of the comparison was made of.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,7 +67,7 @@ pub struct Comparison {
 
 impl Comparison {
     /// The metrics with the given verdict, in order.
-    pub fn with_verdict(&self, verdict: Verdict) -> impl Iterator<Item = &MetricComparison> {
+    pub fn with_verdict(&self, verdict: MetricVerdict) -> impl Iterator<Item = &MetricComparison> {
         self.metrics.iter().filter(move |m| m.verdict == verdict)
     }
 }
@@ -88,7 +88,7 @@ pub fn compare_results(base: &ResultSet, new: &ResultSet, options: &CompareOptio
         .into_iter()
         .filter_map(|metric| {
             let (b, n) = (values(base, &metric), values(new, &metric));
-            (!b.is_empty() || !n.is_empty()).then(|| judge(metric, b, n, options))
+            (!b.is_empty() || !n.is_empty()).then(|| compare_metric(metric, b, n, options))
         })
         .collect();
     let verdict = match metrics.is_empty() {
@@ -183,7 +183,7 @@ pub(crate) mod fmt {
     /// `all metrics`, one of more than six `N metrics` (the table's rows say which).
     pub fn notes(c: &super::Comparison) -> Vec<(String, String)> {
         let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
-        for m in c.metrics.iter().filter(|m| m.verdict != super::Verdict::NoChange) {
+        for m in c.metrics.iter().filter(|m| m.verdict != super::MetricVerdict::NoChange) {
             let key = format!("{}: {}", m.verdict.word(), m.reason);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, labels)) => labels.push(&m.label),

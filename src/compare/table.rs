@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{fmt, Comparison, Verdict};
+use super::{fmt, Comparison, MetricVerdict};
 
 /// Column headers; the p-value is the one-sided test that NEW is worse.
 const HEADERS: [&str; 7] = ["metric", "base", "new", "change", "95% CI", "p (worse)", "verdict"];
@@ -55,8 +55,8 @@ pub fn format_table(c: &Comparison) -> String {
 
 /// `regression; regressed: enqueue p50, enqueue p99; 2 of 37 metrics inconclusive`, or `pass`.
 pub(crate) fn verdict_line(c: &Comparison) -> String {
-    let regressed: Vec<&str> = c.with_verdict(Verdict::Regressed).map(|m| m.label.as_str()).collect();
-    let inconclusive = c.with_verdict(Verdict::Inconclusive).count();
+    let regressed: Vec<&str> = c.with_verdict(MetricVerdict::Regressed).map(|m| m.label.as_str()).collect();
+    let inconclusive = c.with_verdict(MetricVerdict::Inconclusive).count();
     let mut line = c.verdict.word().to_owned();
     if !regressed.is_empty() {
         let _ = write!(line, "; regressed: {}", regressed.join(", "));

@@ -36,8 +36,8 @@ fn metrics_come_in_order_with_the_cycle_first() {
     let c = sample();
     let labels: Vec<&str> = c.metrics.iter().map(|m| m.label.as_str()).collect();
     assert_eq!(labels, ["cycle ops/s", "claim p99"]);
-    assert_eq!(c.metrics[0].verdict, Verdict::NoChange);
-    assert_eq!(c.metrics[1].verdict, Verdict::Regressed, "{}", c.metrics[1].reason);
+    assert_eq!(c.metrics[0].verdict, MetricVerdict::NoChange);
+    assert_eq!(c.metrics[1].verdict, MetricVerdict::Regressed, "{}", c.metrics[1].reason);
     assert_eq!(c.verdict, Overall::Regression);
     assert_eq!(c.new.used.len(), 5);
     assert_eq!(c.new.skipped[0].name, "rep-006");
@@ -53,7 +53,7 @@ fn a_script_only_one_side_called_is_inconclusive_not_a_pass() {
     new.scripts.push("fail".to_owned());
     let c = compare_results(&base, &new, &CompareOptions { resamples: 200, ..CompareOptions::default() });
     let fail = c.metrics.last().unwrap();
-    assert_eq!((fail.label.as_str(), fail.verdict), ("fail ops/s", Verdict::Inconclusive));
+    assert_eq!((fail.label.as_str(), fail.verdict), ("fail ops/s", MetricVerdict::Inconclusive));
     assert_eq!(c.verdict, Overall::Inconclusive);
 }
 

@@ -25,7 +25,7 @@ use crate::stats::{self, Alternative, Interval, Method};
 /// The verdict of one metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum MetricVerdict {
     /// Significantly worse, by more than the noise band.
     Regressed,
     /// Significantly better, by more than the noise band.
@@ -36,14 +36,14 @@ pub enum Verdict {
     Inconclusive,
 }
 
-impl Verdict {
+impl MetricVerdict {
     /// The word the outputs print: `regressed`, `improved`, `no change`, `inconclusive`.
     pub fn word(self) -> &'static str {
         match self {
-            Verdict::Regressed => "regressed",
-            Verdict::Improved => "improved",
-            Verdict::NoChange => "no change",
-            Verdict::Inconclusive => "inconclusive",
+            MetricVerdict::Regressed => "regressed",
+            MetricVerdict::Improved => "improved",
+            MetricVerdict::NoChange => "no change",
+            MetricVerdict::Inconclusive => "inconclusive",
         }
     }
 }
@@ -62,13 +62,13 @@ pub enum Overall {
 
 impl Overall {
     /// Regression if any metric regressed; else inconclusive if any was; else pass.
-    pub fn of(verdicts: impl IntoIterator<Item = Verdict>) -> Overall {
+    pub fn of(verdicts: impl IntoIterator<Item = MetricVerdict>) -> Overall {
         let mut overall = Overall::Pass;
         for v in verdicts {
             match v {
-                Verdict::Regressed => return Overall::Regression,
-                Verdict::Inconclusive => overall = Overall::Inconclusive,
-                Verdict::Improved | Verdict::NoChange => {}
+                MetricVerdict::Regressed => return Overall::Regression,
+                MetricVerdict::Inconclusive => overall = Overall::Inconclusive,
+                MetricVerdict::Improved | MetricVerdict::NoChange => {}
             }
         }
         overall
@@ -137,9 +137,9 @@ pub struct MetricComparison {
     /// The noise band applied, a fraction of the base median.
     pub noise: f64,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: MetricVerdict,
     /// Which gate made the verdict inconclusive: `Some` exactly when `verdict` is
-    /// [`Verdict::Inconclusive`]. (A `compare.json` or `cost.json` written before this field
+    /// [`MetricVerdict::Inconclusive`]. (A `compare.json` or `cost.json` written before this field
     /// existed reads as `None`.)
     #[serde(default)]
     pub cause: Option<InconclusiveCause>,
@@ -151,8 +151,8 @@ pub struct MetricComparison {
 /// What the rule decided: a verdict other than inconclusive with its reason, or the cause of
 /// an inconclusive one (whose reason is rendered from it).
 enum Decision {
-    /// Regressed, improved or no change (never [`Verdict::Inconclusive`]), and why.
-    Decided(Verdict, String),
+    /// Regressed, improved or no change (never [`MetricVerdict::Inconclusive`]), and why.
+    Decided(MetricVerdict, String),
     /// Inconclusive, and which gate said so.
     Inconclusive(InconclusiveCause),
 }
@@ -170,16 +170,16 @@ impl MetricComparison {
     fn settle(&mut self, decision: Decision, o: &CompareOptions) {
         (self.verdict, self.cause, self.reason) = match decision {
             Decision::Decided(verdict, reason) => {
-                debug_assert_ne!(verdict, Verdict::Inconclusive, "an inconclusive verdict needs a cause");
+                debug_assert_ne!(verdict, MetricVerdict::Inconclusive, "an inconclusive verdict needs a cause");
                 (verdict, None, reason)
             }
-            Decision::Inconclusive(cause) => (Verdict::Inconclusive, Some(cause), cause.reason(o)),
+            Decision::Inconclusive(cause) => (MetricVerdict::Inconclusive, Some(cause), cause.reason(o)),
         };
     }
 }
 
 /// Compares one metric's values (`base`, `new`: one value per repetition) by the module's rule.
-pub fn judge(metric: Metric, base: Vec<f64>, new: Vec<f64>, options: &CompareOptions) -> MetricComparison {
+pub fn compare_metric(metric: Metric, base: Vec<f64>, new: Vec<f64>, options: &CompareOptions) -> MetricComparison {
     let better = metric.measure.better();
     let noise = options.noise(metric.measure);
     let (worse_alt, better_alt) = match better {
@@ -208,7 +208,7 @@ pub fn judge(metric: Metric, base: Vec<f64>, new: Vec<f64>, options: &CompareOpt
         p_better: p_better.map(|t| t.p_value),
         test: p_worse.map(|t| t.method),
         noise,
-        verdict: Verdict::Inconclusive,
+        verdict: MetricVerdict::Inconclusive,
         cause: None,
         reason: String::new(),
         base,
@@ -248,7 +248,7 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> Decision {
     band_verdict(m, o)
 }
 
-/// The last step of the rule, shared by [`judge`] and [`judge_paired`]: significant and the
+/// The last step of the rule, shared by [`compare_metric`] and [`compare_paired`]: significant and the
 /// whole interval beyond the noise band in one direction, or no change.
 fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
     let (Some(ci), Some(p_worse), Some(p_better)) = (m.ci, m.p_worse, m.p_better) else {
@@ -267,13 +267,13 @@ fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
     };
     let band = format!("±{pct:.0}%");
     let (verdict, reason) = if p_worse < o.alpha && worse_beyond {
-        (Verdict::Regressed, format!("p {p_worse:.2e} < {} and the whole CI {worse_side}", o.alpha))
+        (MetricVerdict::Regressed, format!("p {p_worse:.2e} < {} and the whole CI {worse_side}", o.alpha))
     } else if p_better < o.alpha && better_beyond {
-        (Verdict::Improved, format!("p {p_better:.2e} < {} and the whole CI {better_side}", o.alpha))
+        (MetricVerdict::Improved, format!("p {p_better:.2e} < {} and the whole CI {better_side}", o.alpha))
     } else if p_worse < o.alpha || p_better < o.alpha {
-        (Verdict::NoChange, format!("significant, but the CI reaches into the noise band {band}"))
+        (MetricVerdict::NoChange, format!("significant, but the CI reaches into the noise band {band}"))
     } else {
-        (Verdict::NoChange, format!("not significant at α = {}", o.alpha))
+        (MetricVerdict::NoChange, format!("not significant at α = {}", o.alpha))
     };
     Decision::Decided(verdict, reason)
 }
@@ -286,9 +286,9 @@ fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
 /// The rule: at least `min_repetitions` pairs, and enough for the one-sided sign test to reach
 /// `alpha`; the bootstrap interval of the median ratio no wider than `2 × max_cv` unless it lies
 /// wholly beyond the noise band; then regressed (improved) when the sign test is significant
-/// and that interval lies wholly beyond the noise band, as in [`judge`]. The sides' values
+/// and that interval lies wholly beyond the noise band, as in [`compare_metric`]. The sides' values
 /// and medians are reported as they are; `change` is the median ratio − 1.
-pub fn judge_paired(metric: Metric, pairs: &[(f64, f64)], options: &CompareOptions) -> MetricComparison {
+pub fn compare_paired(metric: Metric, pairs: &[(f64, f64)], options: &CompareOptions) -> MetricComparison {
     let better = metric.measure.better();
     let ratios: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, n)| n / b).collect();
     let (worse_above, better_above) = match better {
@@ -310,7 +310,7 @@ pub fn judge_paired(metric: Metric, pairs: &[(f64, f64)], options: &CompareOptio
         p_better: stats::sign_test(&ratios, better_above).or(Some(1.0).filter(|_| !ratios.is_empty())),
         test: None,
         noise,
-        verdict: Verdict::Inconclusive,
+        verdict: MetricVerdict::Inconclusive,
         cause: None,
         reason: String::new(),
         base: Side::of(pairs.iter().map(|p| p.0).collect()),

@@ -137,8 +137,8 @@ fn verdict_table(out: &mut String, c: &Comparison) {
     for m in &c.metrics {
         let latency = m.metric.measure.is_latency();
         let class = match m.verdict {
-            crate::compare::Verdict::Regressed => "fail",
-            crate::compare::Verdict::Improved => "pass",
+            crate::compare::MetricVerdict::Regressed => "fail",
+            crate::compare::MetricVerdict::Improved => "pass",
             _ => "",
         };
         let _ = write!(

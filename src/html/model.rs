@@ -49,6 +49,8 @@ pub struct SummaryView {
     pub write_errors: Vec<String>,
     /// The server samples' summary (its `unavailable` notes are shown).
     pub server_samples: Option<SamplesView>,
+    /// The run's verdict (absent in folders written before runs carried one).
+    pub verdict: Option<crate::verdict::Verdict>,
 }
 
 /// summary.json `target`.

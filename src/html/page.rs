@@ -57,7 +57,27 @@ fn header(out: &mut String, view: &RunView) {
     for (k, v) in rows {
         let _ = write!(out, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
     }
-    // The verdict: the check, the thresholds, the faults, an early end, files not written.
+    // The verdict first, with every finding the terminal printed after FAIL; then what it
+    // rests on: the check, the thresholds, the faults, an early end, files not written.
+    match &s.verdict {
+        Some(v) if v.passed => {
+            let _ = write!(out, "<tr><td>verdict</td><td><span class=\"pass\">pass</span> (exit 0)</td></tr>");
+        }
+        Some(v) => {
+            let findings: Vec<String> = v
+                .findings
+                .iter()
+                .map(|f| format!("<li><span class=\"fail\">{}</span>: {}</li>", f.kind.name(), esc(&f.message)))
+                .collect();
+            let _ = write!(
+                out,
+                "<tr><td>verdict</td><td><span class=\"fail\">fail</span> (exit {})<ul class=\"findings\">{}</ul></td></tr>",
+                v.exit_code,
+                findings.join("")
+            );
+        }
+        None => {}
+    }
     let check = match &s.check {
         Some(c) if c.violations_total == 0 => {
             format!("<span class=\"pass\">pass</span>: {} jobs checked, no violation", c.checked_jobs)

@@ -22,7 +22,7 @@ const FENCED: [&str; 8] =
     ["complete", "fail", "extend", "progress", "moveToFinished", "retryJob", "moveToDelayed", "extendLock"];
 
 /// What the run was meant to do, for the gates.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Intent {
     /// The scenario has producers.
     pub producers: bool,

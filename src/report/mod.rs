@@ -16,20 +16,20 @@
 //! | any JSON | [`write_json`] | any `Serialize` |
 //! | terminal table | [`format_table`] | `&[ScriptSummary]` + job counters |
 //!
-//! A run's files are the [`run_writers`], each a [`Writer`] of the [`RunResults`] model, fanned
+//! A run's files are the run's writers (`cmd::session::writers`), each a [`Writer`] of the [`RunResults`] model, fanned
 //! out by [`write_all`]. Every file is written to `<path>.tmp` and renamed, so a reader never sees half a file. Times in
 //! files and tables are ms with 3 decimals ([`ms3`]), as memtier_benchmark and valkey-benchmark
 //! print them; the model itself keeps µs integers.
 
 pub mod gates;
 pub mod hlog;
-mod intervals_csv;
+pub mod intervals_csv;
 mod json;
-mod queue_csv;
+pub mod queue_csv;
 pub mod rates;
 pub mod results;
 pub mod run_summary;
-mod scripts_csv;
+pub mod scripts_csv;
 pub mod server_csv;
 mod summary;
 mod table;
@@ -40,7 +40,7 @@ pub use hlog::{write_hlog, write_totals};
 pub use intervals_csv::write_intervals_csv;
 pub use json::write_json;
 pub use queue_csv::write_queue_csv;
-pub use results::{run_writers, DepthSample, RunResults};
+pub use results::{DepthSample, HistoryBin, InvariantsJson, RunResults, SummaryJson};
 pub use scripts_csv::write_scripts_csv;
 pub use server_csv::write_server_csv;
 pub use summary::{errors_line, over_load_phase, summarize, Percentiles, ScriptSummary};

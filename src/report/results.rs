@@ -52,7 +52,7 @@ impl Writer<RunResults<'_>> for InvariantsJson {
         crate::check::report::INVARIANTS_FILE
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
-        run.invariants.map_or(Ok(()), |report| crate::check::write_invariants(path, report))
+        run.invariants.map_or(Ok(()), |report| super::write_json(path, report))
     }
 }
 
@@ -66,22 +66,4 @@ impl Writer<RunResults<'_>> for HistoryBin {
         let (header, streams) = run.history;
         crate::history::file::save(path, header, streams).map_err(|e| super::ReportError::History(e.to_string()))
     }
-}
-
-/// The writers of a run's folder, in the order they run: `summary.json` first (small, and
-/// the one a reader opens), then the series, `report.html` (which reads them back), and
-/// `history.bin` last (the largest).
-pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 10] {
-    [
-        &SummaryJson,
-        &InvariantsJson,
-        &super::scripts_csv::ScriptsCsv,
-        &super::intervals_csv::IntervalsCsv,
-        &super::hlog::LatencyHlog,
-        &super::hlog::TotalsHlog,
-        &super::server_csv::ServerCsv,
-        &super::queue_csv::QueueCsv,
-        &crate::html::ReportHtml,
-        &HistoryBin,
-    ]
 }

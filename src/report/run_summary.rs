@@ -81,7 +81,10 @@ pub struct RunSummary {
     pub faults: crate::faults::FaultsSeen,
     /// What became of the run's keys: `deleted`, or `kept: <why>` (`--keep`, an abort, the
     /// results folder could not be written, ...).
-    pub keys: String,
+    pub keys: crate::verdict::KeysFate,
+    /// Passed or not, the exit code, and every finding that failed the run (kind and the line
+    /// the terminal prints after `FAIL`).
+    pub verdict: crate::verdict::Verdict,
     /// Files of the results folder that could not be written, with why (a full disk); the
     /// run's keys are then kept.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -218,3 +218,33 @@ pub fn assert_offline_page(path: &Path) -> String {
     }
     html
 }
+
+/// summary.json's `verdict` says what the run returned: the same pass or fail, its exit code,
+/// and its findings' messages line for line as `result.failures` (the terminal's FAIL lines),
+/// each with a kind.
+pub fn assert_verdict_in_summary(result: &emq_bench::cmd::run::RunResult) {
+    let text = std::fs::read_to_string(result.dir.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let verdict = &summary["verdict"];
+    let failed = result.outcome == emq_bench::cmd::Outcome::Failed;
+    assert_eq!(verdict["passed"], !failed, "{verdict}");
+    assert_eq!(verdict["exit_code"], u8::from(failed), "{verdict}");
+    let findings = verdict["findings"].as_array().expect("findings");
+    assert!(findings.iter().all(|f| f["kind"].as_str().is_some_and(|k| !k.is_empty())), "{verdict}");
+    let messages: Vec<&str> = findings.iter().map(|f| f["message"].as_str().unwrap()).collect();
+    assert_eq!(messages, result.failures, "summary.json's findings are the FAIL lines");
+}
+
+/// The CLI's `FAIL` lines on `stderr` are summary.json's findings in `dir`, in order, and the
+/// verdict says the run failed with exit 1.
+pub fn assert_fail_lines_match_summary(stderr: &str, dir: &Path) {
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let verdict = &summary["verdict"];
+    assert_eq!((verdict["passed"].clone(), verdict["exit_code"].clone()), (false.into(), 1.into()), "{verdict}");
+    let said: Vec<&str> = stderr.lines().filter_map(|l| l.strip_prefix("emq-bench: FAIL ")).collect();
+    let messages: Vec<&str> =
+        verdict["findings"].as_array().expect("findings").iter().map(|f| f["message"].as_str().unwrap()).collect();
+    assert!(!said.is_empty(), "{stderr}");
+    assert_eq!(said, messages, "summary.json's findings are the FAIL lines");
+}

@@ -3,6 +3,9 @@
 //! target's topology and the run lock. `run` (also `--repeat`) and
 //! `ab` both drive their repetitions through [`Session::rep`].
 
+pub mod judge;
+pub mod writers;
+
 use super::Outcome;
 use crate::check::{self, format_violations, CheckOutcome};
 use crate::cli::{RunArgs, UNWISE_TIMEOUT};
@@ -20,14 +23,15 @@ use crate::report::rates::ProducerRates;
 use crate::report::run_summary::SCHEMA_VERSION;
 use crate::report::run_summary::SUMMARY_FILE;
 use crate::report::run_summary::{all_jobs, jobs_map, scripts_of, HarnessCpu, RunSummary, TargetInfo};
-use crate::report::{format_table, gates, run_writers, write_all, write_json, DepthSample, RunResults};
-use crate::scenario::thresholds::ThresholdMetric;
+use crate::report::{format_table, write_all, write_json, DepthSample, RunResults};
 use crate::scenario::{self, FaultKind, Plan, TargetPlan};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::target::{self, Connector, InfoSnapshot, Plane, Route, RunLock, Target, Topology};
+use crate::verdict::{KeptBecause, KeysFate, Verdict};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+use writers::run_writers;
 
 /// What is legal but unwise in the flags and the plan, one message each: a `--timeout` under
 /// [`UNWISE_TIMEOUT`], and [`Plan::warnings`].
@@ -331,8 +335,6 @@ impl Session {
                 .map(|s| (s.name().to_string(), registry.sha(*s).to_string()))
                 .collect(),
         };
-        let mut summary = summarize(&plan, &args, target, &driven, before, after);
-        summary.server_samples = Some(server.summary());
         let header = history_header(&plan, &driven);
         let checked = match stop.unless_aborted(check_run(&header, &driven, &self.plane, &queues, args.no_check)).await
         {
@@ -341,35 +343,48 @@ impl Session {
         };
         let check_error = checked.as_ref().err().cloned();
         let checked = checked.ok().flatten();
-        summary.check = checked.as_ref().map(|outcome| outcome.summary(true));
         let mut jobs = all_jobs(&driven.metrics);
         if let Some(outcome) = &checked {
             // reap's reply counts stall failures among the reaped; the scan tells them apart.
             jobs[JobCounter::FailedByStall.index()] = outcome.failed_by_stall;
-            summary.jobs = jobs_map(&jobs);
         }
-        let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
-        let enqueued = summary.jobs.get("enqueued").copied().unwrap_or(0);
-        summary.history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
         // A lease lost mid-run means another run may be on these queues now: its keys are not
         // ours to delete, and this run's verdict cannot stand.
         let lost = self.lock.as_ref().map(RunLock::lost).unwrap_or_default();
-        let mut kept = if keep {
-            Some("--keep".to_string())
+        let keys = if keep {
+            KeysFate::Kept(KeptBecause::Keep)
         } else if aborted {
-            Some("the run was aborted".to_string())
+            KeysFate::Kept(KeptBecause::Aborted)
         } else if driven.depths.is_none() {
-            Some("the server could not be read at the end".to_string())
+            KeysFate::Kept(KeptBecause::EndUnreadable)
         } else if !lost.is_empty() {
-            Some("the run lock was lost".to_string())
+            KeysFate::Kept(KeptBecause::LockLost)
         } else if check_error.is_some() {
-            Some("the invariant check could not run".to_string())
+            KeysFate::Kept(KeptBecause::CheckNotRun)
         } else {
-            None
+            KeysFate::Deleted
         };
-        summary.keys = kept.clone().map_or_else(|| "deleted".to_string(), |why| format!("kept: {why}"));
 
-        // Every file of the folder through one seam, summary.json first and history.bin last.
+        // Assemble and judge: summary.json says everything, its verdict included.
+        let observed = Observed { target, before, after, jobs, server: server.summary(), checked: checked.as_ref() };
+        let mut summary = summarize(&plan, &args, &driven, observed, keys);
+        let rules = judge::Rules::of(&plan, keep);
+        let mut facts = facts_of(&summary, &driven, args.timeout);
+        facts.check = match (&check_error, &summary.check) {
+            (Some(reason), _) => judge::CheckFate::NotRun(reason.clone()),
+            (None, Some(check)) => judge::CheckFate::Ran { violations: check.violations_total },
+            (None, None) => judge::CheckFate::Skipped,
+        };
+        facts.lock_lost = lost;
+        facts.kept_hint = judge::KeptKeysHint {
+            embedded: self.embedded.is_some(),
+            url: summary.target.url.clone(),
+            queues: plan.queues.clone(),
+        };
+        summary.verdict = judge::judge(&facts, &rules);
+
+        // Write: every file of the folder through one seam, summary.json first and history.bin
+        // last. A file not written keeps the keys (the evidence) and is itself a finding.
         let write_errors = write_all(
             dir,
             &RunResults {
@@ -383,77 +398,115 @@ impl Session {
             &run_writers(),
         );
         if !write_errors.is_empty() {
-            kept.get_or_insert_with(|| "the results folder could not be written completely".to_string());
-            summary.keys = format!("kept: {}", kept.as_deref().unwrap_or_default());
+            if !summary.keys.is_kept() {
+                summary.keys = KeysFate::Kept(KeptBecause::FolderIncomplete);
+            }
             summary.write_errors = write_errors.clone();
-            // Best effort: the small file may still fit where the large ones did not.
-            let _ = write_json(&dir.join(SUMMARY_FILE), &summary);
+            facts.write_errors = write_errors;
+            amend(dir, &mut summary, &mut facts, &rules);
         }
-        let mut delete_error = None;
-        if kept.is_none() {
+        // Clean up: the run's keys, unless kept.
+        if !summary.keys.is_kept() {
             for keys in &queues {
                 if let Err(err) = target::delete_queue(&mut self.plane.conn_for(keys), keys).await {
-                    delete_error = Some(format!("queue {}: {err}", keys.queue));
+                    // The folder said "deleted": it says what happened instead.
+                    let why = KeptBecause::DeletionFailed(format!("queue {}: {err}", keys.queue));
+                    summary.keys = KeysFate::Kept(why);
+                    amend(dir, &mut summary, &mut facts, &rules);
                     break;
                 }
             }
         }
-        if let Some(err) = &delete_error {
-            // The folder said "deleted": it says what happened instead.
-            summary.keys = format!("kept: the deletion failed: {err}");
-            let _ = write_json(&dir.join(SUMMARY_FILE), &summary);
-        }
 
-        let mut failures = failures(&plan, &summary, &driven, args.timeout);
-        if let Some(err) = delete_error {
-            failures.push(format!("the run's keys could not be deleted ({err}); some are left on the server"));
-        }
-        failures.extend(lost.into_iter().map(|line| format!("run lock lost: {line} (its keys were kept)")));
-        if let Some(reason) = check_error {
-            failures.push(format!("the invariant check could not run: {reason}"));
-        }
-        for error in &write_errors {
-            failures.push(format!("results folder incomplete: {error}"));
-        }
-        if kept.is_some() && !keep {
-            let queue_flags: Vec<String> = plan.queues.iter().map(|q| format!("--queue {q}")).collect();
-            failures.push(match self.embedded {
-                // The embedded server and its data go when the harness exits.
-                Some(_) => "the run's keys were kept, but on the embedded server, which stops with this run: \
-                            run against a server of your own (--url) to look at them later"
-                    .to_string(),
-                None => format!(
-                    "the run's keys were kept for a later look: emq-bench check --url {} {}",
-                    summary.target.url,
-                    queue_flags.join(" ")
-                ),
-            });
-        }
-        let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
-        table.push_str(&format_table(&summary.scripts, &jobs, summary.warmup_secs));
-        let redirects = jobs[JobCounter::Redirects.index()];
-        if redirects > 0 || summary.target.topology.kind == target::topology::Kind::Cluster {
-            table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
-        }
-        if let Some(rates) = &summary.producers {
-            table.push_str(&rates.line());
-            table.push('\n');
-        }
-        table.push_str(&summary.faults.footer());
-        if let Some(outcome) = &checked {
-            let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
-            table.push_str(&outcome.report.summary_line(&names));
-            table.push('\n');
-            if !outcome.report.is_clean() {
-                table.push_str(&format_violations(&outcome.report.violations));
-                failures
-                    .push(format!("{} invariant violations (all in invariants.json)", outcome.report.violations_total));
-            }
-        }
-        table.push_str(&format!("results: {}\n", dir.display()));
-        let outcome = if failures.is_empty() { Outcome::Success } else { Outcome::Failed };
+        // Render: the table, then the verdict's lines (main prints them after FAIL).
+        let table = render_table(&summary, &plan, checked.as_ref(), dir);
+        let failures = summary.verdict.lines();
+        let outcome = if summary.verdict.passed { Outcome::Success } else { Outcome::Failed };
         Ok((RunResult { dir: dir.to_path_buf(), summary, table, outcome, failures }, driven.metrics))
     }
+}
+
+/// What the end of a run observed besides the drive itself, for [`summarize`].
+struct Observed<'a> {
+    target: TargetInfo,
+    before: Option<InfoSnapshot>,
+    after: Option<InfoSnapshot>,
+    /// The job counters of the whole run, the check's stall failures in.
+    jobs: [u64; JobCounter::COUNT],
+    server: crate::probe::ServerSamples,
+    checked: Option<&'a CheckOutcome>,
+}
+
+/// What the judge reads of `summary` and `driven`; the end's own facts (check, lock, hint)
+/// are the caller's to add. `timeout` widens the seconds a fault explains failures in.
+fn facts_of(summary: &RunSummary, driven: &Driven, timeout: std::time::Duration) -> judge::Facts {
+    // Failures an injected fault explains are judged by the checker, not the 1% rule: the grace
+    // after a fault covers the calls that waited out the reply timeout (at most 10 s of it) and
+    // the reconnect backoff (1 s).
+    let grace = timeout.min(std::time::Duration::from_secs(10)) + std::time::Duration::from_secs(1);
+    let explained = driven.faults.explained_errors(&driven.metrics, grace);
+    judge::Facts {
+        interrupted: summary.interrupt_reason.clone(),
+        scripts: summary.scripts.clone(),
+        jobs: summary.jobs.clone(),
+        thresholds: summary.thresholds.clone(),
+        explained: Script::ALL
+            .iter()
+            .filter(|s| explained[s.index()] > 0)
+            .map(|s| (s.name().to_string(), explained[s.index()]))
+            .collect(),
+        injected: driven.faults.injected.clone(),
+        producers: summary.producers.clone(),
+        drained: summary.drained,
+        depths_end: driven.depths,
+        keys: Some(summary.keys.clone()),
+        write_errors: summary.write_errors.clone(),
+        ..judge::Facts::default()
+    }
+}
+
+/// Judges again after the end found more (files not written, keys not deleted) and rewrites
+/// summary.json with it: best effort, as the small file may still fit where large ones did not.
+fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Facts, rules: &judge::Rules) {
+    facts.keys = Some(summary.keys.clone());
+    summary.verdict = judge::judge(facts, rules);
+    let _ = write_json(&dir.join(SUMMARY_FILE), summary);
+}
+
+/// The terminal's table of a finished run: the target, one row per script, the jobs, the
+/// redirects, the producers' rates, the faults, the check and the folder.
+fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&CheckOutcome>, dir: &Path) -> String {
+    let jobs = jobs_array(&summary.jobs);
+    let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
+    table.push_str(&format_table(&summary.scripts, &jobs, summary.warmup_secs));
+    let redirects = jobs[JobCounter::Redirects.index()];
+    if redirects > 0 || summary.target.topology.kind == target::topology::Kind::Cluster {
+        table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
+    }
+    if let Some(rates) = &summary.producers {
+        table.push_str(&rates.line());
+        table.push('\n');
+    }
+    table.push_str(&summary.faults.footer());
+    if let Some(outcome) = checked {
+        let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
+        table.push_str(&outcome.report.summary_line(&names));
+        table.push('\n');
+        if !outcome.report.is_clean() {
+            table.push_str(&format_violations(&outcome.report.violations));
+        }
+    }
+    table.push_str(&format!("results: {}\n", dir.display()));
+    table
+}
+
+/// summary.json's job counters back in [`JobCounter`] order (absent ones 0).
+fn jobs_array(jobs: &std::collections::BTreeMap<&'static str, u64>) -> [u64; JobCounter::COUNT] {
+    let mut out = [0; JobCounter::COUNT];
+    for counter in JobCounter::ALL {
+        out[counter.index()] = jobs.get(counter.name()).copied().unwrap_or(0);
+    }
+    out
 }
 
 /// The history's header for `driven`.
@@ -624,18 +677,16 @@ fn copy_scenario(scenario: &Path, url: Option<&str>, dir: &Path) -> Result<(), A
     Ok(())
 }
 
-fn summarize(
-    plan: &Plan,
-    args: &RunArgs,
-    target: TargetInfo,
-    driven: &Driven,
-    before: Option<InfoSnapshot>,
-    after: Option<InfoSnapshot>,
-) -> RunSummary {
+/// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
+/// the keys' fate; the verdict is the judge's to fill in.
+fn summarize(plan: &Plan, args: &RunArgs, driven: &Driven, observed: Observed, keys: KeysFate) -> RunSummary {
+    let Observed { target, before, after, jobs, server, checked } = observed;
     let metrics = &driven.metrics;
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
-    let enqueued = all_jobs(metrics)[JobCounter::Enqueued.index()];
+    let enqueued = jobs[JobCounter::Enqueued.index()];
+    let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
+    let history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
     let same_process = !driven.faults.injected.iter().any(|f| f.kind == "restart" || f.kind == "failover");
     let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
     let (user_s, sys_s) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Process);
@@ -663,7 +714,8 @@ fn summarize(
         interrupt_reason: driven.interrupted.as_ref().map(ToString::to_string),
         interrupt_kind: driven.interrupted.as_ref().map(Interruption::kind),
         faults: driven.faults.clone(),
-        keys: String::new(),
+        keys,
+        verdict: Verdict::of(Vec::new()),
         write_errors: Vec::new(),
         drained: driven.drained,
         measured_secs: metrics.measured_secs(),
@@ -684,14 +736,14 @@ fn summarize(
         server_before: before,
         server_after: after,
         scripts,
-        jobs: jobs_map(&all_jobs(metrics)),
+        jobs: jobs_map(&jobs),
         jobs_measured: jobs_map(&metrics.jobs),
         producers,
         depths_end: driven.depths,
-        check: None,
-        history_bytes_per_job: None,
+        check: checked.map(|outcome| outcome.summary(true)),
+        history_bytes_per_job,
         thresholds,
-        server_samples: None,
+        server_samples: Some(server),
         harness: HarnessCpu {
             threads: args.threads as usize,
             user_s,
@@ -699,84 +751,4 @@ fn summarize(
             us_per_request: if calls > 0 { (user_s + sys_s) * 1e6 / calls as f64 } else { 0.0 },
         },
     }
-}
-
-/// The reasons a finished run is a failure (exit 1).
-fn failures(plan: &Plan, summary: &RunSummary, driven: &Driven, timeout: std::time::Duration) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(reason) = &driven.interrupted {
-        out.push(format!("run interrupted: {reason}"));
-    }
-    let jobs = all_jobs(&driven.metrics);
-    let corrupt = jobs[JobCounter::PayloadCorrupt.index()];
-    if corrupt > 0 {
-        out.push(format!("I4 payload-intact: {corrupt} claimed payloads differ from what was enqueued"));
-    }
-    for threshold in summary.thresholds.iter().filter(|t| !t.passed) {
-        out.push(threshold.describe());
-    }
-    // Without any [thresholds], a run whose calls failed never passes (report::gates).
-    let intent = gates::Intent { producers: plan.producers.count > 0, consumers: plan.consumers.count > 0 };
-    let rate_gated = |script: &str| {
-        plan.thresholds.iter().any(|t| match &t.metric {
-            ThresholdMetric::ErrorRate { script: None } => true,
-            ThresholdMetric::ErrorRate { script: Some(s) } => s == script,
-            _ => false,
-        })
-    };
-    // Failures an injected fault explains are judged by the checker, not the 1% rule: the grace
-    // after a fault covers the calls that waited out the reply timeout (at most 10 s of it) and
-    // the reconnect backoff (1 s).
-    let grace = timeout.min(std::time::Duration::from_secs(10)) + std::time::Duration::from_secs(1);
-    let explained = driven.faults.explained_errors(&driven.metrics, grace);
-    let explained_of = |name: &str| Script::from_name(name).map_or(0, |s| explained[s.index()]);
-    out.extend(gates::failures(&summary.scripts, &summary.jobs, intent, rate_gated, explained_of));
-    out.extend(fault_failures(plan, &driven.faults, driven.interrupted.is_some()));
-    if let Some(rates) = summary.producers.as_ref().filter(|r| !r.held) {
-        if !plan.producers.allow_shortfall && driven.interrupted.is_none() {
-            out.push(format!("{} (set producers.allow_shortfall = true to accept it)", rates.line()));
-        }
-    }
-    let dup = jobs[JobCounter::DuplicateAccepted.index()];
-    if dup > 0 {
-        out.push(format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"));
-    }
-    // A run without consumers (an enqueue-only benchmark) has nothing to drain.
-    if !summary.drained && !summary.interrupted && plan.consumers.count > 0 {
-        let left = driven.depths.map(|d| d.unfinished()).unwrap_or(0);
-        out.push(format!("drain incomplete: {left} jobs unfinished after the drain limit"));
-    }
-    out
-}
-
-/// A soak under faults that did not get its faults is no pass: one line per fault that could
-/// not be applied or undone (a maxmemory left lowered), and per kind that fired fewer times
-/// than the schedule asked for within the load phase (a time-bounded run not interrupted).
-fn fault_failures(plan: &Plan, faults: &crate::faults::FaultsSeen, interrupted: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    for span in faults.injected.iter().filter(|s| s.kind == "nemesis" || s.detail.starts_with("failed")) {
-        out.push(format!("fault {} at {:.1} s did not take effect: {}", span.kind, span.from_s, span.detail));
-    }
-    let scenario::Stop::Duration(load) = plan.stop else { return out };
-    if interrupted {
-        return out;
-    }
-    let mut kinds: Vec<FaultKind> = Vec::new();
-    for fault in &plan.faults {
-        if !kinds.contains(&fault.kind) {
-            kinds.push(fault.kind);
-        }
-    }
-    for kind in kinds {
-        let due: usize = plan.faults.iter().filter(|f| f.kind == kind).map(|f| f.count_before(load)).sum();
-        let fired = faults.injected.iter().filter(|s| s.kind == kind.name()).count();
-        if fired < due.min(faults::nemesis::MAX_FIRED) {
-            out.push(format!(
-                "faults not injected: {fired} of {due} scheduled {} faults fired within the load phase \
-                 (an earlier fault held the schedule up)",
-                kind.name()
-            ));
-        }
-    }
-    out
 }

@@ -1,0 +1,266 @@
+//! The judge: a finished run's facts and the rules resolved from its plan, in; its
+//! [`Verdict`], out. A pure function (no I/O, no clock), so every exit-1 rule of the README is
+//! a unit test here, and a fleet, a capacity search or a live endpoint can judge again.
+//!
+//! The rules, in the order their findings are printed:
+//! 1. an interrupted run fails (a stop, an abort, the target unreachable past `--give-up`, ...);
+//! 2. corrupt payloads seen by consumers (I4);
+//! 3. every `[thresholds]` entry that did not hold;
+//! 4. the default gates (`report::gates`): a script whose calls all failed, errors beyond 1 %
+//!    not explained by an injected fault nor provoked (stale refusals), nothing enqueued or
+//!    finished;
+//! 5. a fault that did not take effect, and a schedule that fired fewer faults than it asked
+//!    for (a time-bounded run not interrupted);
+//! 6. an open-loop rate not held, unless `producers.allow_shortfall`;
+//! 7. re-used ids accepted as new jobs (I8);
+//! 8. jobs left unfinished after the drain limit (a run with consumers, not interrupted);
+//! 9. what the end found: the keys not deleted, the run lock lost, the check not run, files
+//!    not written, keys kept against the plan, invariant violations.
+
+use crate::faults::FaultSpan;
+use crate::load::run::Depths;
+use crate::report::gates::{self, Intent};
+use crate::report::rates::ProducerRates;
+use crate::report::thresholds::ThresholdResult;
+use crate::report::ScriptSummary;
+use crate::scenario::thresholds::ThresholdMetric;
+use crate::scenario::{Plan, Stop};
+use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
+use std::collections::BTreeMap;
+
+/// The rules a run is judged by, resolved once from its plan and flags.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// Whether the scenario has producers and consumers (what the default gates expect).
+    pub intent: Intent,
+    /// A threshold sets every script's error rate (`errors.rate`): the 1 % rule is off.
+    pub all_rates_gated: bool,
+    /// Scripts whose error rate a threshold sets (`<script>.errors.rate`).
+    pub rates_gated: Vec<String>,
+    /// `producers.allow_shortfall`: a rate not held is said, not failed.
+    pub allow_shortfall: bool,
+    /// For a time-bounded load phase: each fault kind's name and how many of it were due
+    /// within the phase (capped as the nemesis caps them); empty for a job budget.
+    pub faults_due: Vec<(&'static str, usize)>,
+    /// `--keep`: kept keys are the user's wish, not a finding.
+    pub keep: bool,
+}
+
+impl Rules {
+    /// The rules of `plan`, with `--keep` as `keep`.
+    pub fn of(plan: &Plan, keep: bool) -> Rules {
+        let mut rates_gated = Vec::new();
+        let mut all_rates_gated = false;
+        for threshold in &plan.thresholds {
+            match &threshold.metric {
+                ThresholdMetric::ErrorRate { script: None } => all_rates_gated = true,
+                ThresholdMetric::ErrorRate { script: Some(s) } => rates_gated.push(s.clone()),
+                _ => {}
+            }
+        }
+        let mut faults_due: Vec<(&'static str, usize)> = Vec::new();
+        if let Stop::Duration(load) = plan.stop {
+            for fault in &plan.faults {
+                let due = fault.count_before(load);
+                match faults_due.iter_mut().find(|(kind, _)| *kind == fault.kind.name()) {
+                    Some((_, sum)) => *sum += due,
+                    None => faults_due.push((fault.kind.name(), due)),
+                }
+            }
+            for (_, due) in &mut faults_due {
+                *due = (*due).min(crate::faults::nemesis::MAX_FIRED);
+            }
+        }
+        Rules {
+            intent: Intent { producers: plan.producers.count > 0, consumers: plan.consumers.count > 0 },
+            all_rates_gated,
+            rates_gated,
+            allow_shortfall: plan.producers.allow_shortfall,
+            faults_due,
+            keep,
+        }
+    }
+
+    fn rate_gated(&self, script: &str) -> bool {
+        self.all_rates_gated || self.rates_gated.iter().any(|s| s == script)
+    }
+}
+
+/// What became of the invariant check.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum CheckFate {
+    /// Not asked for (`--no-check`: `emq-bench check --history` can run it later).
+    #[default]
+    Skipped,
+    /// It could not run, and why.
+    NotRun(String),
+    /// It ran and found this many violations.
+    Ran {
+        /// Violations in all (invariants.json has them).
+        violations: usize,
+    },
+}
+
+/// Where the run's kept keys can be looked at later, for the finding that says so.
+#[derive(Debug, Clone, Default)]
+pub struct KeptKeysHint {
+    /// The harness started the server: it and its data go when the harness exits.
+    pub embedded: bool,
+    /// The target's URL, password masked.
+    pub url: String,
+    /// The run's queues.
+    pub queues: Vec<String>,
+}
+
+/// What the judge reads of a finished run: summary.json's figures and what the end found.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Why the run ended early (`None`: the plan was carried out).
+    pub interrupted: Option<String>,
+    /// Per script over the measured part.
+    pub scripts: Vec<ScriptSummary>,
+    /// summary.json's job counters (the whole run).
+    pub jobs: BTreeMap<&'static str, u64>,
+    /// The thresholds, evaluated.
+    pub thresholds: Vec<ThresholdResult>,
+    /// Per script: failed calls an injected fault explains (absent: none).
+    pub explained: BTreeMap<String, u64>,
+    /// The faults the nemesis injected (or failed to).
+    pub injected: Vec<FaultSpan>,
+    /// Open loop: the rates (`None` in closed loop).
+    pub producers: Option<ProducerRates>,
+    /// The drain finished every job in time.
+    pub drained: bool,
+    /// Jobs in each place at the end (`None`: the server could not be read).
+    pub depths_end: Option<Depths>,
+    /// The invariant check.
+    pub check: CheckFate,
+    /// Run-lock leases lost while the run held them, one line each.
+    pub lock_lost: Vec<String>,
+    /// Files of the results folder not written, with why.
+    pub write_errors: Vec<String>,
+    /// What became of the keys.
+    pub keys: Option<KeysFate>,
+    /// Where kept keys can be looked at.
+    pub kept_hint: KeptKeysHint,
+}
+
+/// The verdict on `facts` under `rules`.
+pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
+    let mut out = Vec::new();
+    let mut say = |kind, message: String| out.push(Finding::new(kind, message));
+    let count = |name: &str| facts.jobs.get(name).copied().unwrap_or(0);
+    if let Some(reason) = &facts.interrupted {
+        say(FindingKind::Interrupted, format!("run interrupted: {reason}"));
+    }
+    let corrupt = count("payload_corrupt");
+    if corrupt > 0 {
+        say(
+            FindingKind::PayloadCorrupt,
+            format!("I4 payload-intact: {corrupt} claimed payloads differ from what was enqueued"),
+        );
+    }
+    for threshold in facts.thresholds.iter().filter(|t| !t.passed) {
+        say(FindingKind::Threshold, threshold.describe());
+    }
+    let explained = |script: &str| facts.explained.get(script).copied().unwrap_or(0);
+    for line in gates::failures(&facts.scripts, &facts.jobs, rules.intent, |s| rules.rate_gated(s), explained) {
+        say(FindingKind::DefaultGate, line);
+    }
+    for span in facts.injected.iter().filter(|s| s.kind == "nemesis" || s.detail.starts_with("failed")) {
+        say(
+            FindingKind::FaultNotApplied,
+            format!("fault {} at {:.1} s did not take effect: {}", span.kind, span.from_s, span.detail),
+        );
+    }
+    if facts.interrupted.is_none() {
+        for &(kind, due) in &rules.faults_due {
+            let fired = facts.injected.iter().filter(|s| s.kind == kind).count();
+            if fired < due {
+                say(
+                    FindingKind::FaultsNotFired,
+                    format!(
+                        "faults not injected: {fired} of {due} scheduled {kind} faults fired within the load phase \
+                         (an earlier fault held the schedule up)"
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(rates) = facts.producers.as_ref().filter(|r| !r.held) {
+        if !rules.allow_shortfall && facts.interrupted.is_none() {
+            say(
+                FindingKind::RateNotHeld,
+                format!("{} (set producers.allow_shortfall = true to accept it)", rates.line()),
+            );
+        }
+    }
+    let dup = count("duplicate_accepted");
+    if dup > 0 {
+        say(
+            FindingKind::DuplicateAccepted,
+            format!("I8 duplicate-enqueue: {dup} re-used ids were accepted as new jobs"),
+        );
+    }
+    // A run without consumers (an enqueue-only benchmark) has nothing to drain.
+    if !facts.drained && facts.interrupted.is_none() && rules.intent.consumers {
+        // A backlog (consumers that could not keep up), not a lost job: the check judges loss.
+        let d = facts.depths_end.unwrap_or_default();
+        say(
+            FindingKind::DrainIncomplete,
+            format!(
+                "drain incomplete: {} jobs unfinished after the drain limit (pending {}, delayed {}, active {})",
+                d.unfinished(),
+                d.pending,
+                d.delayed,
+                d.active
+            ),
+        );
+    }
+    if let Some(KeysFate::Kept(KeptBecause::DeletionFailed(err))) = &facts.keys {
+        say(
+            FindingKind::CleanupFailed,
+            format!("the run's keys could not be deleted ({err}); some are left on the server"),
+        );
+    }
+    for line in &facts.lock_lost {
+        say(FindingKind::LockLost, format!("run lock lost: {line} (its keys were kept)"));
+    }
+    if let CheckFate::NotRun(reason) = &facts.check {
+        say(FindingKind::CheckNotRun, format!("the invariant check could not run: {reason}"));
+    }
+    for error in &facts.write_errors {
+        say(FindingKind::WriteError, format!("results folder incomplete: {error}"));
+    }
+    let kept_for_a_look =
+        matches!(&facts.keys, Some(KeysFate::Kept(why)) if !matches!(why, KeptBecause::DeletionFailed(_)));
+    if kept_for_a_look && !rules.keep {
+        let hint = &facts.kept_hint;
+        say(
+            FindingKind::KeysKept,
+            match hint.embedded {
+                // The embedded server and its data go when the harness exits.
+                true => "the run's keys were kept, but on the embedded server, which stops with this run: \
+                         run against a server of your own (--url) to look at them later"
+                    .to_string(),
+                false => {
+                    let queues: Vec<String> = hint.queues.iter().map(|q| format!("--queue {q}")).collect();
+                    format!(
+                        "the run's keys were kept for a later look: emq-bench check --url {} {}",
+                        hint.url,
+                        queues.join(" ")
+                    )
+                }
+            },
+        );
+    }
+    if let CheckFate::Ran { violations } = facts.check {
+        if violations > 0 {
+            say(FindingKind::Violations, format!("{violations} invariant violations (all in invariants.json)"));
+        }
+    }
+    Verdict::of(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,25 @@
+//! The composition root of a run's results folder: which writers, in which order. It lives
+//! here, above both, because the folder holds files of `report` and of `html` (which reads
+//! `report`'s files back).
+
+use crate::report::writer::Writer;
+use crate::report::{hlog, intervals_csv, queue_csv, scripts_csv, server_csv, RunResults};
+use crate::report::{HistoryBin, InvariantsJson, SummaryJson};
+
+/// The writers of a run's folder, in the order they run: `summary.json` first (small, and
+/// the one a reader opens), then the series, `report.html` (which reads them back), and
+/// `history.bin` last (the largest).
+pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 10] {
+    [
+        &SummaryJson,
+        &InvariantsJson,
+        &scripts_csv::ScriptsCsv,
+        &intervals_csv::IntervalsCsv,
+        &hlog::LatencyHlog,
+        &hlog::TotalsHlog,
+        &server_csv::ServerCsv,
+        &queue_csv::QueueCsv,
+        &crate::html::ReportHtml,
+        &HistoryBin,
+    ]
+}

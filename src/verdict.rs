@@ -1,0 +1,223 @@
+//! A run's end, typed: the [`Verdict`] (passed or not, the exit code, every [`Finding`] that
+//! decided it) and what became of the run's keys ([`KeysFate`]). One type each, written into
+//! summary.json and read back by the report, so the terminal's `FAIL` lines, summary.json's
+//! `verdict` and report.html show the same findings.
+//!
+//! A leaf: it imports nothing of the crate. What the findings are made from, and the rules
+//! that make them, live with the run's stages (`cmd::session::judge`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The exit code of a run that passed.
+pub const EXIT_PASS: u8 = 0;
+/// The exit code of a run some finding failed.
+pub const EXIT_FAIL: u8 = 1;
+
+/// Why a run passed or failed: the judge's one answer. summary.json's `verdict` object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// True when no finding failed the run.
+    pub passed: bool,
+    /// The process's exit code for this run: [`EXIT_PASS`] or [`EXIT_FAIL`] (usage errors, 2,
+    /// and inconclusive comparisons, 3, end before any run is judged).
+    pub exit_code: u8,
+    /// Every reason the run failed, in the order the terminal prints them (`FAIL <message>`);
+    /// empty when it passed.
+    pub findings: Vec<Finding>,
+}
+
+impl Verdict {
+    /// The verdict of these findings: passed when there are none.
+    pub fn of(findings: Vec<Finding>) -> Verdict {
+        let passed = findings.is_empty();
+        Verdict { passed, exit_code: if passed { EXIT_PASS } else { EXIT_FAIL }, findings }
+    }
+
+    /// The findings' messages, one line each, as the terminal prints them after `FAIL`.
+    pub fn lines(&self) -> Vec<String> {
+        self.findings.iter().map(|f| f.message.clone()).collect()
+    }
+}
+
+/// One reason a run failed: a closed kind a machine can match on, and the line a person reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// What failed.
+    pub kind: FindingKind,
+    /// The line the terminal prints after `FAIL` (figures included, e.g. `threshold claim.p99
+    /// < 2ms failed: 2.531 ms`).
+    pub message: String,
+}
+
+impl Finding {
+    /// A finding of `kind` that says `message`.
+    pub fn new(kind: FindingKind, message: impl Into<String>) -> Finding {
+        Finding { kind, message: message.into() }
+    }
+}
+
+/// The kinds of [`Finding`], as summary.json names them (snake_case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// The run ended before its plan was carried out (a stop signal, an abort, the target
+    /// unreachable past `--give-up`, a connect failure, a load thread's death).
+    Interrupted,
+    /// The invariant check found violations (invariants.json has them all).
+    Violations,
+    /// Claimed payloads differ from what was enqueued (I4, seen by the consumers).
+    PayloadCorrupt,
+    /// Re-used ids were accepted as new jobs (I8, seen by the producers).
+    DuplicateAccepted,
+    /// A `[thresholds]` entry did not hold.
+    Threshold,
+    /// A gate every run is held to without thresholds (a script whose calls all failed, more
+    /// than 1 % errors, nothing enqueued or finished).
+    DefaultGate,
+    /// An open-loop rate was not held and `producers.allow_shortfall` is false.
+    RateNotHeld,
+    /// Jobs were left unfinished after the drain limit (a backlog, not a lost job).
+    DrainIncomplete,
+    /// A `[[faults]]` entry could not be applied or undone.
+    FaultNotApplied,
+    /// Fewer faults of a kind fired within the load phase than the schedule asked for.
+    FaultsNotFired,
+    /// The invariant check could not run (the server unreadable, the run aborted).
+    CheckNotRun,
+    /// The run lock was lost while the run held it: another run may have used the queues.
+    LockLost,
+    /// Files of the results folder could not be written (a full disk).
+    WriteError,
+    /// The run's keys could not be deleted: some are left on the server.
+    CleanupFailed,
+    /// The run's keys were kept, against the plan (not `--keep`), for a later look.
+    KeysKept,
+}
+
+impl FindingKind {
+    /// The name summary.json uses, e.g. `drain_incomplete`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Interrupted => "interrupted",
+            FindingKind::Violations => "violations",
+            FindingKind::PayloadCorrupt => "payload_corrupt",
+            FindingKind::DuplicateAccepted => "duplicate_accepted",
+            FindingKind::Threshold => "threshold",
+            FindingKind::DefaultGate => "default_gate",
+            FindingKind::RateNotHeld => "rate_not_held",
+            FindingKind::DrainIncomplete => "drain_incomplete",
+            FindingKind::FaultNotApplied => "fault_not_applied",
+            FindingKind::FaultsNotFired => "faults_not_fired",
+            FindingKind::CheckNotRun => "check_not_run",
+            FindingKind::LockLost => "lock_lost",
+            FindingKind::WriteError => "write_error",
+            FindingKind::CleanupFailed => "cleanup_failed",
+            FindingKind::KeysKept => "keys_kept",
+        }
+    }
+}
+
+/// Why a run kept its keys on the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeptBecause {
+    /// The user asked for it (`--keep`).
+    Keep,
+    /// A second stop signal: nothing that waits on the server ran.
+    Aborted,
+    /// The server could not be read at the end of the run.
+    EndUnreadable,
+    /// The run lock was lost: the keys may be another run's now.
+    LockLost,
+    /// The invariant check could not run: the keys are the evidence.
+    CheckNotRun,
+    /// The results folder could not be written completely: the keys are the evidence.
+    FolderIncomplete,
+    /// The deletion itself failed, with the error.
+    DeletionFailed(String),
+}
+
+impl fmt::Display for KeptBecause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeptBecause::Keep => f.write_str("--keep"),
+            KeptBecause::Aborted => f.write_str("the run was aborted"),
+            KeptBecause::EndUnreadable => f.write_str("the server could not be read at the end"),
+            KeptBecause::LockLost => f.write_str("the run lock was lost"),
+            KeptBecause::CheckNotRun => f.write_str("the invariant check could not run"),
+            KeptBecause::FolderIncomplete => f.write_str("the results folder could not be written completely"),
+            KeptBecause::DeletionFailed(err) => write!(f, "the deletion failed: {err}"),
+        }
+    }
+}
+
+/// What became of a run's keys. summary.json's `keys`: `deleted` or `kept: <why>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeysFate {
+    /// Deleted at the end of the run (or to be, once the folder is written).
+    Deleted,
+    /// Left on the server, and why.
+    Kept(KeptBecause),
+}
+
+impl KeysFate {
+    /// True when the keys stay on the server.
+    pub fn is_kept(&self) -> bool {
+        matches!(self, KeysFate::Kept(_))
+    }
+}
+
+impl fmt::Display for KeysFate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeysFate::Deleted => f.write_str("deleted"),
+            KeysFate::Kept(why) => write!(f, "kept: {why}"),
+        }
+    }
+}
+
+impl Serialize for KeysFate {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_without_findings_passes_with_exit_0_and_any_finding_fails_with_exit_1() {
+        let pass = Verdict::of(Vec::new());
+        assert!(pass.passed);
+        assert_eq!(pass.exit_code, EXIT_PASS);
+        let fail =
+            Verdict::of(vec![Finding::new(FindingKind::Threshold, "threshold claim.p99 < 2ms failed: 2.531 ms")]);
+        assert!(!fail.passed);
+        assert_eq!(fail.exit_code, EXIT_FAIL);
+        assert_eq!(fail.lines(), ["threshold claim.p99 < 2ms failed: 2.531 ms"]);
+    }
+
+    #[test]
+    fn a_verdict_reads_back_what_it_writes_with_snake_case_kinds() {
+        let verdict = Verdict::of(vec![
+            Finding::new(FindingKind::DrainIncomplete, "drain incomplete: 3 jobs unfinished"),
+            Finding::new(FindingKind::FaultsNotFired, "faults not injected: 1 of 2"),
+        ]);
+        let json = serde_json::to_value(&verdict).unwrap();
+        assert_eq!(json["findings"][0]["kind"], "drain_incomplete");
+        assert_eq!(json["findings"][1]["kind"], FindingKind::FaultsNotFired.name());
+        assert_eq!(json["exit_code"], 1);
+        let back: Verdict = serde_json::from_value(json).unwrap();
+        assert_eq!(back, verdict);
+    }
+
+    #[test]
+    fn keys_fates_read_as_summary_json_has_always_written_them() {
+        assert_eq!(KeysFate::Deleted.to_string(), "deleted");
+        assert_eq!(KeysFate::Kept(KeptBecause::Aborted).to_string(), "kept: the run was aborted");
+        assert_eq!(KeysFate::Kept(KeptBecause::Keep).to_string(), "kept: --keep");
+        let json = serde_json::to_value(KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into())));
+        assert_eq!(json.unwrap(), "kept: the deletion failed: queue q: broken pipe");
+    }
+}
