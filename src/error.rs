@@ -1,11 +1,11 @@
 //! Errors by stage, and the exit-code rule (0 success, 1 a run or check failed, 2 usage or
 //! input error; STYLE.md habit 1: only `main` exits).
 
+use crate::plane::PlaneError;
 use crate::protocol::{CallError, RegistryError};
 use crate::report::ReportError;
 use crate::scenario::ScenarioError;
 use crate::server::ServerError;
-use crate::target::TargetError;
 
 /// Anything that stops a command.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +19,13 @@ pub enum AppError {
     /// The embedded server could not start.
     #[error(transparent)]
     Server(#[from] ServerError),
-    /// A refused target (bad URL or TLS settings, keys exist, locked by another run, unreachable).
+    /// A target that cannot be used (a bad URL or TLS settings, unreachable, not a server).
     #[error(transparent)]
-    Target(#[from] TargetError),
+    Net(#[from] crate::net::NetError),
+    /// A control plane that refused the run (keys exist, locked by another run) or could not
+    /// serve it.
+    #[error(transparent)]
+    Plane(#[from] PlaneError),
     /// A bad command-line value.
     #[error("{0}")]
     Usage(String),
@@ -51,7 +55,8 @@ impl AppError {
             AppError::Scenario(_)
             | AppError::Registry(_)
             | AppError::Server(_)
-            | AppError::Target(_)
+            | AppError::Net(_)
+            | AppError::Plane(_)
             | AppError::Usage(_)
             | AppError::Prepare(_) => 2,
             AppError::Report(_) | AppError::Io { .. } | AppError::History(_) => 1,

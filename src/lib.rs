@@ -1,14 +1,40 @@
 //! emq-bench: a load harness, latency recorder and invariant checker for EchoMQ, the Valkey job
 //! queue whose every state change is one Lua script (`../shared/PROTOCOL.md`, EchoMQ v1.1).
 //!
-//! Modules, one concern each:
-//! - [`cli`]: the command line (clap derive), no logic.
-//! - [`protocol`]: keyspace builders, job ids, the script registry and one typed function per verb.
+//! The modules, one concern each, from the bottom layer up; a module imports only modules of
+//! the layers below it (`scripts/check-layers` fails the build's tests on a cycle):
+//!
+//! Leaves (nothing else of the crate):
+//! - [`stats`]: pure statistics (median, CV, Mann–Whitney U, sign test, bootstrap intervals).
+//! - [`atomic`]: one way to write a results file (`.tmp`, sync, rename).
+//! - [`side_thread`]: a thread with a runtime of its own, for work beside the run.
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
-//! - [`cost`]: each script's server cost per call, one phase per script.
-//! - [`report`]: the results model and the writer seam every results file goes through.
+//! - [`verdict`]: a run's typed end (verdict, findings, the keys' fate).
+//! - [`net`]: endpoint, TLS, connector and stream, the control connection, slots, topology, INFO.
+//!
+//! The queue protocols and what they measure:
+//! - [`protocol`]: the RESP transports (pipe, redis-rs), EchoMQ's and BullMQ's keys, scripts and
+//!   verbs, typed call errors.
+//! - [`payload`]: job payloads that carry their id and checksum (I4).
+//! - [`plane`]: the queue-aware control plane: routing by slot, the run lock, the run's own keys.
+//! - [`metrics`]: per-thread recorders, the interval swap and merge, job counters.
+//! - [`history`]: the per-job outcome log and `history.bin`.
 //! - [`probe`]: the server sampled every second on its own thread (`server.csv`).
+//! - [`scenario`]: one struct per TOML table, validation, the resolved plan and its samplers.
+//! - [`faults`]: the record of faults injected and seen, and the nemesis that injects them.
+//! - [`load`]: the driver: producers, consumers, maintenance, pacing, load threads, the
+//!   coordinator, stop signals.
+//! - [`cost`]: each script's server cost per call, one phase per script.
+//! - [`check`]: the invariants I1–I8 against the server's state and the run's history.
+//!
+//! Results, read and written:
+//! - [`report`]: the results model (summary.json) and one writer per file of the folder.
+//! - [`compare`]: two result sets → a verdict per metric.
 //! - [`html`]: `report.html` and `compare.html`, drawn from a results folder's files.
+//! - [`output`]: the progress line.
+//!
+//! The top: [`cli`] (clap types only), [`error`] (errors by stage, exit codes) and [`cmd`] (one
+//! file per subcommand; the run's stages and composition roots).
 
 pub mod atomic;
 pub mod check;
@@ -22,7 +48,10 @@ pub mod history;
 pub mod html;
 pub mod load;
 pub mod metrics;
+pub mod net;
 pub mod output;
+pub mod payload;
+pub mod plane;
 pub mod probe;
 pub mod protocol;
 pub mod report;
@@ -30,5 +59,23 @@ pub mod scenario;
 pub mod server;
 pub mod side_thread;
 pub mod stats;
-pub mod target;
 pub mod verdict;
+
+#[cfg(test)]
+mod tests {
+    /// The map above names every module this file declares, so a new module is placed in a
+    /// layer when it is added.
+    #[test]
+    fn the_module_map_names_every_module() {
+        let source = include_str!("lib.rs");
+        let (map, code) = source.split_once("\npub mod ").expect("modules");
+        let declared: Vec<&str> = std::iter::once(code)
+            .chain(source.split("\npub mod ").skip(2))
+            .map(|rest| rest.split(';').next().unwrap_or_default())
+            .collect();
+        assert!(declared.len() >= 20, "{declared:?}");
+        for module in declared {
+            assert!(map.contains(&format!("[`{module}`]")), "lib.rs's map does not name `{module}`");
+        }
+    }
+}

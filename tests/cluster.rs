@@ -31,7 +31,7 @@ async fn the_fencing_soak_runs_on_a_3_primary_cluster_with_queues_on_every_prima
     let result = run(a, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
     let topology = &result.summary.target.topology;
-    assert_eq!(topology.kind, emq_bench::target::topology::Kind::Cluster);
+    assert_eq!(topology.kind, emq_bench::net::topology::Kind::Cluster);
     assert_eq!(topology.nodes.len(), 3, "{topology:?}");
     for node in &topology.nodes {
         assert_eq!(node.queues.len(), 1, "one queue on each primary: {topology:?}");

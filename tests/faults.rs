@@ -42,7 +42,7 @@ fn wait_for_load(url: &str) {
 }
 
 fn injected(result: &emq_bench::cmd::run::RunResult) -> Vec<(String, String)> {
-    result.summary.faults.injected.iter().map(|f| (f.kind.clone(), f.detail.clone())).collect()
+    result.summary.faults.injected.iter().map(|f| (f.kind.to_string(), f.detail.clone())).collect()
 }
 
 fn violations(result: &emq_bench::cmd::run::RunResult) -> usize {
@@ -142,7 +142,7 @@ async fn connections_killed_from_outside_are_faults_seen_not_an_interruption() {
     assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
     let faults = &result.summary.faults;
     assert!(faults.reconnects > 0, "{faults:?}");
-    let reconnect = faults.seen.iter().find(|s| s.kind == "reconnects").expect("a reconnects span");
+    let reconnect = faults.seen.iter().find(|s| s.kind.name() == "reconnects").expect("a reconnects span");
     assert!(reconnect.count > 0 && reconnect.to_s > reconnect.from_s, "{reconnect:?}");
     assert!(result.table.contains("faults seen: "), "{}", result.table);
 }
@@ -280,7 +280,7 @@ async fn a_probe_opening_on_a_frozen_server_ends_at_once() {
     use emq_bench::protocol::ConnectOptions;
     let server = support::server();
     let connect = ConnectOptions { response_timeout: Duration::from_secs(20), ..ConnectOptions::default() };
-    let plane = emq_bench::target::Plane::open(&support::connector(&server.url()), connect).await.unwrap();
+    let plane = emq_bench::plane::Plane::open(&support::connector(&server.url()), connect).await.unwrap();
     server.freeze(true);
     let probe = emq_bench::probe::Probe::start(&plane, Duration::from_secs(1));
     // Long enough for the thread to be inside its connect, on any machine.

@@ -183,7 +183,7 @@ async fn a_silent_server_times_out_and_the_connection_comes_back() {
 async fn unix_socket_urls_are_refused_with_a_clear_error() {
     local(async {
         let url = "redis+unix:///tmp/emq-bench-none.sock";
-        let err = emq_bench::target::Target::resolve(url, &Default::default(), |_| None).err();
+        let err = emq_bench::net::Endpoint::resolve(url, &Default::default(), |_| None).err();
         let err = err.expect("refused").to_string();
         assert!(err.contains("scheme redis+unix") && err.contains("rediss://"), "{err}");
     })

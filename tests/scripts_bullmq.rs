@@ -4,7 +4,7 @@
 
 mod support;
 
-use emq_bench::load::payload::{verify, PayloadCheck, PayloadPool};
+use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
 use emq_bench::protocol::bullmq::{
     add_reply, client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
     RetryPolicy,

@@ -5,8 +5,8 @@
 
 mod support;
 
+use emq_bench::net::Control;
 use emq_bench::protocol::{CallError, EchoClient, ErrorCode, JobId, JobIdGen, Protocol, QueueKeys, Script};
-use emq_bench::target::Control;
 use std::time::Duration;
 use support::*;
 

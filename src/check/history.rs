@@ -5,7 +5,7 @@
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
 use crate::history::{Event, History, Kind, Outcome};
-use crate::load::payload::PayloadCheck;
+use crate::payload::PayloadCheck;
 use crate::protocol::ids::{job_id, job_number, job_tag};
 use crate::protocol::{JobId, Protocol};
 use rayon::prelude::*;

@@ -19,9 +19,9 @@
 
 use super::scan::{classify, reduce_pairs, set_key, KeyKind, Reduced, RANGE_CHUNK, SCAN_COUNT};
 use super::state::{Location, QueueState};
+use crate::net::Stream;
 use crate::protocol::pipe::reply::error_reply;
 use crate::protocol::{CallError, JobId, QueueKeys, Request};
-use crate::target::Stream;
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
 use std::collections::{HashSet, VecDeque};

@@ -7,8 +7,8 @@ use super::state::{Location, ServerState, StateField};
 use super::structural::{check_structural, checked_jobs};
 use super::violation::Violation;
 use crate::history::History;
+use crate::plane::Route;
 use crate::protocol::{CallError, Protocol, QueueKeys, QueueName};
-use crate::target::Route;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -9,9 +9,10 @@
 
 use super::rows::KeyReader;
 use super::state::{Location, QueueState, Row, ServerState, StateField};
+use crate::net::Control;
+use crate::plane::Route;
 use crate::protocol::pipe::open_stream;
 use crate::protocol::{CallError, JobId, QueueKeys};
-use crate::target::{Control, Route};
 use redis::aio::ConnectionLike;
 use redis::Value;
 
@@ -175,7 +176,7 @@ struct Node {
 }
 
 /// A connection for a [`KeyReader`], to `control`'s node with its options (no scripts loaded).
-async fn open_reader_stream(control: &Control) -> Result<crate::target::Stream, CallError> {
+async fn open_reader_stream(control: &Control) -> Result<crate::net::Stream, CallError> {
     open_stream(control.connector(), &control.opts(), None).await
 }
 
@@ -300,7 +301,7 @@ async fn set_sizes<C: ConnectionLike>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::payload::{header_crc, PayloadCheck, PayloadPool};
+    use crate::payload::{header_crc, PayloadCheck, PayloadPool};
     use crate::protocol::{JobIdGen, QueueName};
 
     fn bulk(s: &[u8]) -> Value {

@@ -1,7 +1,7 @@
 //! The server state of the run's queues as the scan read it: compact (no payload bytes kept),
 //! so a million jobs fit in memory.
 
-use crate::load::payload::PayloadCheck;
+use crate::payload::PayloadCheck;
 use crate::protocol::JobId;
 use std::collections::HashMap;
 
@@ -138,11 +138,11 @@ impl Row {
     }
 
     /// Records job `id`'s payload bytes: their length, the check against `id` and the CRC-32
-    /// header ([`verify`](crate::load::payload::verify), I4); the bytes themselves are not kept.
+    /// header ([`verify`](crate::payload::verify), I4); the bytes themselves are not kept.
     pub fn take_payload(&mut self, id: &JobId, payload: &[u8]) {
         self.payload_len = Some(payload.len());
-        self.payload_check = Some(crate::load::payload::verify(id, payload));
-        self.payload_crc = crate::load::payload::header_crc(payload);
+        self.payload_check = Some(crate::payload::verify(id, payload));
+        self.payload_crc = crate::payload::header_crc(payload);
     }
 }
 

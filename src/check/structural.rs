@@ -6,7 +6,7 @@
 //! | I1 | every key under `emq:{q}:` is a job row with a well-formed id or one of the five location sets |
 //! | I2 | a row is a member of exactly the set its `state` names; `state` is one of the five; every member has a row; members are well-formed ids |
 //! | I3 | the born fields `state attempts payload` are present; no field outside them and `last_error progress group` |
-//! | I4 | the payload matches its own id and CRC-32 header ([`verify`](crate::load::payload::verify)) |
+//! | I4 | the payload matches its own id and CRC-32 header ([`verify`](crate::payload::verify)) |
 //! | I5 | `attempts` is a non-negative integer, and ≥ 1 in `active`, `completed`, `failed` (those need a claim) |
 //!
 //! "No row the harness did not enqueue" (I1), and I5–I8 in full, need the run's history.
@@ -14,7 +14,7 @@
 use super::scan::{BORN_FIELDS, LATER_FIELDS};
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
-use crate::load::payload::{PayloadCheck, HEADER_LEN};
+use crate::payload::{PayloadCheck, HEADER_LEN};
 use crate::protocol::JobId;
 use rayon::prelude::*;
 

@@ -2,67 +2,15 @@
 //! interleaved against the same server — A B or B A per pair, the order drawn from the seed —
 //! so drift hits both arms equally; then the arms are compared (see `compare`).
 
-use super::compare::{compare, CompareArgs, CompareFlags, CompareResult};
-use super::session::{check_out, results_dir, Session};
-use crate::cli::{RunArgs, ServerArgs};
+use super::compare::{compare, CompareArgs, CompareResult};
+use super::session::{check_out, results_dir, RunOptions, Session};
+pub use crate::cli::ab::AbArgs;
+use crate::cli::{RunArgs, DEFAULT_GIVE_UP, DEFAULT_TIMEOUT};
 use crate::error::AppError;
 use crate::load::stop::StopSignal;
-use crate::protocol::Transport;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
-
-/// `emq-bench ab`: the raw command-line values.
-#[derive(Debug, Clone, clap::Args)]
-pub struct AbArgs {
-    /// The scenario file; prefer `jobs = N` over a duration, so every run has the same length
-    /// (server cost per script grows with the sorted sets).
-    #[arg(value_name = "SCENARIO")]
-    pub scenario: PathBuf,
-    /// The two script directories, BASE then NEW: `--lua-dir A --lua-dir B`.
-    #[arg(long = "lua-dir", value_name = "DIR", num_args = 1, required = true)]
-    pub lua_dirs: Vec<PathBuf>,
-    /// Repetitions per arm (pairs); α = 0.01 needs about 5 a side.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub repeat: u32,
-    /// Unrecorded runs of each arm before the measured pairs (caches, allocator, CPU clock
-    /// settle), like hyperfine's --warmup.
-    #[arg(long, default_value_t = 1)]
-    pub warmup_runs: u32,
-    /// Results folder (default: results/<UTC time>-<name>); arms in A/ and B/.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Run length per repetition (at most 7 days); overrides the scenario's duration or jobs.
-    #[arg(long, value_parser = crate::cli::parse_run_length)]
-    pub duration: Option<std::time::Duration>,
-    /// Seed of the runs and of the A/B order.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Target server URL (redis:// or rediss://); default: an embedded server.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Authentication and TLS for the URL.
-    #[command(flatten)]
-    pub target: crate::cli::TargetArgs,
-    /// Delete keys the run's queues already have instead of refusing to start.
-    #[arg(long)]
-    pub force: bool,
-    /// No progress line.
-    #[arg(long)]
-    pub quiet: bool,
-    /// Load threads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub threads: u16,
-    /// The load connections' transport (see `run --transport`).
-    #[arg(long, value_enum, default_value_t = Transport::Pipe)]
-    pub transport: Transport,
-    /// The comparison's options (alpha, noise bands, max CV, markdown, latency kind).
-    #[command(flatten)]
-    pub compare: CompareFlags,
-    /// The embedded server's options.
-    #[command(flatten)]
-    pub server: ServerArgs,
-}
 
 /// What `ab` found: the comparison, and the failures of its runs.
 pub struct AbResult {
@@ -98,17 +46,18 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         no_check: false,
         repeat: args.repeat,
         threads: args.threads,
-        timeout: std::time::Duration::from_secs(5),
-        give_up: std::time::Duration::from_secs(30),
+        timeout: DEFAULT_TIMEOUT,
+        give_up: DEFAULT_GIVE_UP,
         transport: args.transport,
         server: args.server.clone(),
     };
     check_out(run_args.out.as_deref())?;
-    let (mut session, registries) = Session::open(&run_args, &[Some(&base_dir), Some(&new_dir)]).await?;
+    let options = RunOptions::resolve(&run_args)?;
+    let (mut session, registries) = Session::open(&options, &[Some(&base_dir), Some(&new_dir)]).await?;
     // The lock is released however the series ends.
     let outcome = async {
         let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
-        let dir = results_dir(&run_args, &session.plan)?;
+        let dir = results_dir(options.out.as_deref(), &session.plan.name)?;
         let mut failures = Vec::new();
         for k in 1..=args.warmup_runs {
             for (name, lua_dir, registry) in &arms {

@@ -8,8 +8,9 @@ use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
+use crate::net::{Connector, Endpoint};
+use crate::plane::{Plane, PlaneError};
 use crate::protocol::{ConnectOptions, Protocol, QueueKeys, QueueName};
-use crate::target::{Connector, Plane, Target, TargetError};
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.
@@ -47,11 +48,11 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Runs the check of `args`. Timings of the scan and the check go to stderr.
 ///
 /// Errors (exit 2): a malformed URL or TLS setting, an ill-formed queue name, an unreadable
-/// or corrupt `--history`, an unreachable server or a failed read ([`AppError::Target`]). A failed
+/// or corrupt `--history`, an unreachable server or a failed read ([`AppError::Plane`]). A failed
 /// `invariants.json` write is [`AppError::Io`] / [`AppError::Report`] (exit 1).
 pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let flags = args.target.flags();
-    let connector = Connector::new(Target::resolve(&args.url, &flags, |name| std::env::var(name).ok())?)?;
+    let connector = Connector::new(Endpoint::resolve(&args.url, &flags, |name| std::env::var(name).ok())?)?;
     let history = match &args.history {
         Some(path) => {
             let (header, streams) = history::file::load(path).map_err(|e| AppError::Usage(e.to_string()))?;
@@ -91,7 +92,7 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         Protocol::EchoMqV1 => check::scan(&plane, &queues).await,
         Protocol::BullMq => check::bullmq::scan_bullmq(&plane, &names).await,
     }
-    .map_err(TargetError::Call)?;
+    .map_err(PlaneError::Call)?;
     let scanned = started.elapsed();
     if history.is_none() {
         // Nothing to check is no proof of anything: most likely a typo in the queue name.

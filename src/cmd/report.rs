@@ -3,16 +3,9 @@
 //! has a `summary.json` (and in each `rep-NNN/`, `A/` and `B/` folder under it), `compare.html`
 //! where it has a `compare.json`.
 
+pub use crate::cli::report::ReportArgs;
 use crate::error::AppError;
 use std::path::{Path, PathBuf};
-
-/// `emq-bench report`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ReportArgs {
-    /// A results folder (of `run`, `run --repeat`, `compare --out` or `ab`).
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
-}
 
 /// Renders every page `args.dir` has the data for; returns the files written.
 ///

@@ -3,7 +3,7 @@
 //! per-script histograms merged over all of them (percentiles are never averaged).
 
 pub use super::session::RunResult;
-use super::session::{check_out, results_dir, Session};
+use super::session::{check_out, results_dir, RunOptions, Session};
 use super::Outcome;
 use crate::cli::RunArgs;
 use crate::error::AppError;
@@ -34,15 +34,16 @@ pub struct Merged {
 pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult, AppError> {
     let stop = stop.into();
     check_out(args.out.as_deref())?;
-    let (mut session, registries) = Session::open(&args, &[args.lua_dir.as_deref()]).await?;
+    let options = RunOptions::resolve(&args)?;
+    let (mut session, registries) = Session::open(&options, &[options.lua_dir.as_deref()]).await?;
     // The lock is released however the repetitions end.
     let outcome = async {
         let registry = registries.into_iter().next().expect("one registry");
-        let dir = results_dir(&args, &session.plan)?;
-        let repeat = args.repeat.max(1) as usize;
+        let dir = results_dir(options.out.as_deref(), &session.plan.name)?;
+        let repeat = options.repeat;
         if repeat == 1 {
             let lua_dir = registry.dir().to_path_buf();
-            return Ok(session.rep(registry, &lua_dir, &dir, args.keep, stop.clone()).await?.0);
+            return Ok(session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0);
         }
         let mut merged: Option<RunMetrics> = None;
         let mut folders = Vec::new();
@@ -53,7 +54,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut load_window_s = 0.0;
         for k in 1..=repeat {
             let name = format!("rep-{k:03}");
-            let keep = args.keep && k == repeat;
+            let keep = options.keep && k == repeat;
             let (result, metrics) =
                 session.rep(registry.clone(), registry.dir(), &dir.join(&name), keep, stop.clone()).await?;
             failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));

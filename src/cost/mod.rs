@@ -24,10 +24,10 @@
 //! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
 
-use crate::load::payload::PayloadPool;
+use crate::net::info::info;
+use crate::net::Control;
+use crate::payload::PayloadPool;
 use crate::protocol::{CallError, EchoClient, FailArgs, JobIdGen, PipeConn, QueueKeys, QueueName, Script};
-use crate::target::info::info;
-use crate::target::Control;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

@@ -1,10 +1,11 @@
 //! What each fault kind does to the target, and how it is undone.
 
 use super::nemesis::{hold, load_client_name};
-use super::record::FaultSpan;
+use super::record::{FaultSpan, SpanKind};
+use crate::net::Control;
+use crate::plane::Plane;
 use crate::scenario::{FaultKind, FaultPlan, PauseMode};
 use crate::server::EmbeddedServer;
-use crate::target::{Control, Plane};
 use redis::RedisError;
 use std::cell::RefCell;
 use std::sync::Mutex;
@@ -55,9 +56,11 @@ pub(crate) async fn inject(
         FaultKind::Restart => restart(target.server, fault.signal == crate::scenario::RestartSignal::Kill),
         FaultKind::Failover => failover(target, end).await,
     };
+    let applied = done.is_ok();
     let (count, detail) = done.unwrap_or_else(|err| (0, format!("failed: {err}")));
     FaultSpan {
-        kind: fault.kind.name().to_string(),
+        kind: SpanKind::Injected(fault.kind),
+        applied,
         from_s: (began - start).as_secs_f64(),
         to_s: (Instant::now() - start).as_secs_f64(),
         count,

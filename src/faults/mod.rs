@@ -7,4 +7,4 @@ pub mod nemesis;
 pub mod record;
 
 pub use nemesis::{load_client_name, Nemesis, Running};
-pub use record::{FaultSpan, FaultsSeen};
+pub use record::{FaultSpan, FaultsSeen, SpanKind};

@@ -12,10 +12,10 @@
 //! paused or short of memory. One due while another lasts starts when that one ends.
 
 use super::kinds;
-use super::record::FaultSpan;
+use super::record::{FaultSpan, SpanKind};
+use crate::plane::Plane;
 use crate::scenario::FaultPlan;
 use crate::server::EmbeddedServer;
-use crate::target::Plane;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -94,7 +94,8 @@ impl Nemesis {
                     let spans = match &own {
                         Ok(_) => run_schedule(&faults, &target, command.start, command.until, command.end).await,
                         Err(err) => vec![FaultSpan {
-                            kind: "nemesis".into(),
+                            kind: SpanKind::Nemesis,
+                            applied: false,
                             from_s: 0.0,
                             to_s: 0.0,
                             count: 0,

@@ -6,8 +6,51 @@
 
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::protocol::{ErrorCode, Script};
+use crate::scenario::FaultKind;
 use serde::Serialize;
 use std::time::Duration;
+
+/// What a [`FaultSpan`] is: a fault the nemesis injected, or one the harness saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    /// A `[[faults]]` entry the nemesis injected (or tried to: [`FaultSpan::applied`]).
+    Injected(FaultKind),
+    /// The nemesis could not inject at all (its own connections failed).
+    Nemesis,
+    /// The coordinator's depth reads failed: the target was unreachable.
+    Unreachable,
+    /// Load connections re-opened after a loss.
+    Reconnects,
+    /// Calls whose outcome is unknown (a timeout, a lost connection).
+    UnknownOutcomes,
+}
+
+impl SpanKind {
+    /// The name summary.json, intervals.csv and the table use: the scenario's spelling of an
+    /// injected kind (`pause`, `failover`, ...), else `nemesis`, `unreachable`, `reconnects`,
+    /// `unknown_outcomes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpanKind::Injected(kind) => kind.name(),
+            SpanKind::Nemesis => "nemesis",
+            SpanKind::Unreachable => "unreachable",
+            SpanKind::Reconnects => "reconnects",
+            SpanKind::UnknownOutcomes => "unknown_outcomes",
+        }
+    }
+}
+
+impl std::fmt::Display for SpanKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for SpanKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
 
 /// One fault over a span of the run, injected or seen.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -15,7 +58,12 @@ pub struct FaultSpan {
     /// What: an injected kind (`kill-connections`, `pause`, `script-flush`, `maxmemory`,
     /// `freeze`, `restart`, `failover`; `nemesis` when the nemesis could not inject at all) or a
     /// seen one (`unreachable`, `reconnects`, `unknown_outcomes`).
-    pub kind: String,
+    pub kind: SpanKind,
+    /// False when an injected fault could not be applied or undone (`detail` says why, after
+    /// `failed: `), and for the nemesis's own failure; true for everything else. Not written:
+    /// `detail` says it in words.
+    #[serde(skip)]
+    pub applied: bool,
     /// Start, seconds since the run start.
     pub from_s: f64,
     /// End, seconds since the run start (equal to `from_s` for an instant fault; seen spans
@@ -95,9 +143,10 @@ impl FaultsSeen {
         };
         let reconnect_spans = per_second(&|rec| rec.jobs[JobCounter::Reconnects.index()]);
         let unknown_spans = per_second(&|rec| rec.scripts.iter().map(|s| unknown_of(&s.errors)).sum());
-        for (kind, spans) in [("reconnects", reconnect_spans), ("unknown_outcomes", unknown_spans)] {
+        for (kind, spans) in [(SpanKind::Reconnects, reconnect_spans), (SpanKind::UnknownOutcomes, unknown_spans)] {
             seen.extend(spans.into_iter().map(|(first, last, count)| FaultSpan {
-                kind: kind.to_string(),
+                kind,
+                applied: true,
                 from_s: first as f64,
                 to_s: (last + 1) as f64,
                 count,
@@ -140,10 +189,10 @@ impl FaultsSeen {
     /// `;`-separated, each once (intervals.csv's `faults` column).
     pub fn active_in(&self, from_s: f64, to_s: f64) -> String {
         let mut kinds: Vec<&str> = Vec::new();
-        let windows = self.injected.iter().chain(self.seen.iter().filter(|s| s.kind == "unreachable"));
+        let windows = self.injected.iter().chain(self.seen.iter().filter(|s| s.kind == SpanKind::Unreachable));
         for span in windows.filter(|s| s.touches(from_s, to_s, Duration::ZERO)) {
-            if !kinds.contains(&span.kind.as_str()) {
-                kinds.push(&span.kind);
+            if !kinds.contains(&span.kind.name()) {
+                kinds.push(span.kind.name());
             }
         }
         kinds.join(";")
@@ -178,20 +227,20 @@ fn unknown_of(errors: &[u64; ErrorCode::COUNT]) -> u64 {
 mod tests {
     use super::*;
 
-    fn span(kind: &str, from_s: f64, to_s: f64) -> FaultSpan {
-        FaultSpan { kind: kind.into(), from_s, to_s, count: 0, detail: String::new() }
+    fn span(kind: SpanKind, from_s: f64, to_s: f64) -> FaultSpan {
+        FaultSpan { kind, applied: true, from_s, to_s, count: 0, detail: String::new() }
     }
 
     #[test]
     fn spans_touch_the_seconds_they_overlap_and_the_grace_after() {
-        let pause = span("pause", 3.2, 4.2);
+        let pause = span(SpanKind::Injected(FaultKind::Pause), 3.2, 4.2);
         assert!(!pause.touches(2.0, 3.0, Duration::ZERO));
         assert!(pause.touches(3.0, 4.0, Duration::ZERO));
         assert!(pause.touches(4.0, 5.0, Duration::ZERO));
         assert!(!pause.touches(5.0, 6.0, Duration::ZERO));
         assert!(pause.touches(5.0, 6.0, Duration::from_secs(1)));
         assert!(!pause.touches(6.0, 7.0, Duration::from_millis(1500)));
-        let instant = span("kill-connections", 3.0, 3.0);
+        let instant = span(SpanKind::Injected(FaultKind::KillConnections), 3.0, 3.0);
         assert!(instant.touches(3.0, 4.0, Duration::ZERO));
     }
 
@@ -206,10 +255,10 @@ mod tests {
         complete.errors[ErrorCode::Server.index()] = 7;
         let complete = Script::Complete.index();
         let mut faults = FaultsSeen::default();
-        faults.seen.push(span("reconnects", 2.0, 3.0));
-        faults.seen.push(span("unreachable", 2.0, 3.0));
+        faults.seen.push(span(SpanKind::Reconnects, 2.0, 3.0));
+        faults.seen.push(span(SpanKind::Unreachable, 2.0, 3.0));
         assert_eq!(faults.explained_errors(&run, Duration::from_secs(5))[complete], 0, "seen faults explain nothing");
-        faults.injected.push(span("pause", 0.2, 0.5));
+        faults.injected.push(span(SpanKind::Injected(FaultKind::Pause), 0.2, 0.5));
         assert_eq!(faults.explained_errors(&run, Duration::from_millis(500))[complete], 0, "outside its window");
         assert_eq!(faults.explained_errors(&run, Duration::from_secs(2))[complete], 5, "timeouts, not Lua errors");
     }
@@ -221,9 +270,9 @@ mod tests {
         faults.injected.push(FaultSpan {
             count: 9,
             detail: "CLIENT KILL".into(),
-            ..span("kill-connections", 3.0, 3.0)
+            ..span(SpanKind::Injected(FaultKind::KillConnections), 3.0, 3.0)
         });
-        faults.seen.push(FaultSpan { count: 4, ..span("reconnects", 3.0, 4.0) });
+        faults.seen.push(FaultSpan { count: 4, ..span(SpanKind::Reconnects, 3.0, 4.0) });
         faults.reconnects = 4;
         let footer = faults.footer();
         assert!(footer.contains("fault injected: kill-connections at 3.0 s (9; CLIENT KILL)"), "{footer}");

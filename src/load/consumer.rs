@@ -4,9 +4,9 @@
 
 use super::backend::{QueueOps, Verb};
 use super::context::{timed_span, Phase, ThreadCtx};
-use super::payload::{verify, PayloadCheck};
 use crate::history::{Kind, Outcome, UNKNOWN_JOB};
 use crate::metrics::JobCounter;
+use crate::payload::{verify, PayloadCheck};
 use crate::protocol::ids::job_number;
 use crate::protocol::{CallError, Claimed, CompleteReply, ErrorCode, FailArgs, FailReply, Script};
 use rand::rngs::SmallRng;

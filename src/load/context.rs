@@ -2,9 +2,9 @@
 //! the payload pool. One load thread runs one current-thread runtime, so sharing is `Rc` and
 //! `RefCell`: no lock and no atomic read-modify-write on the per-request path.
 
-use super::payload::PayloadPool;
 use crate::history::{HistoryBuf, Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
+use crate::payload::PayloadPool;
 use crate::protocol::{CallError, Script};
 use crate::scenario::Plan;
 use std::cell::RefCell;

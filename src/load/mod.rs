@@ -8,7 +8,6 @@ pub mod context;
 pub mod maintenance;
 pub mod pacer;
 pub mod pacing;
-pub mod payload;
 pub mod producer;
 pub mod run;
 pub mod stop;

@@ -20,9 +20,9 @@
 use super::backend::{needs_redo, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};
 use super::pacing::Schedule;
-use super::payload::PayloadPool;
 use crate::history::{Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter};
+use crate::payload::PayloadPool;
 use crate::protocol::lane::{self, Laned};
 use crate::protocol::{CallError, EnqueueReply, JobId, JobIdGen, ReplyLane, Script};
 use crate::scenario::Stop;

@@ -9,12 +9,13 @@
 use super::context::{Phase, RunShared};
 use super::stop::{Interruption, StopSignal};
 use super::thread::{run_thread, Go, ThreadSpec};
-use crate::faults::{FaultSpan, FaultsSeen, Nemesis};
+use crate::faults::{FaultSpan, FaultsSeen, Nemesis, SpanKind};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
+use crate::net::Connector;
+use crate::plane::Plane;
 use crate::protocol::keyspace::{Depth, DEPTH_SCRIPT};
 use crate::protocol::{CallError, ConnectOptions, QueueKeys, ScriptRegistry};
 use crate::scenario::{Plan, Stop};
-use crate::target::{Connector, Plane};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -435,7 +436,8 @@ impl Unreachable {
     fn reached(&mut self, start: Instant, now: Instant) {
         if let Some((since, error)) = self.since.take() {
             self.spans.push(FaultSpan {
-                kind: "unreachable".into(),
+                kind: SpanKind::Unreachable,
+                applied: true,
                 from_s: (since - start).as_secs_f64(),
                 to_s: (now - start).as_secs_f64(),
                 count: 0,

@@ -8,15 +8,15 @@ use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
 use super::maintenance::chore_loop;
 use super::pacing::Schedule;
-use super::payload::PayloadPool;
 use super::producer::{self, Producer};
 use crate::history::HistoryBuf;
 use crate::metrics::{JobCounter, MetricsSink, Recorder};
+use crate::net::{Connector, Control};
+use crate::payload::PayloadPool;
 use crate::protocol::{
     CallError, ConnectOptions, EchoClient, PipeConn, Protocol, QueueKeys, ScriptRegistry, Transport, Wire,
 };
 use crate::scenario::Plan;
-use crate::target::{Connector, Control};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -214,7 +214,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
                     load_busy.set(Some(busy_now()));
                 }
                 ctx.bump(JobCounter::Redirects, routes.take_redirects());
-                ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
+                ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
                 ctx.recorder.borrow_mut().maybe_flush(Instant::now());
             }
         }
@@ -245,7 +245,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     ctx.bump(JobCounter::Redirects, routes.take_redirects());
-    ctx.bump(JobCounter::Reconnects, crate::target::connector::take_reconnects());
+    ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
     ctx.recorder.borrow_mut().flush_final();
     let streams = ctx.history.borrow_mut().take();
     ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);

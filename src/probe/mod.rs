@@ -14,7 +14,7 @@ pub mod series;
 pub use reading::{Figures, Reading, Row};
 pub use series::{ServerSamples, ServerSeries};
 
-use crate::target::Plane;
+use crate::plane::Plane;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 

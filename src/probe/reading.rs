@@ -1,6 +1,6 @@
 //! One node's INFO at one moment, and the per-second row between two of them.
 
-use crate::target::info::{parse_info, CommandStat};
+use crate::net::info::{parse_info, CommandStat};
 use std::collections::BTreeMap;
 
 /// The INFO sections one sample reads: a single call per node per second.

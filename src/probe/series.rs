@@ -3,6 +3,10 @@
 use super::Row;
 use serde::Serialize;
 
+/// A node's mean CPU, % of one core, from which its CPU is taken to have limited the run:
+/// Valkey runs scripts on one thread, so a node near one core's worth is saturated.
+pub const SATURATED_CPU_PCT: f64 = 90.0;
+
 /// The probe's rows (one per node per second, by time then node), what it could not read, and
 /// its own cost.
 #[derive(Debug, Clone, Default)]
@@ -97,6 +101,18 @@ pub struct ServerSamples {
     pub unavailable: Vec<String>,
     /// The probe's own cost.
     pub cost: ProbeCost,
+}
+
+impl ServerSamples {
+    /// The node whose CPU was busiest on average, when that is at least [`SATURATED_CPU_PCT`]
+    /// of one core: the server limited the run. `None` when no node was that busy, or none was
+    /// sampled.
+    pub fn saturated(&self) -> Option<&NodeSamples> {
+        self.nodes
+            .iter()
+            .filter(|n| n.rows > n.rows_without_figures && n.cpu_pct_mean >= SATURATED_CPU_PCT)
+            .max_by(|a, b| a.cpu_pct_mean.total_cmp(&b.cpu_pct_mean))
+    }
 }
 
 /// One node's samples summed up.

@@ -6,40 +6,11 @@ use super::lane::ReplyLane;
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::script::Script;
-use super::wire::{Transport, Wire};
-use crate::target::{Connector, Control, Target, TargetFlags};
+use super::wire::Wire;
+use crate::net::ConnectOptions;
+use crate::net::{Connector, Control, Endpoint, TargetFlags};
 use redis::Value;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Connection settings. redis-rs times async calls out after 500 ms and leaves TCP_NODELAY off
-/// by default; both are set here on purpose.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnectOptions {
-    /// Time to establish the TCP connection, ms resolution (redis-rs also bounds AUTH/SELECT
-    /// by it; the pipe transport bounds its handshake, AUTH/SELECT/SCRIPT LOAD, by
-    /// `response_timeout`).
-    pub connect_timeout: Duration,
-    /// Time to wait for one reply; past it the call is an unknown outcome ([`CallError::Timeout`]).
-    pub response_timeout: Duration,
-    /// The load threads' transport (the control plane always uses redis-rs, [`Control`]).
-    pub transport: Transport,
-    /// CLIENT SETNAME sent in the handshake (the load names its connections when a
-    /// `kill-connections` fault must find them); `None` sends none, as a least-privilege user
-    /// may not be allowed CLIENT.
-    pub client_name: Option<&'static str>,
-}
-
-impl Default for ConnectOptions {
-    fn default() -> Self {
-        ConnectOptions {
-            connect_timeout: Duration::from_secs(2),
-            response_timeout: Duration::from_secs(5),
-            transport: Transport::Pipe,
-            client_name: None,
-        }
-    }
-}
 
 /// A connection and the scripts it calls, over either transport ([`Wire`]): the control
 /// connection [`Control`] (the default type) or the load threads' [`PipeConn`](super::pipe::PipeConn).
@@ -71,8 +42,8 @@ impl EchoClient {
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> Result<EchoClient, CallError> {
-        let bad = |e: crate::target::TargetError| CallError::Connection(e.to_string());
-        let target = Target::resolve(url, &TargetFlags::default(), |name| std::env::var(name).ok()).map_err(bad)?;
+        let bad = |e: crate::net::NetError| CallError::Connection(e.to_string());
+        let target = Endpoint::resolve(url, &TargetFlags::default(), |name| std::env::var(name).ok()).map_err(bad)?;
         let connector = Connector::new(target).map_err(bad)?;
         EchoClient::open(&connector, opts, registry).await
     }

@@ -39,7 +39,7 @@ pub enum CallError {
     Connection(String),
     /// The endpoint's first answer to a new connection was not RESP (an HTTP server, say), or
     /// it closed the connection without a byte: not a Redis/Valkey server. Only a connection's
-    /// handshake reports it (see [`Connector::not_resp`](crate::target::Connector::not_resp)).
+    /// handshake reports it (see [`Connector::not_resp`](crate::net::Connector::not_resp)).
     #[error("not a Redis/Valkey server at {addr}: {answer}")]
     NotRedis {
         /// `host:port`.
@@ -201,6 +201,27 @@ mod tests {
             assert_eq!(CallError::from_redis(&err.into()), CallError::Redirect(want.clone()), "redis-rs: {wire:?}");
             let piped = crate::protocol::pipe::reply::decode(wire).unwrap().unwrap().0;
             assert_eq!(piped, Err(CallError::Redirect(want)), "pipe: {wire:?}");
+        }
+    }
+}
+
+/// The network layer's failures as call outcomes: a lost connection and a timeout stay
+/// unknown outcomes, an error reply is classified by its code as any script's would be.
+impl From<crate::net::NetError> for CallError {
+    fn from(err: crate::net::NetError) -> CallError {
+        use crate::net::NetError;
+        match err {
+            NetError::Connection(msg) => CallError::Connection(msg),
+            NetError::Timeout => CallError::Timeout,
+            NetError::NotRedis { addr, answer } => CallError::NotRedis { addr, answer },
+            NetError::Server(text) => {
+                let (code, detail) = text.split_once(' ').unwrap_or((text.as_str(), ""));
+                CallError::from_error_reply(code, detail)
+            }
+            NetError::Reply(msg) => CallError::Reply(msg),
+            other @ (NetError::BadUrl { .. } | NetError::Tls(_) | NetError::Unsupported(_)) => {
+                CallError::Connection(other.to_string())
+            }
         }
     }
 }

@@ -16,7 +16,8 @@ pub mod script;
 pub mod verbs;
 pub mod wire;
 
-pub use client::{ConnectOptions, EchoClient};
+pub use crate::net::{ConnectOptions, Transport};
+pub use client::EchoClient;
 pub use error::{CallError, Redirect, RedirectKind, RegistryError};
 pub use ids::JobIdGen;
 pub use keyspace::{JobId, KeyspaceError, QueueKeys, QueueName};
@@ -26,4 +27,4 @@ pub use registry::ScriptRegistry;
 pub use request::Request;
 pub use script::{ErrorCode, Protocol, Script};
 pub use verbs::{enqueue_reply, Claimed, CompleteReply, EnqueueFrames, EnqueueReply, FailArgs, FailReply};
-pub use wire::{Transport, Wire};
+pub use wire::Wire;

@@ -4,13 +4,13 @@
 //! [`PipeConn`](super::pipe::PipeConn) (the load threads' default: no channel hop, timer or
 //! allocation per request). Both connect through the run's one [`Connector`] (TCP or TLS).
 
-use super::client::ConnectOptions;
 use super::error::CallError;
 use super::lane::{Laned, Ready, ReplyLane};
 use super::pipe::Times;
 use super::registry::ScriptRegistry;
 use super::request::Request;
-use crate::target::{Connector, Control};
+use crate::net::ConnectOptions;
+use crate::net::{Connector, Control};
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::collections::VecDeque;
@@ -20,16 +20,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::task::JoinHandle;
-
-/// Which transport the load threads use (`--transport`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Transport {
-    /// Our own connection loop (`PipeConn`), TCP or TLS: the least client CPU per request.
-    #[default]
-    Pipe,
-    /// redis-rs' multiplexed connection: the reference path, about twice the client CPU per request.
-    RedisRs,
-}
 
 /// A connection that sends one command and returns its reply.
 ///

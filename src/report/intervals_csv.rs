@@ -102,7 +102,8 @@ mod tests {
         let path = dir.path().join("intervals.csv");
         let mut faults = FaultsSeen::default();
         faults.injected.push(crate::faults::FaultSpan {
-            kind: "pause".into(),
+            kind: crate::faults::SpanKind::Injected(crate::scenario::FaultKind::Pause),
+            applied: true,
             from_s: 2.5,
             to_s: 2.9,
             count: 0,

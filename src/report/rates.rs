@@ -96,6 +96,16 @@ impl ProducerRates {
         }
     }
 
+    /// Names the server as what held the rate back when it was `saturated` (a node and its
+    /// mean CPU, % of one core) and no load thread was the bottleneck.
+    pub fn with_server(mut self, saturated: Option<(&str, f64)>) -> ProducerRates {
+        let harness = self.thread_busy.iter().any(|&b| b >= BUSY_THREAD);
+        if let (false, false, Some((node, cpu))) = (self.held, harness, saturated) {
+            self.bottleneck = Some(format!("the server: {node} at {cpu:.0}% CPU on average (one core is its limit)"));
+        }
+        self
+    }
+
     /// The table's line: `producers: requested 1000.0/s, achieved 999.0/s over 10.0 s, 9990 of
     /// 10000 intended sends made (99.9%), 3 sent late (0.03%)`, then, when not held, what was
     /// never sent and why.
@@ -155,5 +165,20 @@ mod tests {
         assert!(ProducerRates::new(1000.0, 10.2, 10_000, 0, 2_000, true, vec![0.4]).held);
         // 3000 jobs at 998.5/s with 160 late (a loaded CI box): held.
         assert!(ProducerRates::new(1000.0, 3.004, 3_000, 0, 160, true, vec![0.14]).held);
+    }
+
+    #[test]
+    fn a_saturated_server_is_named_as_the_bottleneck_unless_a_load_thread_was() {
+        let idle_harness = ProducerRates::new(1000.0, 10.0, 5_000, 5_000, 0, false, vec![0.3]);
+        let named = idle_harness.clone().with_server(Some(("127.0.0.1:7000", 98.4)));
+        assert_eq!(
+            named.bottleneck.as_deref(),
+            Some("the server: 127.0.0.1:7000 at 98% CPU on average (one core is its limit)")
+        );
+        assert_eq!(idle_harness.clone().with_server(None), idle_harness, "no saturated node: no change");
+        let busy_harness = ProducerRates::new(1000.0, 10.0, 5_000, 5_000, 0, false, vec![0.97]);
+        assert_eq!(busy_harness.clone().with_server(Some(("127.0.0.1:7000", 98.4))), busy_harness);
+        let held = ProducerRates::new(1000.0, 10.0, 10_000, 0, 0, false, vec![0.3]);
+        assert!(held.with_server(Some(("127.0.0.1:7000", 98.4))).bottleneck.is_none(), "a held rate has none");
     }
 }

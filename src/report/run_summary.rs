@@ -4,8 +4,8 @@ use super::{summarize, ScriptSummary};
 use crate::check::CheckSummary;
 use crate::load::run::Depths;
 use crate::metrics::{JobCounter, RunMetrics};
+use crate::net::InfoSnapshot;
 use crate::scenario::Scenario;
-use crate::target::InfoSnapshot;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -19,9 +19,9 @@ pub struct TargetInfo {
     /// The resolved target, `rediss://user:***@host:port/db` (never the password).
     pub url: String,
     /// Standalone or cluster, its nodes, their roles and slot ranges.
-    pub topology: crate::target::Topology,
+    pub topology: crate::net::Topology,
     /// The negotiated TLS version and cipher suite (`null` for plain TCP).
-    pub tls: Option<crate::target::TlsInfo>,
+    pub tls: Option<crate::net::TlsInfo>,
     /// Server figures that could not be read (a command denied by ACL, or missing), with why.
     pub unavailable: Vec<String>,
     /// True when the harness started the server itself.

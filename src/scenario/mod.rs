@@ -51,7 +51,7 @@ pub use units::{Count, HumanDuration, HumanSize};
 
 /// Smallest payload in bytes: every payload starts with the harness's 20-byte
 /// header (used to check I4 payload-intact), so each configured size must fit it.
-pub const MIN_PAYLOAD: u64 = crate::load::payload::HEADER_LEN as u64;
+pub const MIN_PAYLOAD: u64 = crate::payload::HEADER_LEN as u64;
 
 /// Reads and resolves the scenario file at `path`.
 ///

@@ -55,6 +55,12 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The same plan on the queues `names`: a cluster spreads `queues = N` over its primaries
+    /// once its topology is known (a new plan, not a patched one).
+    pub fn with_queues(self, names: Vec<String>) -> Plan {
+        Plan { queues: names, ..self }
+    }
+
     /// Applies the CLI's `--duration` and `--seed`. A duration replaces the file's
     /// `duration` or `jobs` (the run becomes time-bounded).
     ///

@@ -58,11 +58,11 @@ impl Target {
     }
 
     /// The authentication and TLS keys as the target seam takes them.
-    pub fn flags(&self) -> crate::target::TargetFlags {
-        crate::target::TargetFlags {
+    pub fn flags(&self) -> crate::net::TargetFlags {
+        crate::net::TargetFlags {
             user: self.user.clone(),
             pass: None,
-            tls: crate::target::TlsSettings {
+            tls: crate::net::TlsSettings {
                 enabled: self.tls,
                 ca_file: self.cacert.clone(),
                 cert_file: self.cert.clone(),
@@ -74,4 +74,4 @@ impl Target {
     }
 }
 
-pub use crate::target::redact_url;
+pub use crate::net::redact_url;

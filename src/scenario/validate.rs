@@ -92,7 +92,7 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
         }
     }
     let Some(url) = &t.url else {
-        if t.flags() != crate::target::TargetFlags::default() {
+        if t.flags() != crate::net::TargetFlags::default() {
             let expected = "user and TLS keys only with a url (the embedded server has neither)";
             return Err(cx.err("target", "user or TLS keys without url", expected));
         }
@@ -104,7 +104,7 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
     }
     // Checked now, so a bad url fails before any server starts; resolved again (with the
     // flags and $EMQ_PASSWORD) when the run opens.
-    if let Err(err) = crate::target::Target::resolve(url, &t.flags(), |_| None) {
+    if let Err(err) = crate::net::Endpoint::resolve(url, &t.flags(), |_| None) {
         let expected = "redis://[user[:password]@]host[:port][/db] or rediss://... (TLS)";
         return Err(cx.err("target.url", err.to_string(), expected));
     }

@@ -4,9 +4,9 @@
 
 pub mod cluster;
 
+use emq_bench::net::Control;
 use emq_bench::protocol::{CallError, EchoClient, QueueKeys, QueueName, Script, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
-use emq_bench::target::Control;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,9 +18,9 @@ pub fn lua_dir() -> PathBuf {
 }
 
 /// A connector for `url` (no flags).
-pub fn connector(url: &str) -> emq_bench::target::Connector {
-    let target = emq_bench::target::Target::resolve(url, &Default::default(), |_| None).unwrap();
-    emq_bench::target::Connector::new(target).unwrap()
+pub fn connector(url: &str) -> emq_bench::net::Connector {
+    let target = emq_bench::net::Endpoint::resolve(url, &Default::default(), |_| None).unwrap();
+    emq_bench::net::Connector::new(target).unwrap()
 }
 
 /// A loopback port that does not speak RESP: each connection gets `reply` (after the client's

@@ -23,8 +23,8 @@ use super::state::{Location, ServerState, StateField};
 use super::structural::checked_jobs;
 use super::violation::Violation;
 use crate::history::History;
+use crate::plane::Route;
 use crate::protocol::{CallError, QueueName};
-use crate::target::Route;
 
 /// Reads `queues` ([`scan_bullmq`]) and checks what their state proves
 /// ([`check_structural_bullmq`]; `drained`: the run's drain finished), then, given the run's

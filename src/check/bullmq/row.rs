@@ -62,7 +62,7 @@ fn reduce_bull_pairs<'a>(id: &JobId, pairs: &mut dyn Iterator<Item = Option<(&'a
 mod tests {
     use super::*;
     use crate::check::state::StateField;
-    use crate::load::payload::{header_crc, PayloadCheck, PayloadPool};
+    use crate::payload::{header_crc, PayloadCheck, PayloadPool};
     use crate::protocol::bullmq_data::encode_data;
     use crate::protocol::JobIdGen;
 

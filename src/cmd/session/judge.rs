@@ -17,14 +17,14 @@
 //! 9. what the end found: the keys not deleted, the run lock lost, the check not run, files
 //!    not written, keys kept against the plan, invariant violations.
 
-use crate::faults::FaultSpan;
+use crate::faults::{FaultSpan, SpanKind};
 use crate::load::run::Depths;
 use crate::report::gates::{self, Intent};
 use crate::report::rates::ProducerRates;
 use crate::report::thresholds::ThresholdResult;
 use crate::report::ScriptSummary;
 use crate::scenario::thresholds::ThresholdMetric;
-use crate::scenario::{Plan, Stop};
+use crate::scenario::{FaultKind, Plan, Stop};
 use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
 use std::collections::BTreeMap;
 
@@ -39,9 +39,9 @@ pub struct Rules {
     pub rates_gated: Vec<String>,
     /// `producers.allow_shortfall`: a rate not held is said, not failed.
     pub allow_shortfall: bool,
-    /// For a time-bounded load phase: each fault kind's name and how many of it were due
+    /// For a time-bounded load phase: each fault kind and how many of it were due
     /// within the phase (capped as the nemesis caps them); empty for a job budget.
-    pub faults_due: Vec<(&'static str, usize)>,
+    pub faults_due: Vec<(FaultKind, usize)>,
     /// `--keep`: kept keys are the user's wish, not a finding.
     pub keep: bool,
 }
@@ -58,13 +58,13 @@ impl Rules {
                 _ => {}
             }
         }
-        let mut faults_due: Vec<(&'static str, usize)> = Vec::new();
+        let mut faults_due: Vec<(FaultKind, usize)> = Vec::new();
         if let Stop::Duration(load) = plan.stop {
             for fault in &plan.faults {
                 let due = fault.count_before(load);
-                match faults_due.iter_mut().find(|(kind, _)| *kind == fault.kind.name()) {
+                match faults_due.iter_mut().find(|(kind, _)| *kind == fault.kind) {
                     Some((_, sum)) => *sum += due,
-                    None => faults_due.push((fault.kind.name(), due)),
+                    None => faults_due.push((fault.kind, due)),
                 }
             }
             for (_, due) in &mut faults_due {
@@ -167,7 +167,7 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     for line in gates::failures(&facts.scripts, &facts.jobs, rules.intent, |s| rules.rate_gated(s), explained) {
         say(FindingKind::DefaultGate, line);
     }
-    for span in facts.injected.iter().filter(|s| s.kind == "nemesis" || s.detail.starts_with("failed")) {
+    for span in facts.injected.iter().filter(|s| !s.applied) {
         say(
             FindingKind::FaultNotApplied,
             format!("fault {} at {:.1} s did not take effect: {}", span.kind, span.from_s, span.detail),
@@ -175,13 +175,14 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     }
     if facts.interrupted.is_none() {
         for &(kind, due) in &rules.faults_due {
-            let fired = facts.injected.iter().filter(|s| s.kind == kind).count();
+            let fired = facts.injected.iter().filter(|s| s.kind == SpanKind::Injected(kind)).count();
             if fired < due {
                 say(
                     FindingKind::FaultsNotFired,
                     format!(
-                        "faults not injected: {fired} of {due} scheduled {kind} faults fired within the load phase \
-                         (an earlier fault held the schedule up)"
+                        "faults not injected: {fired} of {due} scheduled {} faults fired within the load phase \
+                         (an earlier fault held the schedule up)",
+                        kind.name()
                     ),
                 );
             }

@@ -2,12 +2,12 @@
 //! silent server, reconnect when the connection is lost.
 
 use super::{reply, Shared, State, Target};
-use crate::protocol::client::ConnectOptions;
+use crate::net::ConnectOptions;
+use crate::net::{Connector, Stream};
 use crate::protocol::error::CallError;
 use crate::protocol::registry::ScriptRegistry;
 use crate::protocol::request::Request;
 use crate::protocol::script::Script;
-use crate::target::{Connector, Stream};
 use redis::Value;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -72,7 +72,7 @@ async fn reconnect(shared: &Shared, target: &Target) -> Stream {
             }
         }
         if let Ok(stream) = open(target).await {
-            crate::target::connector::note_reconnect();
+            crate::net::connector::note_reconnect();
             return stream;
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -129,13 +129,13 @@ pub(crate) async fn open_stream(
     let handshake = async {
         // Nothing read yet: a write refused, a reset or an end of stream means the endpoint
         // closed the connection without answering (not a Redis/Valkey server).
-        stream.write_all(&out).await.map_err(|_| connector.closed_without_reply())?;
+        stream.write_all(&out).await.map_err(|_| CallError::from(connector.closed_without_reply()))?;
         let mut buf = Vec::with_capacity(4096);
         let mut replies = Vec::with_capacity(steps.len());
         while replies.len() < steps.len() {
             let nothing_yet = replies.is_empty() && buf.is_empty();
             match stream.read_buf(&mut buf).await {
-                Ok(0) | Err(_) if nothing_yet => return Err(connector.closed_without_reply()),
+                Ok(0) | Err(_) if nothing_yet => return Err(connector.closed_without_reply().into()),
                 Ok(0) => return Err(lost("handshake", &"the server closed the connection")),
                 Err(e) => return Err(lost("handshake read", &e)),
                 Ok(_) => {}
@@ -150,7 +150,7 @@ pub(crate) async fn open_stream(
                     Ok(None) => break,
                     // The first answer is not RESP at all: say what it was, not where it broke.
                     Err(e) if replies.is_empty() => {
-                        return Err(connector.not_resp(&buf).unwrap_or(lost("handshake", &e)))
+                        return Err(connector.not_resp(&buf).map(CallError::from).unwrap_or(lost("handshake", &e)))
                     }
                     Err(e) => return Err(lost("handshake", &e)),
                 }

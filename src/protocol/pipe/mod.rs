@@ -42,13 +42,13 @@ pub mod reply;
 
 pub(crate) use driver::open_stream;
 
-use super::client::ConnectOptions;
 use super::error::CallError;
 use super::lane::{Laned, Ready, ReplyLane};
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::wire::Wire;
-use crate::target::Connector;
+use crate::net::ConnectOptions;
+use crate::net::Connector;
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -121,7 +121,7 @@ struct Shared {
     state: RefCell<State>,
     /// The connection while it is up (the driver's; a lane's [`flush`](ReplyLane::flush)
     /// writes on it too). Apart from `state` so that both can be borrowed at once.
-    stream: RefCell<Option<crate::target::Stream>>,
+    stream: RefCell<Option<crate::net::Stream>>,
 }
 
 /// The reply of one [`Call`], until the call takes it.

@@ -4,6 +4,8 @@
 use super::*;
 use crate::verdict::{FindingKind as K, EXIT_FAIL, EXIT_PASS};
 
+const PAUSE: SpanKind = SpanKind::Injected(FaultKind::Pause);
+
 fn script(name: &str, calls: u64, ok: u64, errors: &[(&str, u64)]) -> ScriptSummary {
     ScriptSummary {
         script: name.into(),
@@ -66,7 +68,7 @@ fn an_interrupted_run_fails_and_skips_the_rules_an_early_end_makes_moot() {
         producers: Some(ProducerRates::new(1000.0, 1.0, 100, 900, 0, false, vec![0.1])),
         ..clean()
     };
-    let rules = Rules { faults_due: vec![("pause", 3)], ..rules() };
+    let rules = Rules { faults_due: vec![(FaultKind::Pause, 3)], ..rules() };
     assert_eq!(kinds(&facts, &rules), [K::Interrupted], "no drain, rate or schedule finding after an early end");
     assert_eq!(message(&facts, &rules), "run interrupted: stopped by a signal");
 }
@@ -114,21 +116,22 @@ fn the_default_gates_fail_a_run_without_thresholds_and_an_error_rate_threshold_r
 
 #[test]
 fn a_fault_that_did_not_take_effect_or_a_schedule_that_did_not_fire_fails() {
-    let span = |kind: &str, detail: &str| FaultSpan {
-        kind: kind.into(),
+    let span = |kind: SpanKind, detail: &str| FaultSpan {
+        kind,
+        applied: !detail.starts_with("failed") && kind != SpanKind::Nemesis,
         from_s: 2.0,
         to_s: 2.0,
         count: 0,
         detail: detail.into(),
     };
-    let facts = Facts { injected: vec![span("pause", "failed: ERR unknown command")], ..clean() };
-    let rules = Rules { faults_due: vec![("pause", 1)], ..rules() };
+    let facts = Facts { injected: vec![span(PAUSE, "failed: ERR unknown command")], ..clean() };
+    let rules = Rules { faults_due: vec![(FaultKind::Pause, 1)], ..rules() };
     assert_eq!(kinds(&facts, &rules), [K::FaultNotApplied]);
     assert_eq!(message(&facts, &rules), "fault pause at 2.0 s did not take effect: failed: ERR unknown command");
-    let nemesis = Facts { injected: vec![span("nemesis", "its connections failed")], ..clean() };
+    let nemesis = Facts { injected: vec![span(SpanKind::Nemesis, "its connections failed")], ..clean() };
     assert_eq!(kinds(&nemesis, &Rules { faults_due: Vec::new(), ..rules.clone() }), [K::FaultNotApplied]);
-    let fired_one = Facts { injected: vec![span("pause", "CLIENT PAUSE 500 WRITE")], ..clean() };
-    let two_due = Rules { faults_due: vec![("pause", 2)], ..rules.clone() };
+    let fired_one = Facts { injected: vec![span(PAUSE, "CLIENT PAUSE 500 WRITE")], ..clean() };
+    let two_due = Rules { faults_due: vec![(FaultKind::Pause, 2)], ..rules.clone() };
     assert_eq!(kinds(&fired_one, &two_due), [K::FaultsNotFired]);
     assert!(message(&fired_one, &two_due).starts_with("faults not injected: 1 of 2 scheduled pause faults"));
     assert!(kinds(&fired_one, &rules).is_empty(), "one due, one fired");

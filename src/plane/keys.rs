@@ -2,7 +2,7 @@
 //! never touch another key and never flush a database. Every command names keys of one queue
 //! only (one hash tag, one slot), so it works on a cluster node that owns that slot.
 
-use super::{Route, TargetError};
+use super::{PlaneError, Route};
 use crate::protocol::{CallError, QueueKeys};
 use redis::aio::ConnectionLike;
 
@@ -38,14 +38,14 @@ pub async fn queue_keys<C: ConnectionLike>(
 
 /// Refuses (or, with `force`, deletes) keys the run's queues already have, each queue on its node.
 ///
-/// Errors: [`TargetError::KeysExist`] naming the first such queue when `force` is false.
-pub async fn ensure_clean<R: Route>(router: &R, queues: &[QueueKeys], force: bool) -> Result<u64, TargetError> {
+/// Errors: [`PlaneError::KeysExist`] naming the first such queue when `force` is false.
+pub async fn ensure_clean<R: Route>(router: &R, queues: &[QueueKeys], force: bool) -> Result<u64, PlaneError> {
     let mut deleted = 0;
     for keys in queues {
         let conn = &mut router.conn_for(keys);
         if !force {
             if let Some(example) = queue_keys(conn, keys, 1).await?.into_iter().next() {
-                return Err(TargetError::KeysExist { queue: keys.queue.to_string(), example });
+                return Err(PlaneError::KeysExist { queue: keys.queue.to_string(), example });
             }
         } else {
             deleted += delete_queue(conn, keys).await?;

@@ -1,5 +1,10 @@
 //! The command line (clap derive). No logic here: the commands in `cmd/` resolve these values.
 
+pub mod ab;
+pub mod compare;
+pub mod cost;
+pub mod report;
+
 use crate::protocol::Transport;
 use crate::scenario::bounds::MAX_RUN;
 use clap::{Args, Parser, Subcommand};
@@ -19,6 +24,12 @@ pub const UNWISE_TIMEOUT: Duration = Duration::from_millis(100);
 /// Longest `--timeout`: a request unanswered for an hour is lost, and a stopping run waits up
 /// to the timeout for the replies still in flight.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// `--timeout`'s default: a reply this late is an unknown outcome.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `--give-up`'s default: how long the target may stay unreachable before a run ends.
+pub const DEFAULT_GIVE_UP: Duration = Duration::from_secs(30);
+
 /// Shortest `--give-up`: the target is polled about once a second, so a shorter window cannot
 /// be told apart from one failed poll (0 ended a run at its first blip).
 pub const MIN_GIVE_UP: Duration = Duration::from_secs(1);
@@ -44,13 +55,13 @@ pub enum Command {
     /// Check the invariants of PROTOCOL.md against what the server holds for the given queues; exit 1 on any violation.
     Check(CheckArgs),
     /// Compare two results folders (BASE, NEW): per script ops/s, p50, p99, p99.9 and the job cycle's ops/s; exit 1 on a regression, 3 when inconclusive.
-    Compare(crate::cmd::compare::CompareArgs),
+    Compare(compare::CompareArgs),
     /// A/B two script directories: run them interleaved against one server (--repeat pairs), then compare; exit 1 on a regression, 3 when inconclusive.
-    Ab(crate::cmd::ab::AbArgs),
+    Ab(ab::AbArgs),
     /// Measure what each script costs the server per call (each script in a phase of its own, INFO commandstats); with two --lua-dir, compare them: exit 1 on a regression, 3 when inconclusive.
-    Cost(crate::cmd::cost::CostArgs),
+    Cost(cost::CostArgs),
     /// Re-render report.html (and compare.html) of an existing results folder from its files.
-    Report(crate::cmd::report::ReportArgs),
+    Report(report::ReportArgs),
 }
 
 /// `emq-bench check`.
@@ -187,11 +198,11 @@ pub struct TargetArgs {
 
 impl TargetArgs {
     /// The flags as the target seam takes them.
-    pub fn flags(&self) -> crate::target::TargetFlags {
-        crate::target::TargetFlags {
+    pub fn flags(&self) -> crate::net::TargetFlags {
+        crate::net::TargetFlags {
             user: self.user.clone(),
-            pass: self.pass.clone().map(crate::target::Secret::new),
-            tls: crate::target::TlsSettings {
+            pass: self.pass.clone().map(crate::net::Secret::new),
+            tls: crate::net::TlsSettings {
                 enabled: self.tls,
                 ca_file: self.cacert.clone(),
                 cert_file: self.cert.clone(),
@@ -269,4 +280,19 @@ pub fn parse_run_length(text: &str) -> Result<Duration, String> {
         return Err("expected a run length > 0".into());
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's defaults are text ("5s", "30s"); the constants that `ab` and others use must
+    /// say the same, so a change of one without the other fails here.
+    #[test]
+    fn the_timeout_defaults_are_the_constants() {
+        let cli = Cli::parse_from(["emq-bench", "run", "scenarios/smoke.toml"]);
+        let Command::Run(args) = cli.command else { panic!("run") };
+        assert_eq!(args.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(args.give_up, DEFAULT_GIVE_UP);
+    }
 }

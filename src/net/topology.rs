@@ -5,7 +5,7 @@
 //! slot; no command spans two queues. [`Plane`](super::plane::Plane) routes by this map.
 
 use super::control::Control;
-use super::TargetError;
+use super::NetError;
 use serde::Serialize;
 
 /// Standalone or cluster.
@@ -77,7 +77,7 @@ impl Topology {
 /// CLUSTER SLOTS (every primary with its slot ranges; replicas take no load).
 ///
 /// Errors: a failed CLUSTER SLOTS on a cluster, or one without any slot served.
-pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
+pub async fn discover(control: &Control) -> Result<Topology, NetError> {
     let mut conn = control.clone();
     let t = control.connector().target();
     let info: Result<String, _> = redis::cmd("INFO").arg("replication").arg("cluster").query_async(&mut conn).await;
@@ -108,11 +108,8 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
         return Ok(Topology { kind: Kind::Standalone, nodes: vec![node] });
     }
     // CLUSTER SLOTS: [[start, end, [host, port, id], replicas...], ...] (also on older servers).
-    let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| TargetError::Call(crate::protocol::CallError::from_redis(&e)))?;
+    let slots: Vec<redis::Value> =
+        redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.map_err(|e| NetError::from_redis(&e))?;
     let mut nodes: Vec<Node> = Vec::new();
     for range in slots {
         let redis::Value::Array(parts) = range else { continue };
@@ -137,7 +134,7 @@ pub async fn discover(control: &Control) -> Result<Topology, TargetError> {
         }
     }
     if nodes.is_empty() {
-        return Err(TargetError::Unsupported(format!(
+        return Err(NetError::Unsupported(format!(
             "{}: the cluster serves no slot (CLUSTER SLOTS is empty)",
             t.display()
         )));

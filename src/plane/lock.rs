@@ -2,8 +2,8 @@
 //! while the run lives and deleted at its end, so a second run started on the same queues is
 //! refused instead of both corrupting each other. A run that dies leaves it to expire.
 
-use super::plane::{Plane, Route};
-use super::TargetError;
+use super::PlaneError;
+use super::{Plane, Route};
 use crate::protocol::{CallError, QueueKeys};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,10 +38,10 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock of every queue of `queues` for `run_id`, or none of them.
     ///
-    /// Errors: [`TargetError::Locked`] naming the first queue another run holds, its holder and
-    /// how long its lease still runs; [`TargetError::Call`] when a command fails (the locks
+    /// Errors: [`PlaneError::Locked`] naming the first queue another run holds, its holder and
+    /// how long its lease still runs; [`PlaneError::Call`] when a command fails (the locks
     /// taken so far are released first in both cases).
-    pub async fn acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, TargetError> {
+    pub async fn acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, PlaneError> {
         let mut held: Vec<QueueKeys> = Vec::new();
         for keys in queues {
             match take(plane, keys, run_id).await {
@@ -59,7 +59,7 @@ impl RunLock {
             std::thread::Builder::new()
                 .name("emq-lock".into())
                 .spawn(move || renew_thread(plane, keys, run_id, lost, stopped))
-                .map_err(|e| TargetError::Call(CallError::Connection(format!("cannot start the lock renewer: {e}"))))?
+                .map_err(|e| PlaneError::Call(CallError::Connection(format!("cannot start the lock renewer: {e}"))))?
         };
         Ok(RunLock {
             plane: plane.clone(),
@@ -100,7 +100,7 @@ impl Drop for RunLock {
 }
 
 /// `SET NX PX` of one queue's lock, following its slot.
-async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), TargetError> {
+async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), PlaneError> {
     let taken: Option<String> = plane
         .on_queue(keys, |mut conn| async move {
             redis::cmd("SET")
@@ -122,7 +122,7 @@ async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), Targe
         redis::cmd("GET").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
     let ttl_ms: i64 =
         redis::cmd("PTTL").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
-    Err(TargetError::Locked {
+    Err(PlaneError::Locked {
         queue: keys.queue.to_string(),
         key: keys.lock.clone(),
         holder: holder.unwrap_or_else(|| "(released just now)".into()),

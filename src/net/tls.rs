@@ -2,7 +2,7 @@
 //! `--cert`, `--key`, `--sni`, `--tls-skip-verify`) and the rustls client config built from
 //! them once per run, shared by the load and the control connections.
 
-use super::TargetError;
+use super::NetError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,23 +65,23 @@ impl TlsSettings {
 
     /// The name to send as SNI and verify the certificate against: `--sni`, else `host`.
     ///
-    /// Errors: [`TargetError::Tls`] for a name that is neither a DNS name nor an address.
-    pub fn server_name(&self, host: &str) -> Result<ServerName<'static>, TargetError> {
+    /// Errors: [`NetError::Tls`] for a name that is neither a DNS name nor an address.
+    pub fn server_name(&self, host: &str) -> Result<ServerName<'static>, NetError> {
         let name = self.sni.as_deref().unwrap_or(host);
         ServerName::try_from(name.to_string())
-            .map_err(|e| TargetError::Tls(format!("{name:?} is not a valid TLS server name: {e}")))
+            .map_err(|e| NetError::Tls(format!("{name:?} is not a valid TLS server name: {e}")))
     }
 
     /// Builds the rustls client config: the CA file's roots (or the system's), the client
     /// certificate and key when given, or no verification with `skip_verify`.
     ///
-    /// Errors: [`TargetError::Tls`] naming the file that is missing, unreadable or holds no
+    /// Errors: [`NetError::Tls`] naming the file that is missing, unreadable or holds no
     /// certificate / key, or a certificate given without its key.
-    pub fn client_config(&self) -> Result<Arc<ClientConfig>, TargetError> {
+    pub fn client_config(&self) -> Result<Arc<ClientConfig>, NetError> {
         let provider = Arc::new(ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| TargetError::Tls(e.to_string()))?;
+            .map_err(|e| NetError::Tls(e.to_string()))?;
         let builder = if self.skip_verify {
             builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
         } else {
@@ -91,21 +91,21 @@ impl TlsSettings {
             (Some(cert), Some(key)) => {
                 let chain = certs(cert)?;
                 let key = PrivateKeyDer::from_pem_file(key)
-                    .map_err(|e| TargetError::Tls(format!("--key {}: no private key read: {e}", key.display())))?;
-                builder.with_client_auth_cert(chain, key).map_err(|e| TargetError::Tls(format!("--cert/--key: {e}")))?
+                    .map_err(|e| NetError::Tls(format!("--key {}: no private key read: {e}", key.display())))?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| NetError::Tls(format!("--cert/--key: {e}")))?
             }
             (None, None) => builder.with_no_client_auth(),
-            _ => return Err(TargetError::Tls("--cert and --key go together".into())),
+            _ => return Err(NetError::Tls("--cert and --key go together".into())),
         };
         Ok(Arc::new(config))
     }
 
-    fn roots(&self) -> Result<RootCertStore, TargetError> {
+    fn roots(&self) -> Result<RootCertStore, NetError> {
         let mut roots = RootCertStore::empty();
         match &self.ca_file {
             Some(file) => {
                 for cert in certs(file)? {
-                    roots.add(cert).map_err(|e| TargetError::Tls(format!("--cacert {}: {e}", file.display())))?;
+                    roots.add(cert).map_err(|e| NetError::Tls(format!("--cacert {}: {e}", file.display())))?;
                 }
             }
             None => {
@@ -113,7 +113,7 @@ impl TlsSettings {
                 let found = rustls_native_certs::load_native_certs();
                 roots.add_parsable_certificates(found.certs);
                 if roots.is_empty() {
-                    return Err(TargetError::Tls(
+                    return Err(NetError::Tls(
                         "no system CA certificates found: pass --cacert FILE (or --tls-skip-verify)".into(),
                     ));
                 }
@@ -124,8 +124,8 @@ impl TlsSettings {
 }
 
 /// Every certificate of the PEM file `path`.
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TargetError> {
-    let what = |e: &dyn std::fmt::Display| TargetError::Tls(format!("{}: {e}", path.display()));
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, NetError> {
+    let what = |e: &dyn std::fmt::Display| NetError::Tls(format!("{}: {e}", path.display()));
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_file_iter(path).map_err(|e| what(&e))?.collect::<Result<_, _>>().map_err(|e| what(&e))?;
     if certs.is_empty() {

@@ -6,7 +6,7 @@
 
 use super::connector::{Connector, Stream, QUOTED};
 use super::tls::TlsInfo;
-use crate::protocol::{CallError, ConnectOptions};
+use super::{ConnectOptions, NetError};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisError, RedisFuture, Value};
 use std::pin::Pin;
@@ -45,21 +45,21 @@ impl Control {
     ///
     /// Errors: the connect, TLS or AUTH/SELECT failure, classified; a refused connect names
     /// the target (its password masked).
-    pub async fn connect(connector: &Connector, opts: ConnectOptions) -> Result<Control, CallError> {
+    pub async fn connect(connector: &Connector, opts: ConnectOptions) -> Result<Control, NetError> {
         // A failed first connect names the target (password masked): the bare reply does not
         // say which server or user was meant.
         let target = connector.target();
         let (conn, tls) = open(connector, opts).await.map_err(|e| match e {
-            CallError::Connection(msg) => {
+            NetError::Connection(msg) => {
                 // A plain connection to a TLS port is cut at the first command.
                 let hint = if target.tls.is_none() && (msg.contains("reset") || msg.contains("closed")) {
                     super::connector::TLS_HINT
                 } else {
                     ""
                 };
-                CallError::Connection(format!("{}: {msg}{hint}", target.display()))
+                NetError::Connection(format!("{}: {msg}{hint}", target.display()))
             }
-            CallError::Server(msg) => CallError::Server(format!("{}: {msg}", target.display())),
+            NetError::Server(msg) => NetError::Server(format!("{}: {msg}", target.display())),
             other => other,
         })?;
         let state = State { conn: Some(conn), retry_at: None, backoff: MIN_BACKOFF, tls };
@@ -122,7 +122,7 @@ impl Control {
 async fn open(
     connector: &Connector,
     opts: ConnectOptions,
-) -> Result<(MultiplexedConnection, Option<TlsInfo>), CallError> {
+) -> Result<(MultiplexedConnection, Option<TlsInfo>), NetError> {
     let stream = connector.connect(opts.connect_timeout).await?;
     let tls = stream.tls_info();
     let t = connector.target();
@@ -139,7 +139,7 @@ async fn open(
     let (conn, driver) = match tokio::time::timeout(opts.response_timeout, setup).await {
         Ok(Ok(opened)) => opened,
         Ok(Err(e)) => return Err(setup_error(connector, &first.lock().expect("first bytes"), &e)),
-        Err(_) => return Err(CallError::Connection(format!("{}:{}: AUTH/SELECT timed out", t.host, t.port))),
+        Err(_) => return Err(NetError::Connection(format!("{}:{}: AUTH/SELECT timed out", t.host, t.port))),
     };
     tokio::spawn(driver);
     let mut conn = conn;
@@ -149,7 +149,7 @@ async fn open(
             .arg(name)
             .exec_async(&mut conn)
             .await
-            .map_err(|e| CallError::from_redis(&e))?;
+            .map_err(|e| NetError::from_redis(&e))?;
     }
     Ok((conn, tls))
 }
@@ -157,7 +157,7 @@ async fn open(
 /// Why redis-rs' setup (CLIENT SETINFO, AUTH, SELECT: it always reads a reply) failed, given
 /// the first bytes the endpoint sent: not a Redis/Valkey server when they are not RESP, or
 /// when it closed the connection before sending any; else redis-rs' error, classified.
-fn setup_error(connector: &Connector, first: &[u8], err: &RedisError) -> CallError {
+fn setup_error(connector: &Connector, first: &[u8], err: &RedisError) -> NetError {
     if let Some(not_redis) = connector.not_resp(first) {
         return not_redis;
     }
@@ -165,7 +165,7 @@ fn setup_error(connector: &Connector, first: &[u8], err: &RedisError) -> CallErr
     if first.is_empty() && closed && !err.is_timeout() {
         return connector.closed_without_reply();
     }
-    CallError::from_redis(err)
+    NetError::from_redis(err)
 }
 
 /// The connector's stream, keeping a copy of the first [`QUOTED`] + 1 bytes read from it, so a

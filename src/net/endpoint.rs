@@ -2,7 +2,7 @@
 //! `--cacert`, ...) turned once into one typed value. Nothing parses the URL again.
 
 use super::tls::TlsSettings;
-use super::TargetError;
+use super::NetError;
 use std::fmt;
 
 /// The environment variable a password is read from when neither `--pass` nor the URL gives
@@ -56,10 +56,10 @@ impl TargetFlags {
 
 /// One Valkey endpoint to load: where, who, which database, and how (TLS or not).
 ///
-/// Built by [`Target::resolve`]; [`Target::display`] is the only form that is ever printed
+/// Built by [`Endpoint::resolve`]; [`Endpoint::display`] is the only form that is ever printed
 /// or written (the password masked).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Target {
+pub struct Endpoint {
     /// Host name or address (IPv6 without brackets).
     pub host: String,
     /// TCP port.
@@ -74,21 +74,17 @@ pub struct Target {
     pub tls: Option<TlsSettings>,
 }
 
-impl Target {
+impl Endpoint {
     /// Resolves `url` (`redis://` or `rediss://`, also `valkey://`/`valkeys://`:
     /// `[user[:password]@]host[:port][/db]`, port 6379 by default, percent-encoded user and
     /// password) with `flags`: `--user`/`--pass` override the URL's, the password falls back
     /// to `$EMQ_PASSWORD` (`env` looks it up), and `--tls` or any TLS flag turns TLS on for a
     /// `redis://` URL.
     ///
-    /// Errors: [`TargetError::BadUrl`] naming what is wrong (the password masked).
-    pub fn resolve(
-        url: &str,
-        flags: &TargetFlags,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Target, TargetError> {
+    /// Errors: [`NetError::BadUrl`] naming what is wrong (the password masked).
+    pub fn resolve(url: &str, flags: &TargetFlags, env: impl Fn(&str) -> Option<String>) -> Result<Endpoint, NetError> {
         let shown = redact_url(url);
-        let bad = |reason: &str| TargetError::BadUrl { url: shown.clone(), reason: reason.to_string() };
+        let bad = |reason: &str| NetError::BadUrl { url: shown.clone(), reason: reason.to_string() };
         let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
         let tls_scheme = match parsed.scheme() {
             "redis" | "valkey" => false,
@@ -113,7 +109,7 @@ impl Target {
         };
         let password = flags.pass.clone().or(url_pass).or_else(|| env(PASSWORD_ENV).map(Secret::new));
         let tls = (tls_scheme || flags.tls.wanted()).then(|| flags.tls.clone());
-        Ok(Target {
+        Ok(Endpoint {
             host,
             port: parsed.port().unwrap_or(6379),
             user: flags.user.clone().or(url_user),
@@ -137,13 +133,13 @@ impl Target {
     }
 
     /// The same target at another endpoint (a cluster node), with the same auth and TLS.
-    pub fn at(&self, host: &str, port: u16) -> Target {
-        Target { host: host.to_string(), port, ..self.clone() }
+    pub fn at(&self, host: &str, port: u16) -> Endpoint {
+        Endpoint { host: host.to_string(), port, ..self.clone() }
     }
 }
 
 /// Replaces the password of `scheme://user:password@host...` with `***` (for a URL that did
-/// not parse, which cannot become a [`Target`]).
+/// not parse, which cannot become a [`Endpoint`]).
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
@@ -169,13 +165,13 @@ mod tests {
 
     #[test]
     fn urls_resolve_once_into_a_typed_target() {
-        let t = Target::resolve("redis://127.0.0.1:7000/2", &TargetFlags::default(), no_env).unwrap();
+        let t = Endpoint::resolve("redis://127.0.0.1:7000/2", &TargetFlags::default(), no_env).unwrap();
         assert_eq!(
             (t.host.as_str(), t.port, t.db, t.user.clone(), t.password.clone()),
             ("127.0.0.1", 7000, 2, None, None)
         );
         assert!(t.tls.is_none());
-        let t = Target::resolve("rediss://bench:p%40ss@[::1]", &TargetFlags::default(), no_env).unwrap();
+        let t = Endpoint::resolve("rediss://bench:p%40ss@[::1]", &TargetFlags::default(), no_env).unwrap();
         assert_eq!((t.host.as_str(), t.port, t.user.as_deref()), ("::1", 6379, Some("bench")));
         assert_eq!(t.password.as_ref().unwrap().expose(), "p@ss");
         assert!(t.tls.is_some());
@@ -186,15 +182,15 @@ mod tests {
     #[test]
     fn flags_override_the_url_and_the_password_falls_back_to_the_environment() {
         let flags = TargetFlags { user: Some("ops".into()), pass: Some(Secret::new("flag")), ..Default::default() };
-        let t = Target::resolve("redis://u:url@h:1", &flags, no_env).unwrap();
+        let t = Endpoint::resolve("redis://u:url@h:1", &flags, no_env).unwrap();
         assert_eq!((t.user.as_deref(), t.password.unwrap().expose()), (Some("ops"), "flag"));
         let env = |name: &str| (name == PASSWORD_ENV).then(|| "from-env".to_string());
-        let t = Target::resolve("redis://h", &TargetFlags::default(), env).unwrap();
+        let t = Endpoint::resolve("redis://h", &TargetFlags::default(), env).unwrap();
         assert_eq!(t.password.unwrap().expose(), "from-env");
-        let t = Target::resolve("redis://:url@h", &TargetFlags::default(), env).unwrap();
+        let t = Endpoint::resolve("redis://:url@h", &TargetFlags::default(), env).unwrap();
         assert_eq!(t.password.unwrap().expose(), "url", "the URL's password wins over the environment");
         let tls = TargetFlags { tls: TlsSettings { enabled: true, ..Default::default() }, ..Default::default() };
-        assert!(Target::resolve("redis://h", &tls, no_env).unwrap().tls.is_some(), "--tls on a redis:// URL");
+        assert!(Endpoint::resolve("redis://h", &tls, no_env).unwrap().tls.is_some(), "--tls on a redis:// URL");
     }
 
     #[test]
@@ -205,7 +201,7 @@ mod tests {
             ("redis://:secret@h/-1", "database number"),
             ("not a url", "relative URL"),
         ] {
-            let err = Target::resolve(url, &TargetFlags::default(), no_env).unwrap_err().to_string();
+            let err = Endpoint::resolve(url, &TargetFlags::default(), no_env).unwrap_err().to_string();
             assert!(err.contains(why), "{url}: {err}");
             assert!(!err.contains("secret"), "{err}");
         }

@@ -2,10 +2,10 @@
 //! TCP_NODELAY, then TLS when the target asks for it. Its [`Stream`] is what both transports
 //! read and write (rpc-perf's `Connector`/`Stream` shape: one enum, no boxing per call).
 
-use super::spec::Target;
+use super::endpoint::Endpoint;
 use super::tls::TlsInfo;
-use super::TargetError;
-use crate::protocol::CallError;
+use super::NetError;
+
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -44,11 +44,11 @@ pub(crate) const TLS_HINT: &str = " (if the port speaks TLS, use rediss:// or --
 /// Bytes of a non-RESP answer quoted in the error.
 pub(crate) const QUOTED: usize = 64;
 
-/// Opens connections to one [`Target`]. Cheap to clone (shared config); `Send + Sync`, so
+/// Opens connections to one [`Endpoint`]. Cheap to clone (shared config); `Send + Sync`, so
 /// every load thread holds a clone.
 #[derive(Clone)]
 pub struct Connector {
-    target: Arc<Target>,
+    target: Arc<Endpoint>,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     /// Where connections go after a failover the harness made ([`Connector::follow`]):
     /// shared by every clone, read once per connect (never per request).
@@ -64,8 +64,8 @@ impl std::fmt::Debug for Connector {
 impl Connector {
     /// A connector for `target`; builds its TLS config once.
     ///
-    /// Errors: [`TargetError::Tls`] from the TLS settings (unreadable CA, key without cert, ...).
-    pub fn new(target: Target) -> Result<Connector, TargetError> {
+    /// Errors: [`NetError::Tls`] from the TLS settings (unreadable CA, key without cert, ...).
+    pub fn new(target: Endpoint) -> Result<Connector, NetError> {
         let tls = match &target.tls {
             Some(settings) => {
                 Some((TlsConnector::from(settings.client_config()?), settings.server_name(&target.host)?))
@@ -91,14 +91,14 @@ impl Connector {
     }
 
     /// The target every connection goes to.
-    pub fn target(&self) -> &Target {
+    pub fn target(&self) -> &Endpoint {
         &self.target
     }
 
     /// The same settings for another endpoint (a cluster node).
     ///
     /// Errors: as [`Connector::new`].
-    pub fn at(&self, host: &str, port: u16) -> Result<Connector, TargetError> {
+    pub fn at(&self, host: &str, port: u16) -> Result<Connector, NetError> {
         Connector::new(self.target.at(host, port))
     }
 
@@ -106,7 +106,7 @@ impl Connector {
     /// one), does not start like a RESP reply: the endpoint is not a Redis/Valkey server (e.g.
     /// an HTTP port). `None` when it does start like one: then the parser's own error says more.
     /// Both transports call it on a failed handshake, so both say the same.
-    pub fn not_resp(&self, first: &[u8]) -> Option<CallError> {
+    pub fn not_resp(&self, first: &[u8]) -> Option<NetError> {
         let &byte = first.first()?;
         if RESP_FIRST.contains(&byte) {
             return None;
@@ -121,22 +121,22 @@ impl Connector {
     /// The error for a new connection closed (or reset) by the endpoint before it sent a byte
     /// of a reply to the handshake: what a non-Redis service, or a TLS port spoken to in plain
     /// TCP, does.
-    pub fn closed_without_reply(&self) -> CallError {
+    pub fn closed_without_reply(&self) -> NetError {
         let hint = if self.target.tls.is_none() { TLS_HINT } else { "" };
         self.not_redis(format!("it closed the connection without a reply{hint}"))
     }
 
-    fn not_redis(&self, answer: String) -> CallError {
-        CallError::NotRedis { addr: format!("{}:{}", self.target.host, self.target.port), answer }
+    fn not_redis(&self, answer: String) -> NetError {
+        NetError::NotRedis { addr: format!("{}:{}", self.target.host, self.target.port), answer }
     }
 
     /// Connects within `timeout` (TCP, then the TLS handshake).
     ///
-    /// Errors: [`CallError::Connection`] naming the endpoint and the step that failed (a
+    /// Errors: [`NetError::Connection`] naming the endpoint and the step that failed (a
     /// certificate the CA does not sign reads "TLS handshake: invalid peer certificate: ...").
-    pub async fn connect(&self, timeout: Duration) -> Result<Stream, CallError> {
+    pub async fn connect(&self, timeout: Duration) -> Result<Stream, NetError> {
         let (host, port) = self.endpoint();
-        let lost = |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{host}:{port}: {what}: {e}"));
+        let lost = |what: &str, e: &dyn std::fmt::Display| NetError::Connection(format!("{host}:{port}: {what}: {e}"));
         let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => return Err(lost("connect", &e)),

@@ -3,13 +3,64 @@
 //! standalone server it is one connection. No module talks to "the server" as if there were
 //! only one: they ask the plane ([`Route::conn_for`]).
 
-use super::connector::Connector;
-use super::control::Control;
-use super::slot::slot;
-use super::topology::{discover, Topology};
-use super::TargetError;
-use crate::protocol::{CallError, ConnectOptions, QueueKeys};
+//!
+//! Above the protocol: it routes by a queue's slot, follows the protocol's redirects, and
+//! holds the run's safety on a shared deployment: [`lock`] (the per-queue run lock) and
+//! [`keys`] (the run's own keys: refuse existing ones, delete at the end, never flush).
+
+pub mod keys;
+pub mod lock;
+
+pub use keys::{delete_queue, ensure_clean, queue_keys};
+pub use lock::RunLock;
+
+use crate::net::slot::slot;
+use crate::net::topology::{discover, Topology};
+use crate::net::{ConnectOptions, Connector, Control, NetError};
+use crate::protocol::{CallError, QueueKeys};
 use std::sync::{Arc, Mutex};
+
+/// Why the control plane refused or could not serve a run (all exit 2: the run did not start).
+#[derive(Debug, thiserror::Error)]
+pub enum PlaneError {
+    /// The target's settings cannot be used (a TLS server name, a target kind not driven).
+    #[error(transparent)]
+    Net(NetError),
+    /// Keys of the run's queues exist already.
+    #[error("queue {queue} already has keys on the target (e.g. {example}); pass --force to delete them first, or choose other queues")]
+    KeysExist {
+        /// The queue.
+        queue: String,
+        /// One of its keys.
+        example: String,
+    },
+    /// Another run holds the queue's run lock.
+    #[error("queue {queue} is in use by another run ({holder}; lock {key}, expires in {} s unless renewed); wait for it, or choose other queues", ttl_ms.div_ceil(1000))]
+    Locked {
+        /// The queue.
+        queue: String,
+        /// The lock key.
+        key: String,
+        /// The holder's run id.
+        holder: String,
+        /// Its lease's remaining time, ms.
+        ttl_ms: u64,
+    },
+    /// A command to the target failed (or its connection did).
+    #[error("target: {0}")]
+    Call(#[from] CallError),
+}
+
+/// A settings error stays one; a failed connection or command is a failed call to the target,
+/// as the protocol classifies it.
+impl From<NetError> for PlaneError {
+    fn from(err: NetError) -> PlaneError {
+        match err {
+            NetError::BadUrl { .. } | NetError::Tls(_) | NetError::Unsupported(_) => PlaneError::Net(err),
+            call => PlaneError::Call(call.into()),
+        }
+    }
+}
 
 /// Where the control commands of a queue go.
 pub trait Route {
@@ -47,7 +98,7 @@ impl Plane {
     ///
     /// Errors: the first connect (classified, naming the target), the topology read, or a
     /// node's connect.
-    pub async fn open(connector: &Connector, opts: ConnectOptions) -> Result<Plane, TargetError> {
+    pub async fn open(connector: &Connector, opts: ConnectOptions) -> Result<Plane, PlaneError> {
         let seed = Control::connect(connector, opts).await?;
         let map = connect_map(&seed, opts).await?;
         Ok(Plane { inner: Arc::new(Inner { seed, opts, map: Mutex::new(map) }) })
@@ -57,7 +108,7 @@ impl Plane {
     /// caller's runtime): for work that must go on while this plane's runtime is busy.
     ///
     /// Errors: as [`Plane::open`].
-    pub async fn open_again(&self) -> Result<Plane, TargetError> {
+    pub async fn open_again(&self) -> Result<Plane, PlaneError> {
         Plane::open(self.inner.seed.connector(), self.inner.opts).await
     }
 
@@ -85,7 +136,7 @@ impl Plane {
     /// Reads the slot map again (after a MOVED: a slot migrated) and connects to new nodes.
     ///
     /// Errors: the topology read or a new node's connect.
-    pub async fn refresh(&self) -> Result<(), TargetError> {
+    pub async fn refresh(&self) -> Result<(), PlaneError> {
         let map = connect_map(&self.inner.seed, self.inner.opts).await?;
         *self.inner.map.lock().expect("plane map") = map;
         Ok(())
@@ -126,7 +177,7 @@ impl Route for Plane {
     }
 }
 
-async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, TargetError> {
+async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, PlaneError> {
     let topology = discover(seed).await?;
     let t = seed.connector().target();
     let mut conns = Vec::with_capacity(topology.nodes.len());
@@ -165,7 +216,7 @@ pub fn spread_names(count: usize, topology: &Topology) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::topology::{Kind, Node};
+    use crate::net::topology::{Kind, Node};
 
     fn node(port: u16, slots: (u16, u16)) -> Node {
         Node {

@@ -1,6 +1,6 @@
 //! INFO snapshots: the server figures a report needs, before and after a run.
 
-use crate::protocol::CallError;
+use super::NetError;
 use redis::aio::ConnectionLike;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -49,7 +49,7 @@ pub struct CommandStat {
 }
 
 /// Reads INFO server, memory, cpu and commandstats.
-pub async fn info<C: ConnectionLike>(conn: &mut C) -> Result<InfoSnapshot, CallError> {
+pub async fn info<C: ConnectionLike>(conn: &mut C) -> Result<InfoSnapshot, NetError> {
     let text: String = redis::cmd("INFO")
         .arg("server")
         .arg("memory")
@@ -57,7 +57,7 @@ pub async fn info<C: ConnectionLike>(conn: &mut C) -> Result<InfoSnapshot, CallE
         .arg("commandstats")
         .query_async(conn)
         .await
-        .map_err(|e| CallError::from_redis(&e))?;
+        .map_err(|e| NetError::from_redis(&e))?;
     Ok(parse_info(&text))
 }
 

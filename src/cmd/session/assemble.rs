@@ -1,0 +1,155 @@
+//! Assemble: summary.json of a finished run, built once from what the run observed, and the
+//! facts the judge reads of it.
+
+use super::judge;
+use super::options::RunOptions;
+use crate::check::CheckOutcome;
+use crate::faults::SpanKind;
+use crate::load::run::Driven;
+use crate::load::stop::Interruption;
+use crate::metrics::JobCounter;
+use crate::net::InfoSnapshot;
+use crate::protocol::Script;
+use crate::report::rates::ProducerRates;
+use crate::report::run_summary::{
+    all_jobs, jobs_map, scripts_of, HarnessCpu, RunSummary, TargetInfo, SCHEMA_VERSION, SUMMARY_FILE,
+};
+use crate::report::write_json;
+use crate::scenario::{self, FaultKind, Plan};
+use crate::verdict::{KeysFate, Verdict};
+use std::path::Path;
+use std::time::SystemTime;
+
+/// What the end of a run observed besides the drive itself, for [`summarize`].
+pub(super) struct Observed<'a> {
+    pub(super) target: TargetInfo,
+    pub(super) before: Option<InfoSnapshot>,
+    pub(super) after: Option<InfoSnapshot>,
+    /// The job counters of the whole run, the check's stall failures in.
+    pub(super) jobs: [u64; JobCounter::COUNT],
+    pub(super) server: crate::probe::ServerSamples,
+    pub(super) checked: Option<&'a CheckOutcome>,
+}
+
+/// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
+/// the keys' fate; the verdict is the judge's to fill in.
+pub(super) fn summarize(
+    plan: &Plan,
+    opts: &RunOptions,
+    driven: &Driven,
+    observed: Observed,
+    keys: KeysFate,
+) -> RunSummary {
+    let Observed { target, before, after, jobs, server, checked } = observed;
+    let metrics = &driven.metrics;
+    let mut scenario = plan.scenario.clone();
+    scenario.target = scenario.target.redacted();
+    let enqueued = jobs[JobCounter::Enqueued.index()];
+    let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
+    let history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
+    let same_process = !driven
+        .faults
+        .injected
+        .iter()
+        .any(|f| matches!(f.kind, SpanKind::Injected(FaultKind::Restart | FaultKind::Failover)));
+    let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
+    let (user_s, sys_s) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Process);
+    let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();
+    let mut scripts = scripts_of(metrics);
+    // The producers' scripts are rated over the load phase (after warmup), the rest over the
+    // whole measured run.
+    crate::report::over_load_phase(&mut scripts, driven.load_secs - metrics.warmup_intervals as f64);
+    let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
+    let producers = plan.producers.open_loop.map(|open| {
+        let late = all_jobs(metrics)[JobCounter::LateSends.index()];
+        let jobs_bounded = matches!(plan.stop, scenario::Stop::Jobs(_));
+        let (load, sent, never) = (driven.load_secs, driven.sent, driven.never_sent);
+        ProducerRates::new(open.rate_per_sec, load, sent, never, late, jobs_bounded, driven.busy.clone())
+            .with_server(server.saturated().map(|n| (n.node.as_str(), n.cpu_pct_mean)))
+    });
+    RunSummary {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
+        name: plan.name.clone(),
+        seed: plan.seed,
+        scenario,
+        started: rfc(driven.started),
+        ended: rfc(driven.ended),
+        interrupted: driven.interrupted.is_some(),
+        interrupt_reason: driven.interrupted.as_ref().map(ToString::to_string),
+        interrupt_kind: driven.interrupted.as_ref().map(Interruption::kind),
+        faults: driven.faults.clone(),
+        keys,
+        verdict: Verdict::of(Vec::new()),
+        write_errors: Vec::new(),
+        drained: driven.drained,
+        measured_secs: metrics.measured_secs(),
+        warmup_secs: metrics.warmup_intervals,
+        target,
+        server_version: before.as_ref().map(|b| b.server_version.clone()),
+        // Differences between two processes (a restart, a failover) mean nothing.
+        server_cpu_s: before
+            .as_ref()
+            .zip(after.as_ref())
+            .filter(|_| same_process)
+            .map(|(b, a)| a.used_cpu_s - b.used_cpu_s),
+        memory_bytes_per_job: before
+            .as_ref()
+            .zip(after.as_ref())
+            .filter(|_| enqueued > 0 && same_process)
+            .map(|(b, a)| (a.used_memory as f64 - b.used_memory as f64) / enqueued as f64),
+        server_before: before,
+        server_after: after,
+        scripts,
+        jobs: jobs_map(&jobs),
+        jobs_measured: jobs_map(&metrics.jobs),
+        producers,
+        depths_end: driven.depths,
+        check: checked.map(|outcome| outcome.summary(true)),
+        history_bytes_per_job,
+        thresholds,
+        server_samples: Some(server),
+        harness: HarnessCpu {
+            threads: opts.threads,
+            user_s,
+            sys_s,
+            us_per_request: if calls > 0 { (user_s + sys_s) * 1e6 / calls as f64 } else { 0.0 },
+        },
+    }
+}
+
+/// What the judge reads of `summary` and `driven`; the end's own facts (check, lock, hint)
+/// are the caller's to add. `timeout` widens the seconds a fault explains failures in.
+pub(super) fn facts_of(summary: &RunSummary, driven: &Driven, timeout: std::time::Duration) -> judge::Facts {
+    // Failures an injected fault explains are judged by the checker, not the 1% rule: the grace
+    // after a fault covers the calls that waited out the reply timeout (at most 10 s of it) and
+    // the reconnect backoff (1 s).
+    let grace = timeout.min(std::time::Duration::from_secs(10)) + std::time::Duration::from_secs(1);
+    let explained = driven.faults.explained_errors(&driven.metrics, grace);
+    judge::Facts {
+        interrupted: summary.interrupt_reason.clone(),
+        scripts: summary.scripts.clone(),
+        jobs: summary.jobs.clone(),
+        thresholds: summary.thresholds.clone(),
+        explained: Script::ALL
+            .iter()
+            .filter(|s| explained[s.index()] > 0)
+            .map(|s| (s.name().to_string(), explained[s.index()]))
+            .collect(),
+        injected: driven.faults.injected.clone(),
+        producers: summary.producers.clone(),
+        drained: summary.drained,
+        depths_end: driven.depths,
+        keys: Some(summary.keys.clone()),
+        write_errors: summary.write_errors.clone(),
+        ..judge::Facts::default()
+    }
+}
+
+/// Judges again after the end found more (files not written, keys not deleted) and rewrites
+/// summary.json with it: best effort, as the small file may still fit where large ones did not.
+pub(super) fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Facts, rules: &judge::Rules) {
+    facts.keys = Some(summary.keys.clone());
+    summary.verdict = judge::judge(facts, rules);
+    let _ = write_json(&dir.join(SUMMARY_FILE), summary);
+}

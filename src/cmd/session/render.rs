@@ -1,0 +1,56 @@
+//! Render: the terminal's table of a finished run (stdout); the verdict's lines go to stderr
+//! after `FAIL`, from `main`.
+
+use crate::check::{format_violations, CheckOutcome};
+use crate::metrics::JobCounter;
+use crate::net;
+use crate::report::format_table;
+use crate::report::run_summary::RunSummary;
+use crate::scenario::Plan;
+use std::path::Path;
+
+/// The terminal's table of a finished run: the target, one row per script, the jobs, the
+/// redirects, the producers' rates, the faults, the check and the folder.
+pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&CheckOutcome>, dir: &Path) -> String {
+    let jobs = jobs_array(&summary.jobs);
+    let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
+    table.push_str(&format_table(&summary.scripts, &jobs, summary.warmup_secs));
+    let redirects = jobs[JobCounter::Redirects.index()];
+    if redirects > 0 || summary.target.topology.kind == net::topology::Kind::Cluster {
+        table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
+    }
+    if let Some(rates) = &summary.producers {
+        table.push_str(&rates.line());
+        table.push('\n');
+    }
+    if let Some(node) = summary.server_samples.as_ref().and_then(|s| s.saturated()) {
+        table.push_str(&format!(
+            "server: {} at {:.0}% CPU on average ({:.0}% at most): its one core was the bottleneck\n",
+            node.node, node.cpu_pct_mean, node.cpu_pct_max
+        ));
+    }
+    for threshold in &summary.thresholds {
+        table.push_str(&threshold.describe());
+        table.push('\n');
+    }
+    table.push_str(&summary.faults.footer());
+    if let Some(outcome) = checked {
+        let names: Vec<&str> = plan.queues.iter().map(String::as_str).collect();
+        table.push_str(&outcome.report.summary_line(&names));
+        table.push('\n');
+        if !outcome.report.is_clean() {
+            table.push_str(&format_violations(&outcome.report.violations));
+        }
+    }
+    table.push_str(&format!("results: {}\n", dir.display()));
+    table
+}
+
+/// summary.json's job counters back in [`JobCounter`] order (absent ones 0).
+pub(super) fn jobs_array(jobs: &std::collections::BTreeMap<&'static str, u64>) -> [u64; JobCounter::COUNT] {
+    let mut out = [0; JobCounter::COUNT];
+    for counter in JobCounter::ALL {
+        out[counter.index()] = jobs.get(counter.name()).copied().unwrap_or(0);
+    }
+    out
+}
