@@ -30,6 +30,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `--give-up`'s default: how long the target may stay unreachable before a run ends.
 pub const DEFAULT_GIVE_UP: Duration = Duration::from_secs(30);
 
+/// `--progress-every`'s default: a progress line in a log every 10 s.
+pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
 /// Shortest `--give-up`: the target is polled about once a second, so a shorter window cannot
 /// be told apart from one failed poll (0 ended a run at its first blip).
 pub const MIN_GIVE_UP: Duration = Duration::from_secs(1);
@@ -99,67 +102,73 @@ fn parse_protocol(name: &str) -> Result<crate::protocol::Protocol, String> {
 /// `emq-bench run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// The scenario file (see scenarios/*.toml).
-    #[arg(value_name = "SCENARIO")]
+    /// The scenario file, or the name of a shipped one (`smoke`, `fencing-soak`, ...: the
+    /// files of scenarios/, built into the binary).
+    #[arg(env = "EMQ_SCENARIO", value_name = "SCENARIO")]
     pub scenario: PathBuf,
     /// Target server URL: redis://[user[:password]@]host[:port][/db], or rediss:// for TLS;
     /// overrides the scenario's [target] url. Without one, an embedded valkey-server is started.
-    #[arg(long)]
+    #[arg(env = "EMQ_URL", long)]
     pub url: Option<String>,
     /// Authentication and TLS for the URL (each overrides the scenario's [target] key).
     #[command(flatten)]
     pub target: TargetArgs,
     /// Directory of the Lua scripts to run (one file per script of the scenario's protocol);
-    /// default: `lua` for EchoMQ, `.tools/bullmq/current/commands` for BullMQ (scripts/setup).
-    #[arg(long, value_name = "DIR")]
+    /// default: EchoMQ's scripts built into the binary, `.tools/bullmq/current/commands` for
+    /// BullMQ (scripts/setup fetches them).
+    #[arg(env = "EMQ_LUA_DIR", long, value_name = "DIR")]
     pub lua_dir: Option<PathBuf>,
     /// Results folder (default: results/<UTC time>-<scenario name>).
-    #[arg(long, value_name = "DIR")]
+    #[arg(env = "EMQ_OUT", long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Run length, e.g. 30s or 2h (at most 7 days); overrides the scenario's duration or jobs.
-    #[arg(long, value_parser = parse_run_length)]
+    #[arg(env = "EMQ_DURATION", long, value_parser = parse_run_length)]
     pub duration: Option<std::time::Duration>,
     /// Seed of every random draw; overrides the scenario's seed.
-    #[arg(long)]
+    #[arg(env = "EMQ_SEED", long)]
     pub seed: Option<u64>,
     /// Keep the run's keys on the server afterwards (default: delete them).
-    #[arg(long)]
+    #[arg(env = "EMQ_KEEP", long)]
     pub keep: bool,
     /// Delete keys the run's queues already have instead of refusing to start.
-    #[arg(long)]
+    #[arg(env = "EMQ_FORCE", long)]
     pub force: bool,
     /// No progress line.
-    #[arg(long)]
+    #[arg(env = "EMQ_QUIET", long)]
     pub quiet: bool,
     /// Print summary.json to stdout instead of the table.
-    #[arg(long)]
+    #[arg(env = "EMQ_JSON", long)]
     pub json: bool,
     /// Skip the invariant check after the run (history.bin is still written; `emq-bench check
     /// --history` can check later). For pure throughput benchmarks.
-    #[arg(long)]
+    #[arg(env = "EMQ_NO_CHECK", long)]
     pub no_check: bool,
     /// Repetitions, each on a fresh server state (the run's keys removed in between); results
     /// in rep-NNN/ folders plus merged.json (histograms merged, never averaged).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(env = "EMQ_REPEAT", long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Load threads, each a current-thread runtime (tasks are spread over them).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    #[arg(env = "EMQ_THREADS", long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
     /// Reply timeout, e.g. 5s (10ms..=1h; under 100ms warns): a request still waiting after it
     /// counts as a timeout (unknown outcome). With the pipe transport the connection is then
     /// dropped and re-opened, failing every request in flight on it, since replies come back in
     /// order. The control connection (lock, scan, cleanup) uses it too.
-    #[arg(long, value_parser = parse_timeout, default_value = "5s")]
+    #[arg(env = "EMQ_TIMEOUT", long, value_parser = parse_timeout, default_value = "5s")]
     pub timeout: std::time::Duration,
     /// How long the target may stay unreachable before the run gives up (1s..=24h): it then
     /// ends as interrupted and still writes its results folder (a dead server never holds a 2 h
     /// soak).
-    #[arg(long, value_parser = parse_give_up, default_value = "30s")]
+    #[arg(env = "EMQ_GIVE_UP", long, value_parser = parse_give_up, default_value = "30s")]
     pub give_up: std::time::Duration,
     /// The load connections: `pipe` (our own connection loop, the least client CPU per
     /// request) or `redis-rs` (redis-rs' multiplexed connection: the reference, ~2x the CPU).
-    #[arg(long, value_enum, default_value_t = Transport::Pipe)]
+    #[arg(env = "EMQ_TRANSPORT", long, value_enum, default_value_t = Transport::Pipe)]
     pub transport: Transport,
+    /// Without a terminal (a pod's log, nohup, CI), the progress is one timestamped line on
+    /// stderr this often (1s..=1h).
+    #[arg(env = "EMQ_PROGRESS_EVERY", long, value_parser = parse_progress_every, default_value = "10s")]
+    pub progress_every: std::time::Duration,
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,
@@ -171,28 +180,28 @@ pub struct RunArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct TargetArgs {
     /// ACL user name (overrides the URL's).
-    #[arg(long, value_name = "NAME")]
+    #[arg(env = "EMQ_USER", long, value_name = "NAME")]
     pub user: Option<String>,
     /// Password (overrides the URL's; prefer $EMQ_PASSWORD, read when neither gives one).
     #[arg(long, value_name = "PASSWORD")]
     pub pass: Option<String>,
     /// Use TLS even for a redis:// URL (any TLS flag implies it).
-    #[arg(long)]
+    #[arg(env = "EMQ_TLS", long)]
     pub tls: bool,
     /// PEM file of the CA certificate(s) that sign the server's (default: the system's roots).
-    #[arg(long, value_name = "FILE")]
+    #[arg(env = "EMQ_CACERT", long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
     /// PEM client certificate, for a server with tls-auth-clients yes (with --key).
-    #[arg(long, value_name = "FILE")]
+    #[arg(env = "EMQ_CERT", long, value_name = "FILE")]
     pub cert: Option<PathBuf>,
     /// PEM private key of --cert.
-    #[arg(long, value_name = "FILE")]
+    #[arg(env = "EMQ_KEY", long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// Server name to send (SNI) and verify, when it is not the URL's host.
-    #[arg(long, value_name = "NAME")]
+    #[arg(env = "EMQ_SNI", long, value_name = "NAME")]
     pub sni: Option<String>,
     /// Accept any server certificate (encrypted, not authenticated; test deployments only).
-    #[arg(long)]
+    #[arg(env = "EMQ_TLS_SKIP_VERIFY", long)]
     pub tls_skip_verify: bool,
 }
 
@@ -259,6 +268,15 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     )
 }
 
+/// `--progress-every`: 1s..=1h.
+fn parse_progress_every(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&d) {
+        return Err(format!("{text:?}: expected 1s..=1h"));
+    }
+    Ok(d)
+}
+
 /// `--give-up`: in [`MIN_GIVE_UP`]..=[`MAX_GIVE_UP`].
 fn parse_give_up(text: &str) -> Result<Duration, String> {
     bounded(
@@ -294,5 +312,6 @@ mod tests {
         let Command::Run(args) = cli.command else { panic!("run") };
         assert_eq!(args.timeout, DEFAULT_TIMEOUT);
         assert_eq!(args.give_up, DEFAULT_GIVE_UP);
+        assert_eq!(args.progress_every, DEFAULT_PROGRESS_EVERY);
     }
 }

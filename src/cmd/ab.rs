@@ -5,7 +5,7 @@
 use super::compare::{compare, CompareArgs, CompareResult};
 use super::session::{check_out, results_dir, RunOptions, Session};
 pub use crate::cli::ab::AbArgs;
-use crate::cli::{RunArgs, DEFAULT_GIVE_UP, DEFAULT_TIMEOUT};
+use crate::cli::{RunArgs, DEFAULT_GIVE_UP, DEFAULT_PROGRESS_EVERY, DEFAULT_TIMEOUT};
 use crate::error::AppError;
 use crate::load::stop::StopSignal;
 use rand::rngs::SmallRng;
@@ -48,6 +48,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         threads: args.threads,
         timeout: DEFAULT_TIMEOUT,
         give_up: DEFAULT_GIVE_UP,
+        progress_every: DEFAULT_PROGRESS_EVERY,
         transport: args.transport,
         server: args.server.clone(),
     };

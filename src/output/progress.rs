@@ -1,36 +1,72 @@
-//! The live progress line (stderr, via indicatif): elapsed, ops/s per script, p99, errors and
-//! the jobs in each state. Hidden with `--quiet` and when stderr is not a terminal.
+//! The live progress: on a terminal, one line redrawn in place (stderr, via indicatif);
+//! without one (a pod's log, nohup, CI), one timestamped line every few seconds, so a long
+//! soak's log shows it is alive and how it goes. Hidden with `--quiet`. Each shows elapsed
+//! time, ops/s per script, p99, errors and the jobs in each state.
 
 use crate::load::run::Depths;
 use crate::metrics::LiveSnapshot;
 use crate::protocol::Script;
 use crate::report::ms3;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::cell::Cell;
 use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::time::{Duration, Instant, SystemTime};
 
-/// The progress line of one run.
-pub struct Progress {
-    bar: ProgressBar,
+/// The progress of one run.
+pub enum Progress {
+    /// A line redrawn in place on a terminal.
+    Bar(ProgressBar),
+    /// A timestamped line every `every`, for a log.
+    Lines {
+        /// How often a line is printed.
+        every: Duration,
+        /// When the next one is due.
+        next: Cell<Instant>,
+    },
+    /// Nothing (`--quiet`).
+    Hidden,
 }
 
 impl Progress {
-    /// A progress line on stderr, or a hidden one when `quiet`.
-    pub fn new(quiet: bool) -> Progress {
-        let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
-        let bar = ProgressBar::with_draw_target(None, target);
-        bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("static template"));
-        Progress { bar }
+    /// The progress for stderr as it is: a line in place on a terminal, else a line every
+    /// `every`; nothing when `quiet`.
+    pub fn new(quiet: bool, every: Duration) -> Progress {
+        match (quiet, std::io::stderr().is_terminal()) {
+            (true, _) => Progress::Hidden,
+            (false, true) => {
+                let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("static template"));
+                Progress::Bar(bar)
+            }
+            (false, false) => Progress::Lines { every, next: Cell::new(Instant::now() + every) },
+        }
     }
 
-    /// Shows the latest snapshot.
+    /// Shows the latest snapshot (about once a second; a log line only when one is due).
     pub fn update(&self, live: &LiveSnapshot, depths: Option<Depths>) {
-        self.bar.set_message(line(live, depths));
-        self.bar.tick();
+        match self {
+            Progress::Bar(bar) => {
+                bar.set_message(line(live, depths));
+                bar.tick();
+            }
+            Progress::Lines { every, next } => {
+                let now = Instant::now();
+                if now >= next.get() {
+                    next.set(now + *every);
+                    let at = humantime::format_rfc3339_seconds(SystemTime::now());
+                    eprintln!("emq-bench: {at} {}", line(live, depths));
+                }
+            }
+            Progress::Hidden => {}
+        }
     }
 
-    /// Removes the line (before the final table is printed).
+    /// Removes the line in place (before the final table is printed).
     pub fn finish(&self) {
-        self.bar.finish_and_clear();
+        if let Progress::Bar(bar) = self {
+            bar.finish_and_clear();
+        }
     }
 }
 

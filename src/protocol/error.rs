@@ -168,6 +168,15 @@ pub enum RegistryError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// BullMQ's scripts were not fetched: they are never built in nor copied into the
+    /// repository.
+    #[error(
+        "BullMQ's scripts are not at {dir}: run scripts/setup (it fetches the pinned release), or pass --lua-dir DIR"
+    )]
+    NotFetched {
+        /// Where they were looked for.
+        dir: PathBuf,
+    },
     /// A script file holds nothing but white space.
     #[error("script {path} is empty (the Lua directory must hold one script per file of PROTOCOL.md)")]
     Empty {

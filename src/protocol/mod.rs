@@ -1,6 +1,7 @@
 //! The EchoMQ v1.1 protocol client (PROTOCOL.md): gated keyspace builders, job-id minting, the
 //! script registry (`SCRIPT LOAD`, `EVALSHA`, NOSCRIPT recovery) and one typed function per verb.
 
+pub mod builtin;
 pub mod bullmq;
 pub mod bullmq_data;
 pub mod client;

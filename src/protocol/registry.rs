@@ -3,6 +3,7 @@
 //! own edited scripts), loads them with `SCRIPT LOAD`, calls them with `EVALSHA`, and on
 //! `NOSCRIPT` (server restarted, `SCRIPT FLUSH`) reloads and retries once.
 
+use super::builtin;
 use super::error::{CallError, RegistryError};
 use super::request::Request;
 use super::script::{Protocol, Script};
@@ -45,13 +46,52 @@ impl ScriptRegistry {
     /// Errors: [`RegistryError::Read`] naming the first file that is missing or unreadable,
     /// [`RegistryError::Empty`] for one that holds nothing but white space.
     pub fn for_protocol(protocol: Protocol, dir: &Path) -> Result<ScriptRegistry, RegistryError> {
+        ScriptRegistry::of_sources(protocol, dir, |script| {
+            let path = dir.join(script.file_name());
+            std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path, source })
+        })
+    }
+
+    /// The scripts a run uses when no `--lua-dir` is given: EchoMQ's nine as built into the
+    /// binary ([`builtin::ECHOMQ`], directory [`builtin::BUILTIN`]); BullMQ's from the release
+    /// `scripts/setup` fetched ([`Protocol::default_dir`]).
+    ///
+    /// Errors: BullMQ's scripts not fetched ([`RegistryError::NotFetched`]), else as
+    /// [`for_protocol`](Self::for_protocol).
+    pub fn default_for(protocol: Protocol) -> Result<ScriptRegistry, RegistryError> {
+        match protocol {
+            Protocol::EchoMqV1 => ScriptRegistry::of_sources(protocol, Path::new(builtin::BUILTIN), |script| {
+                let name = script.file_name();
+                let found = builtin::ECHOMQ.iter().find(|(file, _)| *file == name);
+                Ok(found.map(|(_, source)| source.to_string()).unwrap_or_default())
+            }),
+            Protocol::BullMq => {
+                let dir = Path::new(protocol.default_dir());
+                if !dir.is_dir() {
+                    return Err(RegistryError::NotFetched { dir: dir.to_path_buf() });
+                }
+                ScriptRegistry::for_protocol(protocol, dir)
+            }
+        }
+    }
+
+    /// True when the scripts are the ones built into the binary.
+    pub fn is_builtin(&self) -> bool {
+        self.dir == Path::new(builtin::BUILTIN)
+    }
+
+    /// A registry of `protocol`'s scripts, each source given by `source`, recorded as read
+    /// from `dir`.
+    fn of_sources(
+        protocol: Protocol,
+        dir: &Path,
+        source: impl Fn(Script) -> Result<String, RegistryError>,
+    ) -> Result<ScriptRegistry, RegistryError> {
         let mut scripts = vec![None; Script::COUNT];
         for &script in protocol.scripts() {
-            let path = dir.join(script.file_name());
-            let source =
-                std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path: path.clone(), source })?;
+            let source = source(script)?;
             if source.trim().is_empty() {
-                return Err(RegistryError::Empty { path });
+                return Err(RegistryError::Empty { path: dir.join(script.file_name()) });
             }
             let sha = redis::Script::new(&source).get_hash().to_string();
             let head = Request::from_args(&["EVALSHA", &sha]);

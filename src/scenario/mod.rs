@@ -27,6 +27,7 @@ mod maintenance;
 mod plan;
 mod producers;
 mod sampler;
+pub mod shipped;
 mod target;
 pub mod thresholds;
 mod units;
@@ -58,8 +59,34 @@ pub const MIN_PAYLOAD: u64 = crate::payload::HEADER_LEN as u64;
 /// # Errors
 /// [`ScenarioError::Read`] if the file cannot be read, else as [`parse`].
 pub fn load(path: &Path) -> Result<Plan, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read { path: path.to_owned(), source })?;
-    parse(&text, path)
+    parse(&read_text(path)?, path)
+}
+
+/// The text of the scenario `path`: the file when it exists, else, for a bare name such as
+/// `smoke` (or `smoke.toml`), the shipped scenario of that name built into the binary.
+///
+/// # Errors
+/// [`ScenarioError::Read`] naming the path when it is neither (the message lists the
+/// shipped names).
+pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
+    let err = match std::fs::read_to_string(path) {
+        Ok(text) => return Ok(text),
+        Err(err) => err,
+    };
+    // Only a bare name that names no file may mean a shipped scenario.
+    let bare = path.parent().is_none_or(|p| p.as_os_str().is_empty()) && err.kind() == std::io::ErrorKind::NotFound;
+    let name = path.to_str().filter(|_| bare);
+    if let Some(text) = name.and_then(shipped::shipped) {
+        return Ok(text.to_owned());
+    }
+    let source = match name {
+        Some(_) => std::io::Error::new(
+            err.kind(),
+            format!("{err} (nor is it a shipped scenario: {})", shipped::names().join(", ")),
+        ),
+        None => err,
+    };
+    Err(ScenarioError::Read { path: path.to_owned(), source })
 }
 
 /// Parses and resolves scenario `text`; `path` is used only in messages and

@@ -117,8 +117,9 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         no_check: false,
         repeat: 1,
         threads: 1,
-        timeout: std::time::Duration::from_secs(5),
-        give_up: std::time::Duration::from_secs(30),
+        timeout: emq_bench::cli::DEFAULT_TIMEOUT,
+        give_up: emq_bench::cli::DEFAULT_GIVE_UP,
+        progress_every: emq_bench::cli::DEFAULT_PROGRESS_EVERY,
         transport: emq_bench::protocol::Transport::Pipe,
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
     }

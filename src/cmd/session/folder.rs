@@ -52,7 +52,7 @@ pub fn results_dir(out: Option<&Path>, name: &str) -> Result<PathBuf, AppError> 
 /// (if it has one) masked: a result file never holds a password.
 pub(super) fn copy_scenario(scenario: &Path, url: Option<&str>, dir: &Path) -> Result<(), AppError> {
     let io = |path: &Path, source| AppError::Io { path: path.display().to_string(), source };
-    let mut text = std::fs::read_to_string(scenario).map_err(|e| io(scenario, e))?;
+    let mut text = scenario::read_text(scenario)?;
     if let Some(url) = url {
         text = text.replace(url, &scenario::redact_url(url));
     }

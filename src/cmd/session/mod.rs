@@ -67,7 +67,7 @@ pub struct Session {
 
 impl Session {
     /// Prepares the target for `options`: reads the script directories `lua_dirs` (one
-    /// registry each, in order; `None` is the protocol's default, [`Protocol::default_dir`]),
+    /// registry each, in order; `None` is the protocol's default, [`ScriptRegistry::default_for`]),
     /// starts the embedded server (or connects to the URL with its auth and TLS flags), reads
     /// the topology, loads every script on every node, takes the run lock of every queue, and
     /// refuses (or with `--force` deletes) existing keys of the run's queues. Input is checked
@@ -85,9 +85,9 @@ impl Session {
         let protocol = plan.protocol;
         let registries = lua_dirs
             .iter()
-            .map(|dir| {
-                let dir = dir.unwrap_or(Path::new(protocol.default_dir()));
-                ScriptRegistry::for_protocol(protocol, dir).map(Arc::new)
+            .map(|dir| match dir {
+                Some(dir) => ScriptRegistry::for_protocol(protocol, dir).map(Arc::new),
+                None => ScriptRegistry::default_for(protocol).map(Arc::new),
             })
             .collect::<Result<Vec<_>, _>>()?;
         // Resolved before any server starts, so a bad URL or TLS file costs nothing.
@@ -201,7 +201,7 @@ impl Session {
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
         folder::copy_scenario(&opts.scenario_path, plan.scenario.target.url.as_deref(), dir)?;
 
-        let progress = Progress::new(opts.quiet);
+        let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.
         let probe = Probe::start(&self.plane, crate::probe::EVERY);
         let mut depth_log: Vec<DepthSample> = Vec::new();

@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub threads: usize,
     /// No progress output.
     pub quiet: bool,
+    /// Without a terminal, a progress line this often.
+    pub progress_every: Duration,
     /// Run the invariant check after the run (`--no-check` turns it off).
     pub check: bool,
     /// Delete keys the run's queues already have instead of refusing to start.
@@ -119,6 +121,7 @@ impl RunOptions {
             give_up: args.give_up,
             threads: args.threads.max(1) as usize,
             quiet: args.quiet,
+            progress_every: args.progress_every,
             check: !args.no_check,
             force: args.force,
             keep: args.keep,
