@@ -12,7 +12,7 @@
 //! that start continues from the CRC of the stream's last whole 64 bytes (checkpoints made
 //! once per start, as far as the lengths asked reach), so drawn sizes cost at most 63 bytes
 //! more; the cached CRC is a hasher, cloned per payload. Checksumming every payload
-//! in full cost ~10 % of the harness's client CPU per enqueue at 256 bytes (issue 11 item 7).
+//! in full would cost a pass over all its bytes on every enqueue.
 //! Copying from a pool instead of drawing fresh random bytes keeps the hot path cheap.
 
 use crate::protocol::JobId;
@@ -23,16 +23,16 @@ use std::cell::RefCell;
 pub const HEADER_LEN: usize = 20;
 
 /// Size of the random filler pool, bytes (64 KiB: a payload up to this size repeats nothing of
-/// itself; filling a larger pool cost every load thread start-up time and page faults).
+/// itself; filling a larger pool costs every load thread start-up time and page faults).
 const POOL_LEN: usize = 1 << 16;
 
 /// How many offsets a filler may start at.
 pub const FILLER_STARTS: usize = 64;
 /// Bytes between two filler starts: one cache line, so the starts lie within the pool's first
 /// 4 KiB and the fillers of small payloads share a few dozen cache lines. Spread evenly over
-/// the pool (1 KiB apart), the starts fell into one of each 16 of the L1 cache's 64 sets
+/// the pool (1 KiB apart), the starts would fall into one of each 16 of the L1 cache's 64 sets
 /// (addresses 4 KiB apart share a set), and the lines of 256-byte payloads into 4 of each 16:
-/// ~256 lines through 16 sets of 8 ways, missing L1 on every payload (issue 11 item 7).
+/// ~256 lines through 16 sets of 8 ways, missing L1 on every payload.
 const FILLER_STRIDE: usize = 64;
 /// Bytes between two CRC checkpoints of a filler stream (the stride and the pool are multiples
 /// of it, so a checkpoint's bytes never straddle the pool's end).
@@ -44,7 +44,7 @@ pub struct PayloadPool {
     pool: Vec<u8>,
     /// Per filler start: the filler length last checksummed from it and a CRC-32 hasher that
     /// has taken that filler in. Each payload continues a clone of it (a fresh hasher detects
-    /// the CPU's features every time: ~35 instructions per payload, callgrind).
+    /// the CPU's features every time).
     filler_crc: [RefCell<(usize, crc32fast::Hasher)>; FILLER_STARTS],
     /// Per filler start, made as far as needed ([`PayloadPool::checkpoint`]): entry `k` is the
     /// CRC-32 of the first `(k + 1) × 64` bytes of the filler stream from it (at most the

@@ -157,10 +157,21 @@ async fn a_backlog_left_by_slow_consumers_is_a_drain_incomplete_not_lost_jobs() 
          [consumers]\ncount = 1\nwork = \"20ms\"\nlease = \"5s\"\n",
     )
     .unwrap();
-    let result = run(args(&scenario, &tmp.path().join("out"), server.url()), std::future::pending()).await.unwrap();
+    let out = tmp.path().join("out");
+    let result =
+        run(RunArgs { keep: true, ..args(&scenario, &out, server.url()) }, std::future::pending()).await.unwrap();
     assert_eq!(result.outcome, Outcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(!result.summary.drained);
+    // `emq-bench check --history` on the kept keys says the same: a backlog, no violation, exit 1.
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["check", "--url", &server.url(), "--history"])
+        .arg(out.join("history.bin"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("drain incomplete") && stdout.contains("no violations"), "{stdout}");
     let kinds: Vec<_> = result.summary.verdict.findings.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [emq_bench::verdict::FindingKind::DrainIncomplete], "{:?}", result.failures);
     let pending = result.summary.depths_end.expect("read at the end").pending;

@@ -272,9 +272,9 @@ fn ctrl_c_to_the_process_group_stops_the_run_but_not_its_embedded_server() {
     assert_eq!(summary["keys"], "deleted", "{err}");
 }
 
-/// The moment that once made an abort wait ~10 s, provoked on purpose: the server freezes
-/// while the probe's thread opens its own connections (a loaded machine starts it late). The
-/// probe's end must not wait out the connect or the 20 s reply timeout.
+/// An abort's unlucky moment, provoked on purpose: the server freezes while the probe's thread
+/// opens its own connections (a loaded machine starts it late). The probe's end must not wait
+/// out the connect or the 20 s reply timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_probe_opening_on_a_frozen_server_ends_at_once() {
     use emq_bench::protocol::ConnectOptions;
@@ -334,6 +334,11 @@ fn a_folder_that_cannot_be_completed_keeps_the_summary_and_the_keys() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["keys"], "kept: the results folder could not be written completely");
     assert!(summary["write_errors"].as_array().is_some_and(|e| !e.is_empty()), "{summary}");
+    assert_eq!(summary["verdict"]["passed"], false, "{summary}");
+    // report.html, written before history.bin failed, is rendered again or gone: never a pass.
+    if let Ok(page) = std::fs::read_to_string(out.join("report.html")) {
+        assert!(!page.contains("pass</span> (exit 0)"), "report.html still says pass");
+    }
     let tmp_files: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())

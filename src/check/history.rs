@@ -217,8 +217,9 @@ fn check_job(
 
     // No loss (I7): after a drain every job that exists is completed or failed. A run meant to
     // finish its jobs whose drain did not (consumers that could not keep up) leaves a backlog,
-    // which the verdict reports as such ("drain incomplete"): only a job stuck past its lease
-    // or its due time, which no consumer or maintenance chore will ever move, is a violation.
+    // which the verdict reports as such ("drain incomplete"): there, a job is a violation only
+    // when it is stuck past its lease or due time at the scan, or when that cannot be told
+    // (no deadline, as BullMQ's active list has none, or no server clock).
     if drained || history.header.must_finish {
         if let StateField::Known(
             state @ (Location::Pending
@@ -245,11 +246,12 @@ fn check_job(
 
 /// True when a job left behind by a drain that did not finish is stuck, not merely waiting:
 /// active past its lease, or delayed past its due time (`deadline`, server ms, against the
-/// server's clock at the scan, `now_ms`). A pending job, or one whose time has not come, is a
-/// backlog.
+/// server's clock at the scan, `now_ms`), or either without a deadline or a clock to tell.
+/// A pending job, or one whose time has not come, is a backlog.
 fn past_its_time(state: Location, deadline: Option<&f64>, now_ms: Option<u64>) -> bool {
     match (state, deadline, now_ms) {
         (Location::Active | Location::Delayed, Some(&at), Some(now)) => now as f64 > at,
+        (Location::Active | Location::Delayed, _, _) => true,
         _ => false,
     }
 }

@@ -4,11 +4,10 @@
 //! replies are read, and each reply is decoded in place (redis-protocol's zero-copy RESP2
 //! decoder) and reduced at once, without a redis-rs `Value`.
 //!
-//! Why not the control connection: through redis-rs a row cost ~5 µs of client CPU (a `Value`
-//! and an allocation per field, the combine parser) against ~3.7 µs of server CPU, and each
-//! pipeline waited for the previous one, so the server idled while the client parsed
-//! (`scripts/bench-check`: 1M rows scanned in 6.3-7.6 s). Here a row costs the client well
-//! under a microsecond plus its payload's CRC, and the server always has work queued.
+//! Why not the control connection: through redis-rs a row costs the client more CPU than the
+//! server (a `Value` and an allocation per field, the combine parser), and each pipeline waits
+//! for the previous one, so the server idles while the client parses. Here a row costs the
+//! client a fraction of that plus its payload's CRC, and the server always has work queued.
 //!
 //! Flow control: at most [`RANGES_AHEAD`] `ZRANGE` chunks in flight and [`LISTED_AHEAD`] ids
 //! waiting for their `HGETALL` before more members or SCAN pages are asked for; the `HGETALL`s

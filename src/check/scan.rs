@@ -107,7 +107,7 @@ pub async fn scan<R: Route>(router: &R, queues: &[QueueKeys]) -> Result<ServerSt
         // Sets with members, and set keys of another type (the only strays filed so far).
         let set_keys = sizes.len() + queue.stray_keys.len();
         let members: usize = sizes.iter().map(|(_, n)| n).sum();
-        let at = control.connector().endpoint();
+        let at = control.connector().host_port();
         let node = match nodes.iter().position(|node| node.at == at) {
             Some(node) => node,
             None => {

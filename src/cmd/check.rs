@@ -20,7 +20,8 @@ pub struct CheckResult {
     pub report: InvariantsReport,
     /// The terminal output: the table of the first violations and a summary line.
     pub table: String,
-    /// [`Outcome::Failed`] when any invariant is broken, else [`Outcome::Success`].
+    /// [`Outcome::Failed`] when any invariant is broken, or the history's run left a backlog
+    /// (it had consumers and did not drain); else [`Outcome::Success`].
     pub outcome: Outcome,
 }
 
@@ -104,6 +105,15 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
             )));
         }
     }
+    // A history whose run had consumers but did not drain left a backlog: no violation (the
+    // check judges loss, not speed), but no pass either, as the run itself said.
+    let backlog = history.as_ref().filter(|h| h.header.must_finish && !h.header.drained).map(|_| {
+        use check::state::{Location, StateField};
+        let waiting = |row: &check::state::Row| {
+            matches!(row.state, StateField::Known(l) if !matches!(l, Location::Completed | Location::Failed))
+        };
+        state.queues.iter().map(|q| q.rows.values().filter(|row| waiting(row)).count()).sum::<usize>()
+    });
     let violations = check::run::violations(protocol, &mut state, history.as_ref());
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
     let checked = started.elapsed() - scanned;
@@ -120,7 +130,14 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         crate::report::write_json(&dir.join(check::report::INVARIANTS_FILE), &report)?;
     }
     let names: Vec<&str> = queues.iter().map(|q| q.queue.as_str()).collect();
-    let table = format!("{}{}\n", check::format_violations(&report.violations), report.summary_line(&names));
-    let outcome = if report.is_clean() { Outcome::Success } else { Outcome::Failed };
+    let mut table = format!("{}{}\n", check::format_violations(&report.violations), report.summary_line(&names));
+    let backlog = backlog.filter(|&jobs| jobs > 0);
+    if let Some(jobs) = backlog {
+        table.push_str(&format!(
+            "drain incomplete: the history's run did not drain, and {jobs} of its jobs are still unfinished \
+             (pending, delayed or active)\n"
+        ));
+    }
+    let outcome = if report.is_clean() && backlog.is_none() { Outcome::Success } else { Outcome::Failed };
     Ok(CheckResult { report, table, outcome })
 }

@@ -11,6 +11,7 @@ use crate::load::stop::StopSignal;
 use crate::metrics::RunMetrics;
 use crate::report::run_summary::{all_jobs, scripts_of};
 use crate::report::{format_table, write_json, write_scripts_csv, ScriptSummary};
+use crate::verdict::{Finding, Verdict};
 use serde::Serialize;
 
 /// `merged.json` of a repeated run: the repetitions and their merged per-script latencies.
@@ -48,7 +49,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut merged: Option<RunMetrics> = None;
         let mut folders = Vec::new();
         let mut last = None;
-        let mut failures = Vec::new();
+        // Every repetition's findings, each message prefixed with its folder: the series' verdict.
+        let mut findings = Vec::new();
         // The producers' windows summed over the repetitions: merged ops/s use the same
         // windows as each repetition's own.
         let mut load_window_s = 0.0;
@@ -57,7 +59,14 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             let keep = options.keep && k == repeat;
             let (result, metrics) =
                 session.rep(registry.clone(), registry.dir(), &dir.join(&name), keep, stop.clone()).await?;
-            failures.extend(result.failures.iter().map(|f| format!("{name}: {f}")));
+            findings.extend(
+                result
+                    .summary
+                    .verdict
+                    .findings
+                    .iter()
+                    .map(|f| Finding { kind: f.kind, message: format!("{name}: {}", f.message) }),
+            );
             load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
             folders.push(name);
             match merged.as_mut() {
@@ -88,8 +97,11 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         ));
         last.table = table;
         last.dir = dir;
-        last.outcome = if failures.is_empty() { Outcome::Success } else { Outcome::Failed };
-        last.failures = failures;
+        // The last repetition's summary speaks for the series (`--json` prints it): its verdict
+        // is the series', as the exit code is.
+        last.summary.verdict = Verdict::of(findings);
+        last.outcome = if last.summary.verdict.passed { Outcome::Success } else { Outcome::Failed };
+        last.failures = last.summary.verdict.lines();
         Ok(last)
     }
     .await;

@@ -1,4 +1,4 @@
-//! What each script costs the server per call (issue 14): every script driven in a phase of
+//! What each script costs the server per call: every script driven in a phase of
 //! its own, with the state it needs prepared, and the server's `INFO commandstats` delta of
 //! `EVALSHA` (`usec` / `calls`) read around the phase.
 //!

@@ -183,7 +183,7 @@ async fn maxmemory(nodes: &[Control], d: Duration, end: &mut watch::Receiver<boo
             }
         }
         if let Some(err) = last {
-            not_restored.push(format!("{} (was {limit}, {policy}): {err}", node.connector().target().display()));
+            not_restored.push(format!("{} (was {limit}, {policy}): {err}", node.connector().endpoint().display()));
         }
     }
     if !not_restored.is_empty() {
@@ -338,7 +338,7 @@ async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Do
         let mut replica = target.replica.borrow_mut();
         std::mem::swap(&mut *current, replica.as_mut().expect("checked above"));
     }
-    let (_, old_port) = connector.endpoint();
+    let (_, old_port) = connector.host_port();
     connector.follow("127.0.0.1", replica_port);
     // Every other connection to the old primary (load, coordinator, run lock) is killed and
     // reconnects to the new one. A connection that read the old endpoint just before `follow`

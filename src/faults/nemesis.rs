@@ -113,11 +113,26 @@ impl Nemesis {
     /// servers' shutdown does not race this process's exit. Call it on the last handle; a
     /// handle still held elsewhere keeps the thread waiting for commands.
     pub async fn join(self) {
+        self.join_within(Duration::MAX).await;
+    }
+
+    /// As [`join`](Self::join), for at most `limit`: a thread still busy then (undoing a
+    /// fault on a server that does not answer) is left behind, not waited for, so it holds
+    /// neither this call nor the process's exit (no blocking task is left to the runtime).
+    /// True when the thread ended in time.
+    pub async fn join_within(self, limit: Duration) -> bool {
         let thread = self.thread.lock().expect("nemesis thread").take();
         drop(self);
-        if let Some(thread) = thread {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        let Some(thread) = thread else { return true };
+        let deadline = Instant::now().checked_add(limit);
+        while !thread.is_finished() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        let _ = thread.join();
+        true
     }
 
     /// Starts injecting: times count from `start`; nothing fires at or after `until` (the end

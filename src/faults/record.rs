@@ -1,8 +1,8 @@
 //! Faults a run rode through: the ones the nemesis injected on purpose and the ones the
 //! harness saw (the target unreachable from the coordinator, load connections re-opened,
 //! calls whose outcome is unknown), each with its time span, so latency and errors can be read
-//! against it (issue 10 item 3: *faults seen* are not an interruption; the checker and the
-//! thresholds judge the run).
+//! against it (*faults seen* are not an interruption: the checker and the thresholds judge
+//! the run).
 
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::protocol::{ErrorCode, Script};

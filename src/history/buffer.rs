@@ -1,10 +1,10 @@
 //! The per-thread, append-only history buffer: LEB128 varints with deltas, so an event costs
-//! about 6–12 bytes (issue 4's budget is 64 bytes per job, retries included).
+//! about 6–12 bytes (the budget is 64 bytes per job, retries included).
 //!
 //! A thread's history is a list of streams, one per chunk of at most [`CHUNK`] bytes: each
 //! starts its deltas from zero, so it decodes on its own and is handed over and written as it
-//! was recorded, never joined (joining copied every byte once more into fresh pages, a page
-//! fault per 4 KiB: ~800 faults per 300 000 enqueues, issue 11 item 7).
+//! was recorded, never joined (joining would copy every byte once more into fresh pages, a
+//! page fault per 4 KiB of history).
 //!
 //! Encoding of one event: a byte `kind << 5 | outcome`; the job number as a zigzag varint delta
 //! from the previous event's; the token (a varint) or, for enqueues, the CRC-32 (4 bytes LE),
@@ -27,8 +27,8 @@ pub struct HistoryBuf {
     /// The chunks filled so far, each a whole stream.
     full: Vec<Vec<u8>>,
     /// The chunk being written: `CHUNK` bytes allocated zeroed, `bytes[..at]` recorded. Events
-    /// are encoded straight into it (a stack buffer zeroed and then copied was ~35
-    /// instructions per event, issue 11 item 7).
+    /// are encoded straight into it, not into a stack buffer zeroed and then copied, which
+    /// would zero and copy every event once more.
     bytes: Vec<u8>,
     at: usize,
     last_job: u32,
@@ -100,8 +100,8 @@ impl HistoryBuf {
     }
 
     /// [`push`](Self::push) with the enqueued id's time part `id_ms` (ms since the Unix epoch;
-    /// kept for enqueue kinds only). Always inlined: it runs once per reply recorded, and its
-    /// call, prologue and epilogue were ~25 of its ~130 instructions (issue 11 item 7).
+    /// kept for enqueue kinds only). Always inlined: it runs once per reply recorded, and a
+    /// call, prologue and epilogue would add a sizeable share to its own work.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
     pub fn push_enqueue(

@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(load(&path).unwrap(), (header(), streams(10)));
     }
 
-    /// Issue 10 item 10: a file cut short says which file, that it is truncated, where it
+    /// A file cut short says which file, that it is truncated, where it
     /// ends and which section it cut (with the event, inside a stream), not "failed to fill
     /// whole buffer".
     #[test]

@@ -153,8 +153,8 @@ impl Chart<'_> {
             .label_style(("sans-serif", 12))
             .axis_desc_style(("sans-serif", 13))
             // One light line between two labels: plotters asks for up to labels x this many
-            // light points (1 puts them under the labels' own lines). Its default of 10 made
-            // ~90 % of a chart's SVG lines and ~36 % of report.html's instructions (callgrind).
+            // light points (1 puts them under the labels' own lines). Its default of 10 makes
+            // light lines the bulk of a chart's SVG and a large share of writing report.html.
             .max_light_lines(2)
             .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(215, 215, 215))

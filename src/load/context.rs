@@ -123,8 +123,8 @@ impl ThreadCtx {
 
     /// Records one call of `script` sent and answered as `span` says: latency from `intended`
     /// (open loop) or, in closed loop, the service time itself; errors by code. Always
-    /// inlined: every reply of the run goes through it, and its call was ~20 of its ~70
-    /// instructions (callgrind, issue 11 item 7).
+    /// inlined: every reply of the run goes through it, and a call would be a large share of
+    /// its cost.
     #[inline(always)]
     pub fn record<T>(&self, script: Script, intended: Option<Instant>, span: Span, result: &Result<T, CallError>) {
         let mut rec = self.recorder.borrow_mut();

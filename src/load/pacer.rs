@@ -1,8 +1,8 @@
-//! Sub-millisecond wake-ups for open-loop sends (issue 11 item 1).
+//! Sub-millisecond wake-ups for open-loop sends.
 //!
 //! tokio's timer wheel ticks at 1 ms, so an open-loop send waiting with `sleep_until` leaves
-//! up to a millisecond late (p50 ~0.5 ms): at 1 000 jobs/s that was ~80 % of the reported
-//! latency. A load thread's [`Pacer`] keeps the waiting sends' deadlines in a heap and one
+//! up to a millisecond late (p50 ~0.5 ms): at 1 000 jobs/s that lateness would be most of the
+//! reported latency. A load thread's [`Pacer`] keeps the waiting sends' deadlines in a heap and one
 //! Linux `timerfd` armed for the earliest, watched by the runtime's epoll through `AsyncFd`:
 //! the kernel's hrtimer fires it with microsecond precision (timerfds take no timer slack),
 //! and the thread wakes only when a send is due, so the precision costs about three syscalls

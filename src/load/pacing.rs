@@ -36,9 +36,9 @@ pub enum Schedule {
 impl Schedule {
     /// An open-loop schedule of `rate_per_sec` (> 0) jobs/s starting at `start`, its first
     /// uniform send `phase` (0..1) of a gap after it: producer i of N takes i/N, so N uniform
-    /// producers interleave instead of firing together (32 producers at 8 000/s: service p50
-    /// 0.92 ms in phase against 0.41 ms with Poisson arrivals, issue 11). Poisson arrivals are
-    /// random already and start at `start`.
+    /// producers interleave instead of firing together (in phase, their bursts queue at the
+    /// server, and the service time rises well above that of Poisson arrivals at the same
+    /// rate). Poisson arrivals are random already and start at `start`.
     pub fn open(rate_per_sec: f64, arrival: Arrival, start: Instant, seed: u64, phase: f64) -> Schedule {
         let rng = SmallRng::seed_from_u64(seed);
         let mean_gap_s = 1.0 / rate_per_sec;
@@ -83,7 +83,7 @@ impl Schedule {
 
     /// The intended send time of the next request (`None` in closed loop), and advances.
     /// The closed loop's answer is inlined into every draw; the open loop's is computed out
-    /// of line (a call per closed-loop enqueue was ~20 instructions, issue 11 item 7).
+    /// of line (a call on every closed-loop enqueue would cost more than its answer, `None`).
     #[inline(always)]
     pub fn next_intended(&mut self) -> Option<Instant> {
         match self {

@@ -6,11 +6,11 @@
 //! poll through every layer of the call and a copy of its state per reply; the window queues
 //! each enqueue on its node's reply lane without awaiting it ([`QueueOps::queue_enqueue`],
 //! [`ReplyLane`]), waits on the oldest, and then counts every reply already read in one go, so
-//! one wake-up serves a whole read (issue 11 item 7: the harness's client CPU per request
-//! against redis-benchmark's). The replies of a read are recorded after the window's next
-//! sends are queued and written, while the server works on them; until then they stay on their
-//! lane and their requests at the front of the window, moved once each (a copy of both into a
-//! list of taken replies was ~100 instructions per enqueue). Replies on one connection
+//! one wake-up serves a whole read, which keeps the client's CPU per request near
+//! redis-benchmark's. The replies of a read are recorded after the window's next sends are
+//! queued and written, while the server works on them; until then they stay on their lane and
+//! their requests at the front of the window, moved once each (never copied into a list of
+//! taken replies first, which would copy both once more per enqueue). Replies on one connection
 //! come back in send order, so the oldest is the next one due. On a cluster a producer's
 //! window spans one lane per node: a reply from another node waits behind a slower node's
 //! older one to be recorded (its times are the connection's, so its latency is not
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 /// How often a producer waiting for its next intended send looks at the run phase.
 const PHASE_POLL: Duration = Duration::from_millis(50);
 /// Job numbers a producer reserves at once from the run-wide counter: one atomic add per 16
-/// jobs instead of one per job (~1.5 % of the client CPU per enqueue at 1 x 64), while the
+/// jobs instead of one per job (a shared atomic per enqueue is a measurable cost), while the
 /// last producers to run out of a `jobs = N` budget hold at most 16 each.
 const NUMBER_BLOCK: u64 = 16;
 
@@ -70,8 +70,8 @@ impl Producer {
     /// Draws the next send: its intended time (open loop) and the job. `None` once the run's
     /// job budget is spent. `now` is the producer's latest instant (closed-loop ids are stamped
     /// from it instead of reading the wall clock once more per job; ids stay monotonic).
-    /// Inlined into its one caller: its call and the returned `Next` copied through memory
-    /// were ~30 instructions per enqueue (callgrind, issue 11 item 7).
+    /// Inlined into its one caller: a call would copy the returned `Next` through memory on
+    /// every enqueue.
     #[inline(always)]
     fn draw(&mut self, ctx: &ThreadCtx, now: Instant) -> Option<Next> {
         let plan = &ctx.plan.producers;
@@ -114,7 +114,7 @@ impl Producer {
                 Job {
                     id_ms: self.ids.stamp(stamp),
                     number: number as u32,
-                    // One queue (the usual case) draws nothing: ~35 instructions per job.
+                    // One queue (the usual case) draws nothing: no random draw per job.
                     queue: match ctx.plan.queues.len() {
                         1 => 0,
                         n => rng.random_range(0..n) as u16,
@@ -137,8 +137,8 @@ struct Next {
 
 /// What one enqueue is: a new job, or a re-send of an accepted one's id. No id is kept: it is
 /// a function of the job number, the stamp and the run tag ([`JobIdGen::id_of`]), minted when
-/// the request is framed. Requests in flight stay 72 bytes instead of 128; their moves were
-/// ~3 % of the client CPU per enqueue (issue 11 item 7).
+/// the request is framed. Requests in flight stay 72 bytes instead of 128: each is moved into
+/// and out of the window, once per enqueue.
 #[derive(Clone, Copy)]
 struct Job {
     /// The id's time part, ms since the Unix epoch.
@@ -229,8 +229,7 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         // The new sends go out now, written in this poll (`flush`), and only then are the
         // replies counted in last round recorded: the server works while this thread records.
         // A whole window is then one write, one read and one wake-up, as redis-benchmark's,
-        // and the server does not idle while the histograms and the history are written
-        // (issue 11 item 7).
+        // and the server does not idle while the histograms and the history are written.
         if queued {
             lanes.iter_mut().for_each(ReplyLane::flush);
         }
@@ -405,7 +404,7 @@ async fn redo<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight, id: J
 /// Records one reply sent and read as `span` says: in the histograms and the history, and in
 /// the job counters; an accepted new job becomes the producer's next duplicate. Always
 /// inlined (into the window's loop and `redo`): the loop records every reply through it, and
-/// its call was ~25 instructions.
+/// a call would cost on every reply.
 #[inline(always)]
 fn settle<Q: QueueOps>(
     ctx: &ThreadCtx,

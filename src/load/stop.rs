@@ -103,7 +103,7 @@ impl<F: Future<Output = ()> + Send + 'static> From<F> for StopSignal {
 
 /// Why a run ended before its plan was carried out (exit 1). Faults the run rode through are
 /// not interruptions: they are [`crate::faults::FaultsSeen`], and the checker and thresholds
-/// judge the run. Issue 10 item 3 keeps the two apart as types, not strings.
+/// judge the run. The two are kept apart as types, not strings.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Interruption {
     /// A stop signal: the load ended early, the check and cleanup ran.

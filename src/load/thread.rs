@@ -1,6 +1,6 @@
 //! One load thread: a current-thread tokio runtime with a `LocalSet`, its share of the
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
-//! runtime costs about half the CPU per request of the multi-thread one (measured here).
+//! runtime costs markedly less CPU per request than the multi-thread one.
 
 use super::backend::{Driver, EchoOps, Routes};
 use super::bullmq::BullOps;
@@ -222,9 +222,8 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     // Waited for on a task of its own: the thread's root future (this one) is polled again at
     // every wake-up of any task on the thread, and a `select!` of the stop signal and the
     // flusher's interval there (a watch channel's `changed`, a timer poll and a random draw)
-    // cost ~290 instructions per wake-up, where polling a join handle costs a few: 0.3 % of
-    // the client's instructions at 1 x 64 (callgrind, 100 000 requests), more at shallower
-    // windows, which wake more often per request (issue 11 item 7).
+    // costs far more per wake-up than polling a join handle, the more so at shallower windows,
+    // which wake more often per request.
     let waiting = tokio::task::spawn_local(async move {
         tokio::pin!(flusher);
         tokio::select! {
@@ -268,7 +267,7 @@ async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallErr
     let pconns = open(spec, connections_for(producers.len(), plan.producers.count, plan.producers.connections)).await?;
     let cconns = open(spec, connections_for(consumers.len(), plan.consumers.count, plan.consumers.connections)).await?;
     let mconn = if spec.index == 0 { open(spec, 1).await? } else { Vec::new() };
-    let nodes = spec.nodes.iter().map(|c| (c.target().host.clone(), c.target().port)).collect();
+    let nodes = spec.nodes.iter().map(|c| (c.endpoint().host.clone(), c.endpoint().port)).collect();
     let routes = Rc::new(Routes::new(&spec.placement, nodes));
     Ok((queues, routes, pconns, cconns, mconn))
 }

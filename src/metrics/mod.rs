@@ -51,8 +51,8 @@ pub const INTERVAL_US: u64 = 1_000_000;
 /// recorded into it (at most [`HIGHEST_US`]: [`record_us`] clamps).
 ///
 /// Why it starts small: a histogram sized for 60 s up front is ~17k counters (139 KB) zeroed at
-/// creation, 34 fresh pages each; a run creates a few dozen (per interval, per total), which was
-/// ~1 200 page faults and 7.5 MB of memset per run (issue 11 item 7). Starting at 1..=2047 µs it
+/// creation, 34 fresh pages each, and a run creates a few dozen (per interval, per total),
+/// each paying its page faults and its memset. Starting at 1..=2047 µs it
 /// is 16 KB, and a second of sub-16 ms latencies keeps it under 48 KB. Histograms of any size
 /// add into one another ([`Histogram::add`] grows the destination); every histogram the crate
 /// records into or adds into comes from here or from [`growable`].

@@ -53,8 +53,8 @@ pub struct Recorder {
     /// of one script with the same latencies, written with one `record_n` when it ends (a
     /// different call, or the interval's end). Replies of one pipelined read share their
     /// read time, and those of one write their send time, so at 1 connection x 64 in flight
-    /// two histogram records per reply (~170 instructions, issue 11 item 7) became two per
-    /// run. The histograms are the same: `record_n(v, n)` is `n` records of `v`.
+    /// the two histogram records are paid once per run, not once per reply. The histograms
+    /// are the same: `record_n(v, n)` is `n` records of `v`.
     run: Option<OkRun>,
 }
 

@@ -48,7 +48,7 @@ pub(crate) const QUOTED: usize = 64;
 /// every load thread holds a clone.
 #[derive(Clone)]
 pub struct Connector {
-    target: Arc<Endpoint>,
+    endpoint: Arc<Endpoint>,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     /// Where connections go after a failover the harness made ([`Connector::follow`]):
     /// shared by every clone, read once per connect (never per request).
@@ -57,22 +57,22 @@ pub struct Connector {
 
 impl std::fmt::Debug for Connector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connector").field("target", &self.target.display()).finish()
+        f.debug_struct("Connector").field("endpoint", &self.endpoint.display()).finish()
     }
 }
 
 impl Connector {
-    /// A connector for `target`; builds its TLS config once.
+    /// A connector for `endpoint`; builds its TLS config once.
     ///
     /// Errors: [`NetError::Tls`] from the TLS settings (unreadable CA, key without cert, ...).
-    pub fn new(target: Endpoint) -> Result<Connector, NetError> {
-        let tls = match &target.tls {
+    pub fn new(endpoint: Endpoint) -> Result<Connector, NetError> {
+        let tls = match &endpoint.tls {
             Some(settings) => {
-                Some((TlsConnector::from(settings.client_config()?), settings.server_name(&target.host)?))
+                Some((TlsConnector::from(settings.client_config()?), settings.server_name(&endpoint.host)?))
             }
             None => None,
         };
-        Ok(Connector { target: Arc::new(target), tls, followed: Arc::default() })
+        Ok(Connector { endpoint: Arc::new(endpoint), tls, followed: Arc::default() })
     }
 
     /// Sends every connection opened from now on, by this connector and all its clones, to
@@ -83,23 +83,23 @@ impl Connector {
     }
 
     /// Where connections go now: the target's host and port, or the followed ones.
-    pub fn endpoint(&self) -> (String, u16) {
+    pub fn host_port(&self) -> (String, u16) {
         match &*self.followed.lock().expect("connector endpoint") {
             Some((host, port)) => (host.clone(), *port),
-            None => (self.target.host.clone(), self.target.port),
+            None => (self.endpoint.host.clone(), self.endpoint.port),
         }
     }
 
-    /// The target every connection goes to.
-    pub fn target(&self) -> &Endpoint {
-        &self.target
+    /// The endpoint every connection goes to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The same settings for another endpoint (a cluster node).
     ///
     /// Errors: as [`Connector::new`].
     pub fn at(&self, host: &str, port: u16) -> Result<Connector, NetError> {
-        Connector::new(self.target.at(host, port))
+        Connector::new(self.endpoint.at(host, port))
     }
 
     /// The error for a new connection whose first answer, `first` (its first bytes, at least
@@ -114,7 +114,7 @@ impl Connector {
         let more = if first.len() > QUOTED { "..." } else { "" };
         let quoted = first[..first.len().min(QUOTED)].escape_ascii();
         // 0x15, 0x16: a TLS alert or handshake record, a TLS port answering plain TCP.
-        let hint = if self.target.tls.is_none() && matches!(byte, 0x15 | 0x16) { TLS_HINT } else { "" };
+        let hint = if self.endpoint.tls.is_none() && matches!(byte, 0x15 | 0x16) { TLS_HINT } else { "" };
         Some(self.not_redis(format!("it replied \"{quoted}\"{more}{hint}")))
     }
 
@@ -122,12 +122,12 @@ impl Connector {
     /// of a reply to the handshake: what a non-Redis service, or a TLS port spoken to in plain
     /// TCP, does.
     pub fn closed_without_reply(&self) -> NetError {
-        let hint = if self.target.tls.is_none() { TLS_HINT } else { "" };
+        let hint = if self.endpoint.tls.is_none() { TLS_HINT } else { "" };
         self.not_redis(format!("it closed the connection without a reply{hint}"))
     }
 
     fn not_redis(&self, answer: String) -> NetError {
-        NetError::NotRedis { addr: format!("{}:{}", self.target.host, self.target.port), answer }
+        NetError::NotRedis { addr: format!("{}:{}", self.endpoint.host, self.endpoint.port), answer }
     }
 
     /// Connects within `timeout` (TCP, then the TLS handshake).
@@ -135,7 +135,7 @@ impl Connector {
     /// Errors: [`NetError::Connection`] naming the endpoint and the step that failed (a
     /// certificate the CA does not sign reads "TLS handshake: invalid peer certificate: ...").
     pub async fn connect(&self, timeout: Duration) -> Result<Stream, NetError> {
-        let (host, port) = self.endpoint();
+        let (host, port) = self.host_port();
         let lost = |what: &str, e: &dyn std::fmt::Display| NetError::Connection(format!("{host}:{port}: {what}: {e}"));
         let tcp = match tokio::time::timeout(timeout, TcpStream::connect((host.as_str(), port))).await {
             Ok(Ok(stream)) => stream,

@@ -48,7 +48,7 @@ impl Control {
     pub async fn connect(connector: &Connector, opts: ConnectOptions) -> Result<Control, NetError> {
         // A failed first connect names the target (password masked): the bare reply does not
         // say which server or user was meant.
-        let target = connector.target();
+        let target = connector.endpoint();
         let (conn, tls) = open(connector, opts).await.map_err(|e| match e {
             NetError::Connection(msg) => {
                 // A plain connection to a TLS port is cut at the first command.
@@ -125,7 +125,7 @@ async fn open(
 ) -> Result<(MultiplexedConnection, Option<TlsInfo>), NetError> {
     let stream = connector.connect(opts.connect_timeout).await?;
     let tls = stream.tls_info();
-    let t = connector.target();
+    let t = connector.endpoint();
     let mut info = RedisConnectionInfo::default().set_db(t.db);
     if let Some(user) = &t.user {
         info = info.set_username(user);
@@ -244,6 +244,6 @@ impl ConnectionLike for Control {
     }
 
     fn get_db(&self) -> i64 {
-        self.inner.connector.target().db
+        self.inner.connector.endpoint().db
     }
 }

@@ -79,7 +79,7 @@ impl Topology {
 /// Errors: a failed CLUSTER SLOTS on a cluster, or one without any slot served.
 pub async fn discover(control: &Control) -> Result<Topology, NetError> {
     let mut conn = control.clone();
-    let t = control.connector().target();
+    let t = control.connector().endpoint();
     let info: Result<String, _> = redis::cmd("INFO").arg("replication").arg("cluster").query_async(&mut conn).await;
     let (role, cluster) = match info {
         Ok(text) => {

@@ -2,7 +2,6 @@
 //! control command for a queue (INFO aside) goes to the node that owns the queue's slot. On a
 //! standalone server it is one connection. No module talks to "the server" as if there were
 //! only one: they ask the plane ([`Route::conn_for`]).
-
 //!
 //! Above the protocol: it routes by a queue's slot, follows the protocol's redirects, and
 //! holds the run's safety on a shared deployment: [`lock`] (the per-queue run lock) and
@@ -179,7 +178,7 @@ impl Route for Plane {
 
 async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, PlaneError> {
     let topology = discover(seed).await?;
-    let t = seed.connector().target();
+    let t = seed.connector().endpoint();
     let mut conns = Vec::with_capacity(topology.nodes.len());
     for node in &topology.nodes {
         if (node.host.as_str(), node.port) == (t.host.as_str(), t.port) || topology.nodes.len() == 1 {

@@ -117,19 +117,7 @@ impl CallError {
     /// Classifies a redis-rs error. NOSCRIPT is a `Server` error here; the registry reloads
     /// and retries before it ever reaches a caller.
     pub fn from_redis(err: &redis::RedisError) -> CallError {
-        if err.is_timeout() {
-            return CallError::Timeout;
-        }
-        if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
-            return CallError::Connection(err.to_string());
-        }
-        if let Some(code) = err.code() {
-            return CallError::from_error_reply(code, err.detail().unwrap_or_default());
-        }
-        match err.kind() {
-            redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType => CallError::Reply(err.to_string()),
-            _ => CallError::Server(err.to_string()),
-        }
+        crate::net::NetError::from_redis(err).into()
     }
 
     /// Classifies a server error reply `-<code> <detail>` (RESP: the code is the first word).

@@ -20,8 +20,7 @@ pub struct JobIdGen {
     last_ms: u64,
     next_number: u32,
     /// The last id minted and its ULID: the next one of the same ms re-encodes only its last
-    /// digits in place ([`JobId::set_ulid_after`]; all 26 were ~5 % of the client CPU per
-    /// enqueue).
+    /// digits in place ([`JobId::set_ulid_after`]), not all 26.
     last: Option<(u128, JobId)>,
 }
 

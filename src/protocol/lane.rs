@@ -1,11 +1,11 @@
 //! Reply lanes: one caller's queued requests on one connection, whose replies come back to it
-//! in the order it queued them, each with its send and read times (issue 11 item 7).
+//! in the order it queued them, each with its send and read times.
 //!
 //! Why not a future per request: a producer holds a window of up to `pipeline` enqueues in
-//! flight. With a future each, every reply went through a reply slot, a waker, a poll of the
-//! future, a thread-local hand-over of its times and a typed wrapper, ~8 % of the client CPU
-//! per enqueue at 1 connection x 64 in flight. A lane is one queue the connection's driver
-//! appends to and the caller pops from: one wake-up per read, the times beside the reply.
+//! flight. With a future each, every reply would go through a reply slot, a waker, a poll of
+//! the future, a thread-local hand-over of its times and a typed wrapper. A lane is one queue
+//! the connection's driver appends to and the caller pops from: one wake-up per read, the
+//! times beside the reply.
 //! Replies on one connection come back in send order, so a lane never reorders.
 
 use super::error::CallError;
@@ -42,9 +42,9 @@ pub trait ReplyLane: 'static {
 
     /// Queues the one request `pack` appends packed (`*<n>\r\n` and its `n` bulk strings,
     /// as [`Request::write_packed`] writes them), as [`queue_with`](Self::queue_with) does:
-    /// for a caller whose framing is pre-built down to the header (the producers' enqueue;
-    /// keeping an argument count per request was ~3 % of the client CPU per enqueue, issue 11
-    /// item 7). The default packs into a buffer of its own and queues the request parsed back.
+    /// for a caller whose framing is pre-built down to the header (the producers' enqueue,
+    /// which then keeps no argument count per request). The default packs into a buffer of its
+    /// own and queues the request parsed back.
     /// `pack` must not use the connection (the pipe's state is borrowed while it runs).
     ///
     /// Panics when `pack` appends anything but one whole request (in the pipe: nothing, or,
@@ -66,9 +66,8 @@ pub trait ReplyLane: 'static {
     /// takes them now; its writer sends the rest. A caller queues a batch of requests, then
     /// flushes once: the pipe's lane queues without waking its connection's driver, so a
     /// batch costs one `write` in the caller's own poll instead of a wake-up and a poll of the
-    /// driver (~40 instructions per enqueue at 4 x 16, issue 11 item 7). Requests queued on a
-    /// pipe lane go out at its next `flush` at the latest. The default does nothing (a
-    /// transport that sends each request as it is queued).
+    /// driver. Requests queued on a pipe lane go out at its next `flush` at the latest. The
+    /// default does nothing (a transport that sends each request as it is queued).
     fn flush(&mut self) {}
 
     /// How many replies are in and not taken yet (at least one), and the read time of the

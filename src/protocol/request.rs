@@ -1,8 +1,8 @@
-//! One command as RESP bytes, built in place and reused (issue 5).
+//! One command as RESP bytes, built in place and reused.
 //!
 //! redis-rs' `Cmd` stores each argument, then packs the whole command into a second buffer on
-//! send: two copies, a length table and a digit formatting per argument, about 12% of the
-//! client's CPU per enqueue here. A [`Request`] frames each argument as it is added
+//! send: two copies, a length table and a digit formatting per argument, on every enqueue.
+//! A [`Request`] frames each argument as it is added
 //! (`$<len>\r\n<bytes>\r\n`), starts from a pre-framed template (`EVALSHA <sha>`, framed once
 //! per script by the registry), and is written out with only the `*<count>\r\n` header in
 //! front. Arguments still go through redis-rs' `ToRedisArgs`, so numbers and strings are
@@ -51,8 +51,7 @@ impl Request {
 
     /// A request built straight onto the end of `out`, a connection's output buffer, behind
     /// room for its `*<count>` header: [`Request::into_packed`] writes the header in place and
-    /// hands `out` back, so the request's bytes are never copied (issue 11 item 7: that copy
-    /// was ~5 % of the client CPU per enqueue).
+    /// hands `out` back, so the request's bytes are never copied.
     pub fn onto(mut out: Vec<u8>) -> Request {
         out.extend_from_slice(HEADER_ROOM);
         Request { base: out.len(), framed: out, count: 0, pending: Vec::new() }

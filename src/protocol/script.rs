@@ -181,7 +181,7 @@ impl Script {
     }
 
     /// True for the scripts producers send (EchoMQ's `enqueue`, `enqueue_delayed`; BullMQ's
-    /// `add*Job`): their ops/s are rated over the load phase, not load + drain (issue 11 item 5).
+    /// `add*Job`): their ops/s are rated over the load phase, not load + drain.
     pub fn is_enqueue(self) -> bool {
         matches!(
             self,

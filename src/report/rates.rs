@@ -1,6 +1,6 @@
-//! Whether an open-loop run held its rate (issue 11 item 4): a rate that was not held is
-//! reported, never hidden. At 200 000/s requested this VM sent 43 000/s and 79 % of the
-//! intended requests were never sent, which nothing said before.
+//! Whether an open-loop run held its rate: a rate that was not held is reported, never
+//! hidden. A rate beyond what the machine can send leaves most of the intended requests
+//! unsent, and the run must say so.
 
 use serde::Serialize;
 

@@ -126,7 +126,7 @@ pub struct RunSummary {
     pub harness: HarnessCpu,
     /// The invariant check after the run (None when the server could not be read).
     pub check: Option<CheckSummary>,
-    /// Size of the run's history, bytes per enqueued job (issue 4's budget: ≤ 64).
+    /// Size of the run's history, bytes per enqueued job (its budget: ≤ 64).
     pub history_bytes_per_job: Option<f64>,
     /// The scenario's `[thresholds]`, evaluated.
     pub thresholds: Vec<super::thresholds::ThresholdResult>,

@@ -89,12 +89,33 @@ pub struct ScriptSummary {
     /// the measured part (warmup excluded, as `calls`).
     pub late: u64,
     /// `late` over `calls`, 0..1 (0.0 with no call): the share of sends that fell behind, which
-    /// only overload should raise (issue 11 item 2).
+    /// only overload should raise.
     #[serde(default)]
     pub late_fraction: f64,
 }
 
 impl ScriptSummary {
+    /// A summary with only its counts set: `calls`, `ok` and `errors` by code (the unit tests
+    /// of the gates and of the judge).
+    #[cfg(test)]
+    pub(crate) fn with_counts(name: &str, calls: u64, ok: u64, errors: &[(&str, u64)]) -> ScriptSummary {
+        ScriptSummary {
+            script: name.into(),
+            calls,
+            ok,
+            errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            ops_per_sec: 0.0,
+            window: "measured".into(),
+            window_secs: 0.0,
+            latency_us: Default::default(),
+            service_us: Default::default(),
+            error_latency_us: Default::default(),
+            send_lag_us: Default::default(),
+            late: 0,
+            late_fraction: 0.0,
+        }
+    }
+
     /// Total failed calls (all codes).
     pub fn error_total(&self) -> u64 {
         self.errors.values().sum()
@@ -230,7 +251,7 @@ mod tests {
     }
 
     /// EchoMQ's and BullMQ's enqueue scripts are rated over the load phase; the others keep
-    /// the measured window (load + drain). BullMQ's `add*Job` once kept the latter.
+    /// the measured window (load + drain).
     #[test]
     fn producers_scripts_of_both_protocols_use_the_load_window() {
         let mut s = summarize(&sample_run());

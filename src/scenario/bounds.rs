@@ -1,13 +1,13 @@
 //! Upper bounds of every count and size a scenario may set, and why each is what it is
-//! (issue 10 item 8: `pipeline = 1000000` held 3.2 GB and sent nothing; `producers.count =
-//! 4294967295` aborted on an 8 GiB allocation).
+//! (unbounded, a `pipeline = 1000000` holds gigabytes and sends nothing, and a
+//! `producers.count = 4294967295` aborts on an allocation).
 //!
 //! The aim is that the largest scenario accepted fits comfortably in 24 GiB, beside the
 //! embedded server that holds the queue on the same machine. Measured here (the `dev`
 //! build, loopback valkey-server, 256-byte payloads, peak RSS of the harness):
 //! - a producer lane (one request in flight: a tokio task, its payload buffer, its request's
-//!   bytes in the connection's output buffer, a reply slot) ~7.9 KiB (100 000 lanes: 787 MB),
-//!   measured when each lane was a task; a producer is now one task with a window of
+//!   bytes in the connection's output buffer, a reply slot) ~7.9 KiB (100 000 lanes: 787 MB)
+//!   with a task per lane: an upper bound, since a producer is one task with a window of
 //!   `pipeline` entries (a reply handle, the job, its request's bytes), which holds less;
 //! - a consumer lane ~4.4 KiB (100 000 lanes: 438 MB);
 //! - a connection ~66 KiB (4 000: 265 MB; 64 KiB output and 64 KiB read buffers, TLS adds
@@ -58,8 +58,8 @@ pub const MAX_JOBS: u64 = 10_000_000;
 /// uniformly or by weight, a longer list only spells a typo or a generated file gone wrong.
 pub const MAX_LIST: usize = 1000;
 
-/// `producers.max_attempts`: a retry budget; the bound only catches typos (u32::MAX was
-/// accepted), far past any retry policy.
+/// `producers.max_attempts`: a retry budget; the bound only catches typos (such as
+/// u32::MAX), far past any retry policy.
 pub const MAX_ATTEMPTS: u64 = 10_000;
 
 /// `consumers.progress`: calls per job, each one request; past 1000 the run measures
@@ -88,6 +88,6 @@ pub const LANE_CALLS_PER_SEC: f64 = 20_000.0;
 
 /// `duration`, `warmup` and `drain` (and `--duration`): a week. A longer run's history
 /// (~30 bytes per job) outgrows memory at any useful rate, and a duration past the range of
-/// `Instant` panicked (`duration = "500000000000y"`). The other durations (lease, poll, the
+/// `Instant` would panic (`duration = "500000000000y"`). The other durations (lease, poll, the
 /// maintenance intervals, ...) are bounded by [`MAX_DURATION`](super::MAX_DURATION), 1 h.
 pub const MAX_RUN: Duration = Duration::from_secs(7 * 24 * 3600);

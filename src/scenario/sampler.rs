@@ -99,8 +99,8 @@ impl Shape {
     }
 
     /// One value: a fixed one read in place, any other drawn out of line. Every enqueue
-    /// samples its payload size, and a call per sample of a fixed size (the usual one) was
-    /// ~28 instructions (callgrind, issue 11 item 7).
+    /// samples its payload size, and a call per sample of a fixed size (the usual one) would
+    /// cost more than reading it.
     #[inline(always)]
     fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         match self {

@@ -182,7 +182,7 @@ fn rule_violations_name_field_found_expected_and_line() {
     refused_raw("name = \"a/b\"\nseed = 1\njobs = 1", &[":1: name"]);
 }
 
-/// Issue 10 item 8: every count and size has an upper bound, stated in the message with the
+/// Every count and size has an upper bound, stated in the message with the
 /// file, line and field; values that overflow a u32, are negative or are floats get the same
 /// message, not the TOML reader's "expected u32".
 #[test]
@@ -267,7 +267,7 @@ fn in_flight_products_are_bounded() {
 }
 
 /// Durations are bounded too: a run length past a week, or a lease, poll or interval past an
-/// hour, is refused (a `duration = "500000000000y"` panicked on an `Instant` overflow).
+/// hour, is refused (a `duration = "500000000000y"` would overflow an `Instant`).
 #[test]
 fn durations_have_upper_bounds() {
     refused_raw(
@@ -296,7 +296,7 @@ fn durations_have_upper_bounds() {
     );
 }
 
-/// Issue 10 item 9: a rate faster than anything can send is refused, not run as a closed loop.
+/// A rate faster than anything can send is refused, not run as a closed loop.
 #[test]
 fn rates_beyond_pacing_are_refused() {
     refused(

@@ -1,4 +1,4 @@
-//! Finding a `valkey-server` binary. Order (issue 2): `--server-bin`, env `EMQ_VALKEY_SERVER`,
+//! Finding a `valkey-server` binary. Order: `--server-bin`, env `EMQ_VALKEY_SERVER`,
 //! `.tools/bin/valkey-server` (what `scripts/setup` installs), then `valkey-server` and
 //! `redis-server` on PATH.
 

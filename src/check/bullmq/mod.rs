@@ -1,4 +1,4 @@
-//! The checker for a BullMQ 2.26.0 queue (issue 12; docs/bullmq-mapping.md sections 1, 2 and 6):
+//! The checker for a BullMQ 2.26.0 queue (docs/bullmq-mapping.md sections 1, 2 and 6):
 //! read one queue's keys under `bull:{q}:` into the same [`ServerState`] EchoMQ's scan fills,
 //! then check the invariants the state alone proves, in BullMQ's terms.
 //!

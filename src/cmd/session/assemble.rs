@@ -118,9 +118,30 @@ pub(super) fn summarize(
     }
 }
 
-/// What the judge reads of `summary` and `driven`; the end's own facts (check, lock, hint)
-/// are the caller's to add. `timeout` widens the seconds a fault explains failures in.
-pub(super) fn facts_of(summary: &RunSummary, driven: &Driven, timeout: std::time::Duration) -> judge::Facts {
+/// What the end of a run found besides summary.json's figures, every part of it required (a
+/// judge that missed one would pass what it did not see).
+pub(super) struct EndFacts {
+    /// Why the check could not run, if it could not (`None` and no check summary: skipped).
+    pub(super) check_error: Option<String>,
+    /// Run-lock leases lost while the run held them.
+    pub(super) lock_lost: Vec<String>,
+    /// Where kept keys can be looked at.
+    pub(super) kept_hint: judge::KeptKeysHint,
+}
+
+/// What the judge reads of `summary`, `driven` and what the end found. `timeout` widens the
+/// seconds a fault explains failures in.
+pub(super) fn facts_of(
+    summary: &RunSummary,
+    driven: &Driven,
+    timeout: std::time::Duration,
+    end: EndFacts,
+) -> judge::Facts {
+    let check = match (end.check_error, &summary.check) {
+        (Some(reason), _) => judge::CheckFate::NotRun(reason),
+        (None, Some(check)) => judge::CheckFate::Ran { violations: check.violations_total },
+        (None, None) => judge::CheckFate::Skipped,
+    };
     // Failures an injected fault explains are judged by the checker, not the 1% rule: the grace
     // after a fault covers the calls that waited out the reply timeout (at most 10 s of it) and
     // the reconnect backoff (1 s).
@@ -140,16 +161,30 @@ pub(super) fn facts_of(summary: &RunSummary, driven: &Driven, timeout: std::time
         producers: summary.producers.clone(),
         drained: summary.drained,
         depths_end: driven.depths,
-        keys: Some(summary.keys.clone()),
+        check,
+        lock_lost: end.lock_lost,
         write_errors: summary.write_errors.clone(),
-        ..judge::Facts::default()
+        keys: Some(summary.keys.clone()),
+        kept_hint: end.kept_hint,
     }
 }
 
-/// Judges again after the end found more (files not written, keys not deleted) and rewrites
-/// summary.json with it: best effort, as the small file may still fit where large ones did not.
+/// Judges again after the end found more (files not written, keys not deleted), rewrites
+/// summary.json with it and renders report.html again from it, so neither keeps saying what
+/// the first verdict said. Best effort (the small file may still fit where large ones did
+/// not); when summary.json cannot be rewritten, report.html and then summary.json itself are
+/// removed: a folder without a summary is incomplete, one whose summary says "passed" for a
+/// failed run lies.
 pub(super) fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Facts, rules: &judge::Rules) {
     facts.keys = Some(summary.keys.clone());
     summary.verdict = judge::judge(facts, rules);
-    let _ = write_json(&dir.join(SUMMARY_FILE), summary);
+    let path = dir.join(SUMMARY_FILE);
+    if write_json(&path, summary).is_ok() {
+        let _ = crate::html::write_report(dir);
+        return;
+    }
+    let _ = std::fs::remove_file(dir.join(crate::html::REPORT_FILE));
+    if write_json(&path, summary).is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
 }

@@ -1,6 +1,6 @@
 //! The judge: a finished run's facts and the rules resolved from its plan, in; its
-//! [`Verdict`], out. A pure function (no I/O, no clock), so every exit-1 rule of the README is
-//! a unit test here, and a fleet, a capacity search or a live endpoint can judge again.
+//! [`Verdict`], out. A pure function (no I/O, no clock), so every exit-1 rule of
+//! docs/running.md ("Exit codes") is a unit test here, and a fleet, a capacity search or a live endpoint can judge again.
 //!
 //! The rules, in the order their findings are printed:
 //! 1. an interrupted run fails (a stop, an abort, the target unreachable past `--give-up`, ...);
@@ -19,6 +19,7 @@
 
 use crate::faults::{FaultSpan, SpanKind};
 use crate::load::run::Depths;
+use crate::metrics::JobCounter;
 use crate::report::gates::{self, Intent};
 use crate::report::rates::ProducerRates;
 use crate::report::thresholds::ThresholdResult;
@@ -40,7 +41,7 @@ pub struct Rules {
     /// `producers.allow_shortfall`: a rate not held is said, not failed.
     pub allow_shortfall: bool,
     /// For a time-bounded load phase: each fault kind and how many of it were due
-    /// within the phase (capped as the nemesis caps them); empty for a job budget.
+    /// within the phase; empty for a job budget.
     pub faults_due: Vec<(FaultKind, usize)>,
     /// `--keep`: kept keys are the user's wish, not a finding.
     pub keep: bool,
@@ -66,9 +67,6 @@ impl Rules {
                     Some((_, sum)) => *sum += due,
                     None => faults_due.push((fault.kind, due)),
                 }
-            }
-            for (_, due) in &mut faults_due {
-                *due = (*due).min(crate::faults::nemesis::MAX_FIRED);
             }
         }
         Rules {
@@ -153,7 +151,7 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     if let Some(reason) = &facts.interrupted {
         say(FindingKind::Interrupted, format!("run interrupted: {reason}"));
     }
-    let corrupt = count("payload_corrupt");
+    let corrupt = count(JobCounter::PayloadCorrupt.name());
     if corrupt > 0 {
         say(
             FindingKind::PayloadCorrupt,
@@ -176,7 +174,8 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     if facts.interrupted.is_none() {
         for &(kind, due) in &rules.faults_due {
             let fired = facts.injected.iter().filter(|s| s.kind == SpanKind::Injected(kind)).count();
-            if fired < due {
+            // The nemesis fires at most MAX_FIRED faults in all: more are not owed.
+            if fired < due.min(crate::faults::nemesis::MAX_FIRED) {
                 say(
                     FindingKind::FaultsNotFired,
                     format!(
@@ -196,7 +195,7 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
             );
         }
     }
-    let dup = count("duplicate_accepted");
+    let dup = count(JobCounter::DuplicateAccepted.name());
     if dup > 0 {
         say(
             FindingKind::DuplicateAccepted,
@@ -206,17 +205,17 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     // A run without consumers (an enqueue-only benchmark) has nothing to drain.
     if !facts.drained && facts.interrupted.is_none() && rules.intent.consumers {
         // A backlog (consumers that could not keep up), not a lost job: the check judges loss.
-        let d = facts.depths_end.unwrap_or_default();
-        say(
-            FindingKind::DrainIncomplete,
-            format!(
+        let message = match facts.depths_end {
+            Some(d) => format!(
                 "drain incomplete: {} jobs unfinished after the drain limit (pending {}, delayed {}, active {})",
                 d.unfinished(),
                 d.pending,
                 d.delayed,
                 d.active
             ),
-        );
+            None => "drain incomplete: the jobs left could not be counted (the server was not read)".to_string(),
+        };
+        say(FindingKind::DrainIncomplete, message);
     }
     if let Some(KeysFate::Kept(KeptBecause::DeletionFailed(err))) = &facts.keys {
         say(

@@ -164,12 +164,13 @@ impl Session {
                 lock.release().await;
             }
         }
-        // After an abort the nemesis gets as long as the load's own end gave it (a fault it
-        // cannot undo on a server that does not answer must not hold the exit).
+        // After an abort the nemesis gets 2 s to end, as the load's own end gives it to undo a
+        // lasting fault: one it cannot undo on a server that does not answer must not hold the
+        // exit.
         if let Some(nemesis) = self.nemesis.take() {
             match stop.is_aborted() {
                 true => {
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), nemesis.join()).await;
+                    nemesis.join_within(std::time::Duration::from_secs(2)).await;
                 }
                 false => nemesis.join().await,
             }
@@ -239,7 +240,7 @@ impl Session {
             None => None,
         };
         let target = TargetInfo {
-            url: self.plane.seed().connector().target().display(),
+            url: self.plane.seed().connector().endpoint().display(),
             topology,
             tls: self.plane.seed().tls_info(),
             unavailable,
@@ -298,18 +299,16 @@ impl Session {
             assemble::Observed { target, before, after, jobs, server: server.summary(), checked: checked.as_ref() };
         let mut summary = assemble::summarize(&plan, &opts, &driven, observed, keys);
         let rules = judge::Rules::of(&plan, keep);
-        let mut facts = assemble::facts_of(&summary, &driven, opts.timeout());
-        facts.check = match (&check_error, &summary.check) {
-            (Some(reason), _) => judge::CheckFate::NotRun(reason.clone()),
-            (None, Some(check)) => judge::CheckFate::Ran { violations: check.violations_total },
-            (None, None) => judge::CheckFate::Skipped,
+        let end = assemble::EndFacts {
+            check_error,
+            lock_lost: lost,
+            kept_hint: judge::KeptKeysHint {
+                embedded: self.embedded.is_some(),
+                url: summary.target.url.clone(),
+                queues: plan.queues.clone(),
+            },
         };
-        facts.lock_lost = lost;
-        facts.kept_hint = judge::KeptKeysHint {
-            embedded: self.embedded.is_some(),
-            url: summary.target.url.clone(),
-            queues: plan.queues.clone(),
-        };
+        let mut facts = assemble::facts_of(&summary, &driven, opts.timeout(), end);
         summary.verdict = judge::judge(&facts, &rules);
 
         // Write: every file of the folder through one seam, summary.json first and history.bin

@@ -25,13 +25,12 @@ const MIN_READ: usize = 4 * 1024;
 const READS_PER_POLL: usize = 16;
 /// Replies handed out per driver poll (see [`read`]): at least a whole window of 1 connection
 /// x 64 in flight, so it costs one write, one read and one wake-up, as redis-benchmark's does.
-/// At 32 the window ran as two halves, two of each per window: the server never idled (~1.3x
-/// redis-benchmark's throughput) but the client's CPU per request was ~1.1-1.3x its own; at 64
-/// it was ~1.0x both (scripts/bench-vs-valkey-benchmark, constant variant, issue 11 item 7).
-/// It is 256 because a deeper window's replies come back in reads of ~75 (the server answers
-/// as it goes), which 64 per poll split into two writes of next requests (1 x 256, strace:
-/// 2 736 against 1 334 `sendto` per 100 000 enqueues). Producers queue the next requests
-/// before they record the replies just read, so the server works while they record.
+/// Fewer per poll run a window as pieces, each with its own write, read and wake-up: the
+/// server never idles, but the client pays more CPU per request than redis-benchmark does.
+/// It is 256 because a deeper window's replies come back in reads of more than 64 (the server
+/// answers as it goes), which 64 per poll would split into two writes of next requests.
+/// Producers queue the next requests before they record the replies just read, so the server
+/// works while they record.
 const REPLIES_PER_POLL: usize = 256;
 /// Reconnect backoff: 10 ms doubling to 1 s, as redis-rs' ConnectionManager does here.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -99,7 +98,7 @@ pub(crate) async fn open_stream(
     opts: &ConnectOptions,
     registry: Option<&ScriptRegistry>,
 ) -> Result<Stream, CallError> {
-    let t = connector.target();
+    let t = connector.endpoint();
     let lost =
         |what: &str, e: &dyn std::fmt::Display| CallError::Connection(format!("{}:{}: {what}: {e}", t.host, t.port));
     let mut stream = connector.connect(opts.connect_timeout).await?;

@@ -1,7 +1,7 @@
 //! The pipe transport: one pipelined connection per handle set, driven by a connection loop we
-//! own (issue 5). It exists because redis-rs' multiplexed connection costs a channel hop, a
-//! oneshot, a timer entry and a few allocations per request, about 3 of the ~3.4 µs of client
-//! CPU per request measured here; valkey-benchmark spends under 1 µs.
+//! own. It exists because redis-rs' multiplexed connection costs a channel hop, a oneshot, a
+//! timer entry and a few allocations per request: most of the client's CPU per request, and
+//! several times what valkey-benchmark spends on a whole request.
 //!
 //! How a request travels (all on one load thread, so `Rc` + `RefCell`, no lock, no atomic):
 //! 1. [`PipeConn::send`] copies the request's RESP bytes ([`Request`], framed as it was
@@ -547,8 +547,8 @@ impl State {
     }
 
     /// Hands the next reply to the oldest request. Errors: a reply nobody asked for. Always
-    /// inlined into the read loop, which calls it once per reply: a call passed the reply
-    /// through memory and cost ~20 instructions of its ~110 (issue 11 item 7).
+    /// inlined into the read loop, which calls it once per reply: a call would pass the reply
+    /// through memory each time.
     #[inline(always)]
     fn deliver(&mut self, reply: Result<Value, CallError>, read_at: Instant) -> Result<(), CallError> {
         let Some(waiting) = self.queue.pop_front() else {

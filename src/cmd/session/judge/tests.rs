@@ -7,21 +7,7 @@ use crate::verdict::{FindingKind as K, EXIT_FAIL, EXIT_PASS};
 const PAUSE: SpanKind = SpanKind::Injected(FaultKind::Pause);
 
 fn script(name: &str, calls: u64, ok: u64, errors: &[(&str, u64)]) -> ScriptSummary {
-    ScriptSummary {
-        script: name.into(),
-        calls,
-        ok,
-        errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
-        ops_per_sec: 0.0,
-        window: "measured".into(),
-        window_secs: 0.0,
-        latency_us: Default::default(),
-        service_us: Default::default(),
-        error_latency_us: Default::default(),
-        send_lag_us: Default::default(),
-        late: 0,
-        late_fraction: 0.0,
-    }
+    ScriptSummary::with_counts(name, calls, ok, errors)
 }
 
 /// A run that passes: 100 jobs enqueued and completed, drained, checked clean, keys deleted.
