@@ -11,17 +11,17 @@
 
 pub mod bullmq;
 pub mod history;
+pub mod outcome;
 pub mod report;
 pub mod rows;
-pub mod run;
 pub mod scan;
 pub mod state;
 pub mod structural;
 pub mod violation;
 
 pub use bullmq::{check_bullmq, check_structural_bullmq, scan_bullmq};
+pub use outcome::{check, CheckOutcome, CheckSummary};
 pub use report::{format_violations, InvariantsReport};
-pub use run::{check, CheckOutcome, CheckSummary};
 pub use scan::scan;
 pub use state::{BullQueue, BullRow, Location, QueueState, Row, ServerState, StateField};
 pub use structural::{check_structural, checked_jobs};

@@ -114,7 +114,7 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         };
         state.queues.iter().map(|q| q.rows.values().filter(|row| waiting(row)).count()).sum::<usize>()
     });
-    let violations = check::run::violations(protocol, &mut state, history.as_ref());
+    let violations = check::outcome::violations(protocol, &mut state, history.as_ref());
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
     let checked = started.elapsed() - scanned;
     eprintln!(

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 /// What the faults act on: every node (through the nemesis's own connections) and, when the
 /// harness started it, the server process (the current primary) and its replica (for
 /// `failover`, which swaps the two).
-pub(crate) struct Target<'a> {
+pub(crate) struct FaultTarget<'a> {
     /// The nemesis's own connection per node (re-opened after a failover).
     pub plane: RefCell<Option<Plane>>,
     /// The embedded server's current primary process, when the harness started it.
@@ -30,7 +30,7 @@ type Done = (u64, String);
 /// Injects `fault` now and returns its span (from when it began to when it was undone).
 pub(crate) async fn inject(
     fault: &FaultPlan,
-    target: &Target<'_>,
+    target: &FaultTarget<'_>,
     start: Instant,
     end: &mut watch::Receiver<bool>,
 ) -> FaultSpan {
@@ -270,7 +270,7 @@ async fn replication_lines(conn: &mut Control, keys: &[&str]) -> Result<Vec<Stri
 /// `target`. Writes that reach the old primary meanwhile are refused with READONLY. Once
 /// FAILOVER is sent it is seen through (or aborted after [`FAILOVER_WITHIN`]), even when the
 /// load phase ends meanwhile.
-async fn failover(target: &Target<'_>, end: &watch::Receiver<bool>) -> Result<Done, String> {
+async fn failover(target: &FaultTarget<'_>, end: &watch::Receiver<bool>) -> Result<Done, String> {
     let began = Instant::now();
     let server = target.server.ok_or("failover needs the embedded server")?;
     let replica_port = target.replica.borrow().as_ref().map(EmbeddedServer::port).ok_or("no replica was started")?;

@@ -85,7 +85,7 @@ impl Nemesis {
                 // Opened once; when it fails, every schedule reports one `nemesis` span saying
                 // so (and the run fails: no fault was injected).
                 let own = plane.open_again().await.map_err(|e| e.to_string());
-                let target = kinds::Target {
+                let target = kinds::FaultTarget {
                     plane: std::cell::RefCell::new(own.as_ref().ok().cloned()),
                     server: server.as_deref(),
                     replica: std::cell::RefCell::new(replica),
@@ -148,7 +148,7 @@ impl Nemesis {
 /// Fires every fault of `faults` due before `until`, in time order, until `end` turns true.
 async fn run_schedule(
     faults: &[FaultPlan],
-    target: &kinds::Target<'_>,
+    target: &kinds::FaultTarget<'_>,
     start: Instant,
     until: Duration,
     mut end: watch::Receiver<bool>,

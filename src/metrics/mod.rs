@@ -25,14 +25,14 @@ pub mod cpu;
 mod interval;
 mod recorder;
 mod reporter;
-mod run;
+mod run_metrics;
 
 pub use compact::CompactHistogram;
 pub use counters::JobCounter;
 pub use interval::{IntervalData, ScriptInterval};
 pub use recorder::{Flush, MetricsSink, Recorder};
 pub use reporter::{LiveSnapshot, Reporter};
-pub use run::{IntervalRecord, IntervalScript, RunMetrics, ScriptTotals};
+pub use run_metrics::{IntervalRecord, IntervalScript, RunMetrics, ScriptTotals};
 
 use std::time::Instant;
 

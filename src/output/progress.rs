@@ -3,7 +3,7 @@
 //! soak's log shows it is alive and how it goes. Hidden with `--quiet`. Each shows elapsed
 //! time, ops/s per script, p99, errors and the jobs in each state.
 
-use crate::load::run::Depths;
+use crate::load::coordinator::Depths;
 use crate::metrics::LiveSnapshot;
 use crate::protocol::Script;
 use crate::report::ms3;

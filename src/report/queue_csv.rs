@@ -74,7 +74,7 @@ impl Writer<RunResults<'_>> for QueueCsv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::run::Depths;
+    use crate::load::coordinator::Depths;
     use crate::report::tests::sample_run;
 
     #[test]

@@ -4,7 +4,7 @@ use super::run_summary::RunSummary;
 use super::writer::Writer;
 use crate::check::report::InvariantsReport;
 use crate::history::HistoryHeader;
-use crate::load::run::Depths;
+use crate::load::coordinator::Depths;
 use crate::metrics::RunMetrics;
 use crate::probe::ServerSeries;
 use std::path::Path;

@@ -2,7 +2,7 @@
 
 use super::{summarize, ScriptSummary};
 use crate::check::CheckSummary;
-use crate::load::run::Depths;
+use crate::load::coordinator::Depths;
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::net::InfoSnapshot;
 use crate::scenario::Scenario;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::consumers::Consumers;
 use super::maintenance::Maintenance;
 use super::producers::Producers;
-use super::target::Target;
+use super::target::TargetTable;
 use super::units::{Count, HumanDuration};
 
 /// A scenario file exactly as written (the raw layer; see [`Plan`](super::Plan) for
@@ -57,7 +57,7 @@ pub struct Scenario {
     pub protocol: crate::protocol::Protocol,
     /// `[target]`.
     #[serde(default)]
-    pub target: Target,
+    pub target: TargetTable,
     /// `[producers]`.
     #[serde(default)]
     pub producers: Producers,

@@ -4,7 +4,7 @@
 //! Two layers (STYLE.md habit 4):
 //! - the raw layer mirrors the file, one struct per TOML table, every struct
 //!   `#[serde(deny_unknown_fields)]` (habit 3): [`Scenario`] (`file.rs`),
-//!   [`Target`], [`Producers`], [`Consumers`], [`Maintenance`], with [`Dist`]
+//!   [`TargetTable`], [`Producers`], [`Consumers`], [`Maintenance`], with [`Dist`]
 //!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] / [`Count`] (`units.rs`).
 //!   Defaults live in the raw structs' `Default` impls, so a serialized
 //!   [`Scenario`] shows every value the run used.
@@ -47,7 +47,7 @@ pub use maintenance::Maintenance;
 pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
 pub use producers::{Arrival, Producers};
 pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
-pub use target::{redact_url, Target};
+pub use target::{redact_url, TargetTable};
 pub use units::{Count, HumanDuration, HumanSize};
 
 /// Smallest payload in bytes: every payload starts with the harness's 20-byte

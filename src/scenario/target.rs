@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Target {
+pub struct TargetTable {
     /// `redis://` or `rediss://[user[:password]@]host[:port][/db]`; absent = embedded server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -51,7 +51,7 @@ pub struct Target {
     pub server: BTreeMap<String, String>,
 }
 
-impl Target {
+impl TargetTable {
     /// A copy with any password in `url` replaced by `***`, for writing into results.
     pub fn redacted(&self) -> Self {
         Self { url: self.url.as_deref().map(redact_url), ..self.clone() }

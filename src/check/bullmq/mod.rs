@@ -17,8 +17,8 @@ pub use read::scan_bullmq;
 pub use structural::{check_queue, check_structural_bullmq};
 
 use super::history::check_history;
+use super::outcome::CheckOutcome;
 use super::report::InvariantsReport;
-use super::run::CheckOutcome;
 use super::state::{Location, ServerState, StateField};
 use super::structural::checked_jobs;
 use super::violation::Violation;

@@ -5,7 +5,7 @@ use super::judge;
 use super::options::RunOptions;
 use crate::check::CheckOutcome;
 use crate::faults::SpanKind;
-use crate::load::run::Driven;
+use crate::load::coordinator::Driven;
 use crate::load::stop::Interruption;
 use crate::metrics::JobCounter;
 use crate::net::InfoSnapshot;

@@ -18,7 +18,7 @@
 //!    not written, keys kept against the plan, invariant violations.
 
 use crate::faults::{FaultSpan, SpanKind};
-use crate::load::run::Depths;
+use crate::load::coordinator::Depths;
 use crate::metrics::JobCounter;
 use crate::report::gates::{self, Intent};
 use crate::report::rates::ProducerRates;

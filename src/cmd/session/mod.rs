@@ -17,7 +17,7 @@ pub use options::RunOptions;
 use super::Outcome;
 use crate::error::AppError;
 use crate::faults::Nemesis;
-use crate::load::run::{drive, DriveOptions};
+use crate::load::coordinator::{drive, DriveOptions};
 use crate::load::stop::StopSignal;
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::net::{Connector, Endpoint, Topology};

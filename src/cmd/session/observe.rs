@@ -4,7 +4,7 @@
 use crate::check::{self, CheckOutcome};
 use crate::error::AppError;
 use crate::history::{History, HistoryHeader};
-use crate::load::run::Driven;
+use crate::load::coordinator::Driven;
 use crate::net::{self, Connector, Endpoint, InfoSnapshot, Topology};
 use crate::plane::Plane;
 use crate::protocol::ids::run_tag;

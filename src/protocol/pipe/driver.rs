@@ -1,7 +1,7 @@
 //! The connection loop: write what the callers queued, read and hand out replies, watch for a
 //! silent server, reconnect when the connection is lost.
 
-use super::{reply, Shared, State, Target};
+use super::{reply, DialSpec, Shared, State};
 use crate::net::ConnectOptions;
 use crate::net::{Connector, Stream};
 use crate::protocol::error::CallError;
@@ -39,7 +39,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Serves the connection (`shared.stream`, open) until it fails, then reconnects with backoff,
 /// forever; the task ends when the load thread's `LocalSet` is dropped. While it is down,
 /// `shared.stream` is `None` (a lane's flush then leaves the writing to this task).
-pub(super) async fn run(shared: Rc<Shared>, target: Target) {
+pub(super) async fn run(shared: Rc<Shared>, target: DialSpec) {
     loop {
         let err = serve(&shared, &target).await;
         shared.state.borrow_mut().fail_all(err);
@@ -55,7 +55,7 @@ pub(super) async fn run(shared: Rc<Shared>, target: Target) {
 /// Opens a new connection, retrying with backoff. Requests made meanwhile stay queued (they
 /// are written once the handshake is done) until the oldest has waited the response timeout;
 /// then they fail, and the retries go on.
-async fn reconnect(shared: &Shared, target: &Target) -> Stream {
+async fn reconnect(shared: &Shared, target: &DialSpec) -> Stream {
     let timeout = target.opts.response_timeout;
     let mut backoff = FIRST_BACKOFF;
     loop {
@@ -84,7 +84,7 @@ async fn reconnect(shared: &Shared, target: &Target) -> Stream {
 /// Errors: connect/handshake failure or timeout as [`CallError::Connection`]; an endpoint
 /// whose first answer is not RESP, or that closes the connection before answering, as
 /// [`CallError::NotRedis`]; or the handshake's error reply.
-pub(super) async fn open(target: &Target) -> Result<Stream, CallError> {
+pub(super) async fn open(target: &DialSpec) -> Result<Stream, CallError> {
     open_stream(&target.connector, &target.opts, Some(&target.registry)).await
 }
 
@@ -201,7 +201,7 @@ impl Inbox {
 }
 
 /// Runs the connection (`shared.stream`) until it fails; returns why.
-async fn serve(shared: &Shared, target: &Target) -> CallError {
+async fn serve(shared: &Shared, target: &DialSpec) -> CallError {
     let timeout = target.opts.response_timeout;
     // One timer for the connection, not one per request: when it fires with requests waiting,
     // it is moved to the real deadline (the later of the last read and the queue's start,

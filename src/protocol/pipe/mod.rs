@@ -111,7 +111,7 @@ pub struct PipeConn {
 }
 
 /// Where to connect and what to do after connecting.
-pub(crate) struct Target {
+pub(crate) struct DialSpec {
     connector: Connector,
     opts: ConnectOptions,
     registry: Arc<ScriptRegistry>,
@@ -192,7 +192,7 @@ impl PipeConn {
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
     ) -> Result<PipeConn, CallError> {
-        let target = Target { connector: connector.clone(), opts, registry };
+        let target = DialSpec { connector: connector.clone(), opts, registry };
         let stream = driver::open(&target).await?;
         let mut state = State::new(Instant::now());
         state.out.reserve(64 * 1024);
