@@ -177,6 +177,10 @@ async fn a_backlog_left_by_slow_consumers_is_a_drain_incomplete_not_lost_jobs() 
     let pending = result.summary.depths_end.expect("read at the end").pending;
     assert!(pending > 100, "a backlog of hundreds of jobs: {pending}");
     assert!(result.failures[0].contains(&format!("pending {pending}")), "{:?}", result.failures);
+    // The oldest waiting job was enqueued near the start: about the run's length before the end.
+    let oldest = result.summary.check.as_ref().and_then(|c| c.oldest_unfinished_s).expect("an oldest job");
+    assert!(oldest > 0.2 && oldest < 120.0, "{oldest}");
+    assert!(result.failures[0].contains("the oldest enqueued"), "{:?}", result.failures);
     let check = result.summary.check.as_ref().expect("a check ran");
     assert_eq!(check.violations_total, 0, "{check:?}");
 }

@@ -23,6 +23,9 @@ pub struct CheckOutcome {
     pub failed_by_stall: u64,
     /// Check time, s (scan and analysis).
     pub seconds: f64,
+    /// How long before the scan the oldest job still pending, delayed or active was enqueued,
+    /// s (its id's ULID time against the server's clock; `None`: none left, or no clock).
+    pub oldest_unfinished_s: Option<f64>,
 }
 
 /// The part of a check that `summary.json` carries.
@@ -40,6 +43,10 @@ pub struct CheckSummary {
     pub with_history: bool,
     /// Check time, s.
     pub seconds: f64,
+    /// How long before the scan the oldest unfinished job was enqueued, s (`null`: none left,
+    /// or not known); a backlog's age, beside the counts of `depths_end`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_unfinished_s: Option<f64>,
 }
 
 impl CheckOutcome {
@@ -52,6 +59,7 @@ impl CheckOutcome {
             jobs_with_retries: self.jobs_with_retries,
             with_history,
             seconds: self.seconds,
+            oldest_unfinished_s: self.oldest_unfinished_s,
         }
     }
 }
@@ -101,7 +109,26 @@ pub async fn check<R: Route>(
         .filter(|row| row.stalled && row.state == StateField::Known(Location::Failed))
         .count() as u64;
     let report = InvariantsReport::new(checked_jobs(&state), violations);
-    Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds: began.elapsed().as_secs_f64() })
+    let oldest_unfinished_s = oldest_unfinished(&state);
+    let seconds = began.elapsed().as_secs_f64();
+    Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds, oldest_unfinished_s })
+}
+
+/// How long before the scan the oldest unfinished job (pending, delayed or active) was
+/// enqueued, s: its id's ULID time (the producer's clock) against the server's (the scan's).
+fn oldest_unfinished(state: &ServerState) -> Option<f64> {
+    let now_ms = state.now_ms?;
+    let unfinished = |row: &&super::state::Row| {
+        matches!(row.state, StateField::Known(Location::Pending | Location::Delayed | Location::Active))
+    };
+    let oldest_ms = state
+        .queues
+        .iter()
+        .flat_map(|q| q.rows.iter())
+        .filter(|(_, row)| unfinished(row))
+        .map(|(id, _)| (id.ulid().0 >> 80) as u64)
+        .min()?;
+    Some(now_ms.saturating_sub(oldest_ms) as f64 / 1000.0)
 }
 
 /// [`check`] for BullMQ queues ([`super::bullmq::check_bullmq`]).

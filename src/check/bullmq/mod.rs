@@ -43,7 +43,8 @@ pub async fn check_bullmq<R: Route>(
     let violations = violations(&mut state, drained, history);
     let (jobs_with_retries, failed_by_stall) = retries_and_stalls(&state);
     let report = InvariantsReport::new(checked_jobs(&state), violations);
-    Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds: began.elapsed().as_secs_f64() })
+    let seconds = began.elapsed().as_secs_f64();
+    Ok(CheckOutcome { report, jobs_with_retries, failed_by_stall, seconds, oldest_unfinished_s: None })
 }
 
 /// Every violation `state` (read by [`scan_bullmq`]) shows: BullMQ's structural rules, then,

@@ -161,6 +161,7 @@ pub(super) fn facts_of(
         producers: summary.producers.clone(),
         drained: summary.drained,
         depths_end: driven.depths,
+        oldest_unfinished_s: summary.check.as_ref().and_then(|c| c.oldest_unfinished_s),
         check,
         lock_lost: end.lock_lost,
         write_errors: summary.write_errors.clone(),

@@ -131,6 +131,8 @@ pub struct Facts {
     pub drained: bool,
     /// Jobs in each place at the end (`None`: the server could not be read).
     pub depths_end: Option<Depths>,
+    /// How long before the end the oldest unfinished job was enqueued, s (from the check).
+    pub oldest_unfinished_s: Option<f64>,
     /// The invariant check.
     pub check: CheckFate,
     /// Run-lock leases lost while the run held them, one line each.
@@ -205,9 +207,12 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     // A run without consumers (an enqueue-only benchmark) has nothing to drain.
     if !facts.drained && facts.interrupted.is_none() && rules.intent.consumers {
         // A backlog (consumers that could not keep up), not a lost job: the check judges loss.
+        let oldest = facts
+            .oldest_unfinished_s
+            .map_or(String::new(), |s| format!("; the oldest enqueued {s:.1} s before the end"));
         let message = match facts.depths_end {
             Some(d) => format!(
-                "drain incomplete: {} jobs unfinished after the drain limit (pending {}, delayed {}, active {})",
+                "drain incomplete: {} jobs unfinished after the drain limit (pending {}, delayed {}, active {}{oldest})",
                 d.unfinished(),
                 d.pending,
                 d.delayed,

@@ -142,6 +142,8 @@ fn jobs_left_after_the_drain_limit_fail_as_drain_incomplete_unless_there_are_no_
         message(&facts, &rules()),
         "drain incomplete: 42 jobs unfinished after the drain limit (pending 40, delayed 0, active 2)"
     );
+    let aged = Facts { oldest_unfinished_s: Some(12.34), ..facts.clone() };
+    assert!(message(&aged, &rules()).ends_with("active 2; the oldest enqueued 12.3 s before the end)"));
     let enqueue_only = Rules { intent: Intent { producers: true, consumers: false }, ..rules() };
     let facts = Facts { jobs: [("enqueued", 100)].into_iter().collect(), ..facts };
     assert!(kinds(&facts, &enqueue_only).is_empty());
