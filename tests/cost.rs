@@ -70,33 +70,58 @@ fn every_script_has_a_server_cost_per_call() {
     assert!(json["verdict"].is_null());
 }
 
+/// Runs `cost` with `args` until its verdicts satisfy `holds`, at most twice; returns them, or
+/// panics with both runs'. Each of the nine scripts is judged at α = 0.01 beyond a 3 % band,
+/// so a run names one of its unchanged scripts falsely in up to ~9 % of runs (family-wise;
+/// seen here once: `reap regressed` with reap unchanged); a second, independent measurement
+/// makes a false failure of the test ~1 %, while a gate that misses or invents a change on
+/// every run still fails it.
+fn verdicts_that(args: &[&str], holds: impl Fn(Option<i32>, &[(String, String)]) -> bool) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (out, json) = cost(args);
+        let found = verdicts(&json.expect("JSON on stdout"));
+        if holds(out.status.code(), &found) {
+            return found;
+        }
+        seen.push((out.status.code(), found));
+    }
+    panic!("cost {args:?}: twice not as expected: {seen:?}");
+}
+
 #[test]
 fn a_script_made_dearer_is_named_and_identical_scripts_do_not_regress() {
     let work = tempfile::tempdir().unwrap();
     let same = lua_copy(&work.path().join("same"), None);
     let dearer =
         lua_copy(&work.path().join("dearer"), Some(("complete", "for _ = 1, 20 do redis.call('EXISTS', KEYS[1]) end")));
+    let common = ["--calls", "4000", "--repeat", "1", "--json"];
+    let with = |base: &str, new: &str| -> Vec<String> {
+        ["--lua-dir", base, "--lua-dir", new].iter().chain(common.iter()).map(|s| s.to_string()).collect()
+    };
+    let regressed =
+        |found: &[(String, String)], script: &str| found.iter().any(|(s, v)| s == script && v == "regressed");
 
-    let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &dearer, "--calls", "4000", "--repeat", "1", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let json = json.expect("JSON on stdout");
-    for (script, verdict) in verdicts(&json) {
-        if script == "complete" {
-            assert_eq!(verdict, "regressed");
-        } else {
-            assert_ne!(verdict, "regressed", "{script} did not change");
-        }
-    }
+    // The dearer complete is named, exit 1, and no other script is.
+    let args = with("lua", &dearer);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    verdicts_that(&args, |code, found| {
+        code == Some(1)
+            && regressed(found, "complete")
+            && found.iter().all(|(s, v)| s == "complete" || v != "regressed")
+    });
 
     // The other way round the change is an improvement, said as one (and not a regression).
-    let (out, json) = cost(&["--lua-dir", &dearer, "--lua-dir", "lua", "--calls", "4000", "--repeat", "1", "--json"]);
-    assert_ne!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
-    let found = verdicts(&json.expect("JSON"));
-    assert!(found.contains(&("complete".to_string(), "improved".to_string())), "{found:?}");
+    let args = with(&dearer, "lua");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    verdicts_that(&args, |code, found| {
+        code != Some(1) && found.contains(&("complete".to_string(), "improved".to_string()))
+    });
 
-    let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &same, "--calls", "4000", "--repeat", "1", "--json"]);
-    assert_ne!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
-    assert!(verdicts(&json.expect("JSON")).iter().all(|(_, v)| v != "regressed"));
+    // Identical scripts: no regression.
+    let args = with("lua", &same);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    verdicts_that(&args, |code, found| code != Some(1) && found.iter().all(|(_, v)| v != "regressed"));
 }
 
 #[test]
