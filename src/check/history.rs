@@ -221,15 +221,7 @@ fn check_job(
     // when it is stuck past its lease or due time at the scan, or when that cannot be told
     // (no deadline, as BullMQ's active list has none, or no server clock).
     if drained || history.header.must_finish {
-        if let StateField::Known(
-            state @ (Location::Pending
-            | Location::Delayed
-            | Location::Active
-            | Location::Wait
-            | Location::Prioritized
-            | Location::Paused),
-        ) = row.state
-        {
+        if let Some(state) = row.state.unfinished() {
             let deadline = found.queue.deadlines.get(&found.id);
             if drained || past_its_time(state, deadline, now_ms) {
                 let expected = if drained {

@@ -118,14 +118,11 @@ pub async fn check<R: Route>(
 /// enqueued, s: its id's ULID time (the producer's clock) against the server's (the scan's).
 fn oldest_unfinished(state: &ServerState) -> Option<f64> {
     let now_ms = state.now_ms?;
-    let unfinished = |row: &&super::state::Row| {
-        matches!(row.state, StateField::Known(Location::Pending | Location::Delayed | Location::Active))
-    };
     let oldest_ms = state
         .queues
         .iter()
         .flat_map(|q| q.rows.iter())
-        .filter(|(_, row)| unfinished(row))
+        .filter(|(_, row)| row.state.unfinished().is_some())
         .map(|(id, _)| (id.ulid().0 >> 80) as u64)
         .min()?;
     Some(now_ms.saturating_sub(oldest_ms) as f64 / 1000.0)

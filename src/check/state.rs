@@ -29,6 +29,12 @@ pub enum Location {
 }
 
 impl Location {
+    /// True for a place a job waits in (pending, delayed, active; BullMQ's wait, prioritized,
+    /// paused): not yet completed or failed.
+    pub fn is_unfinished(self) -> bool {
+        !matches!(self, Location::Completed | Location::Failed)
+    }
+
     /// EchoMQ's five location sets, in lifecycle order (also the `state` values).
     pub const ALL: [Location; 5] =
         [Location::Pending, Location::Delayed, Location::Active, Location::Completed, Location::Failed];
@@ -86,6 +92,16 @@ pub enum StateField {
     Other(String),
     /// No `state` field.
     Missing,
+}
+
+impl StateField {
+    /// The place a job waits in, when its state names one ([`Location::is_unfinished`]).
+    pub fn unfinished(&self) -> Option<Location> {
+        match *self {
+            StateField::Known(place) if place.is_unfinished() => Some(place),
+            _ => None,
+        }
+    }
 }
 
 /// One job row (`emq:{q}:job:<id>`, or BullMQ's job hash `bull:{q}:<id>`), reduced to what the

@@ -108,11 +108,11 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     // A history whose run had consumers but did not drain left a backlog: no violation (the
     // check judges loss, not speed), but no pass either, as the run itself said.
     let backlog = history.as_ref().filter(|h| h.header.must_finish && !h.header.drained).map(|_| {
-        use check::state::{Location, StateField};
-        let waiting = |row: &check::state::Row| {
-            matches!(row.state, StateField::Known(l) if !matches!(l, Location::Completed | Location::Failed))
-        };
-        state.queues.iter().map(|q| q.rows.values().filter(|row| waiting(row)).count()).sum::<usize>()
+        state
+            .queues
+            .iter()
+            .map(|q| q.rows.values().filter(|row| row.state.unfinished().is_some()).count())
+            .sum::<usize>()
     });
     let violations = check::outcome::violations(protocol, &mut state, history.as_ref());
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
