@@ -135,6 +135,27 @@ pub enum KeptBecause {
     FolderIncomplete,
     /// The deletion itself failed, with the error.
     DeletionFailed(String),
+    /// A reason read back from a summary.json that this version does not name, as written.
+    Other(String),
+}
+
+impl KeptBecause {
+    /// The reason its [`Display`](fmt::Display) text spells (what summary.json holds after
+    /// `kept: `); a text no variant spells is [`KeptBecause::Other`].
+    pub fn parse(text: &str) -> KeptBecause {
+        let named = [
+            KeptBecause::Keep,
+            KeptBecause::Aborted,
+            KeptBecause::EndUnreadable,
+            KeptBecause::LockLost,
+            KeptBecause::CheckNotRun,
+            KeptBecause::FolderIncomplete,
+        ];
+        if let Some(err) = text.strip_prefix("the deletion failed: ") {
+            return KeptBecause::DeletionFailed(err.to_string());
+        }
+        named.into_iter().find(|why| why.to_string() == text).unwrap_or_else(|| KeptBecause::Other(text.to_string()))
+    }
 }
 
 impl fmt::Display for KeptBecause {
@@ -147,6 +168,7 @@ impl fmt::Display for KeptBecause {
             KeptBecause::CheckNotRun => f.write_str("the invariant check could not run"),
             KeptBecause::FolderIncomplete => f.write_str("the results folder could not be written completely"),
             KeptBecause::DeletionFailed(err) => write!(f, "the deletion failed: {err}"),
+            KeptBecause::Other(why) => f.write_str(why),
         }
     }
 }
@@ -179,6 +201,17 @@ impl fmt::Display for KeysFate {
 impl Serialize for KeysFate {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeysFate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match (text.as_str(), text.strip_prefix("kept: ")) {
+            ("deleted", _) => Ok(KeysFate::Deleted),
+            (_, Some(why)) => Ok(KeysFate::Kept(KeptBecause::parse(why))),
+            _ => Err(serde::de::Error::custom(format!("keys: `{text}`, expected `deleted` or `kept: <why>`"))),
+        }
     }
 }
 
@@ -218,6 +251,15 @@ mod tests {
         assert_eq!(KeysFate::Kept(KeptBecause::Aborted).to_string(), "kept: the run was aborted");
         assert_eq!(KeysFate::Kept(KeptBecause::Keep).to_string(), "kept: --keep");
         let json = serde_json::to_value(KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into())));
-        assert_eq!(json.unwrap(), "kept: the deletion failed: queue q: broken pipe");
+        assert_eq!(json.as_ref().unwrap(), "kept: the deletion failed: queue q: broken pipe");
+        let back: KeysFate = serde_json::from_value(json.unwrap()).unwrap();
+        assert_eq!(back, KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into())));
+        for why in [KeptBecause::Keep, KeptBecause::Aborted, KeptBecause::LockLost, KeptBecause::FolderIncomplete] {
+            let fate = KeysFate::Kept(why);
+            assert_eq!(serde_json::from_value::<KeysFate>(serde_json::to_value(&fate).unwrap()).unwrap(), fate);
+        }
+        let older: KeysFate = serde_json::from_value("kept: a reason of another version".into()).unwrap();
+        assert_eq!(older, KeysFate::Kept(KeptBecause::Other("a reason of another version".into())));
+        assert!(serde_json::from_value::<KeysFate>("gone".into()).is_err());
     }
 }

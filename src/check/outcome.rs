@@ -29,7 +29,8 @@ pub struct CheckOutcome {
 }
 
 /// The part of a check that `summary.json` carries.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct CheckSummary {
     /// Jobs checked.
     pub checked_jobs: usize,

@@ -63,8 +63,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                 result
                     .summary
                     .verdict
-                    .findings
                     .iter()
+                    .flat_map(|v| &v.findings)
                     .map(|f| Finding { kind: f.kind, message: format!("{name}: {}", f.message) }),
             );
             load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
@@ -99,9 +99,10 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         last.dir = dir;
         // The last repetition's summary speaks for the series (`--json` prints it): its verdict
         // is the series', as the exit code is.
-        last.summary.verdict = Verdict::of(findings);
-        last.outcome = if last.summary.verdict.passed { Outcome::Success } else { Outcome::Failed };
-        last.failures = last.summary.verdict.lines();
+        let verdict = Verdict::of(findings);
+        last.outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
+        last.failures = verdict.lines();
+        last.summary.verdict = Some(verdict);
         Ok(last)
     }
     .await;

@@ -5,8 +5,9 @@
 //!   (a top-level `summary.json` beside them, e.g. a merged one, is then ignored);
 //! - a single run: `DIR/summary.json`, one repetition named `run`.
 //!
-//! Only the fields below are read from `summary.json` (schema version 1, `report::RunSummary`);
-//! everything else is ignored, so the reader does not depend on the writer's other types.
+//! Each `summary.json` is read as the run wrote it, [`RunSummary`] (the one schema); a summary
+//! written by hand needs only `interrupted`, `measured_secs` and `scripts` (each with `script`,
+//! `ops_per_sec` and `latency_us`), and `jobs.completed` for the cycle rate.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::metric::{Measure, Metric};
+use crate::report::run_summary::RunSummary;
 
 /// The `summary.json` schema version this reader understands.
 pub const SUMMARY_SCHEMA: u32 = crate::report::run_summary::SCHEMA_VERSION;
@@ -105,34 +107,10 @@ fn list_skipped(skipped: &[Skipped]) -> String {
     skipped.iter().map(|s| format!("{}: {}", s.name, s.reason)).collect::<Vec<_>>().join("; ")
 }
 
-/// The fields of `summary.json` the comparison reads.
-#[derive(Deserialize)]
-struct SummaryFile {
-    schema_version: Option<u32>,
-    interrupted: bool,
-    #[serde(default)]
-    interrupt_reason: Option<String>,
-    measured_secs: f64,
-    scripts: Vec<ScriptFile>,
-    #[serde(default)]
-    jobs: BTreeMap<String, u64>,
-}
-
-#[derive(Deserialize)]
-struct ScriptFile {
-    script: String,
-    ops_per_sec: f64,
-    latency_us: LatencyFile,
-    #[serde(default)]
-    service_us: Option<LatencyFile>,
-    /// Ok calls; absent in hand-written summaries, then every percentile is kept.
-    #[serde(default)]
-    ok: Option<u64>,
-}
-
 /// Fewest ok calls a repetition needs for a percentile to be compared: 100 for p50, 1 000 for
 /// p99, 10 000 for p99.9 (at least ten samples beyond the quantile; fewer and "p99.9" is just
-/// the maximum, whose spread makes every comparison inconclusive).
+/// the maximum, whose spread makes every comparison inconclusive). `ok` is `None` when the
+/// summary does not count calls (a summary written by hand): every percentile is kept.
 fn enough_samples(measure: Measure, ok: Option<u64>) -> bool {
     let need = match measure {
         Measure::OpsPerSec | Measure::ServerUs => 0,
@@ -141,13 +119,6 @@ fn enough_samples(measure: Measure, ok: Option<u64>) -> bool {
         Measure::P999 => 10_000,
     };
     ok.is_none_or(|ok| ok >= need)
-}
-
-#[derive(Deserialize)]
-struct LatencyFile {
-    p50: f64,
-    p99: f64,
-    p999: f64,
 }
 
 /// Reads a results folder (see the module doc for the layouts).
@@ -189,10 +160,10 @@ pub fn load_results_with(dir: &Path, kind: LatencyKind) -> Result<ResultSet, Loa
             continue;
         }
         let text = std::fs::read_to_string(&path).map_err(read_err(&path))?;
-        let summary: SummaryFile =
+        let summary: RunSummary =
             serde_json::from_str(&text).map_err(|source| LoadError::Parse { path: path.clone(), source })?;
-        if let Some(found) = summary.schema_version.filter(|v| *v != SUMMARY_SCHEMA) {
-            return Err(LoadError::Schema { path, found });
+        if summary.schema_version != SUMMARY_SCHEMA {
+            return Err(LoadError::Schema { path, found: summary.schema_version });
         }
         if summary.interrupted {
             let why = summary.interrupt_reason.as_deref().unwrap_or("no reason recorded");
@@ -216,7 +187,7 @@ pub fn load_results_with(dir: &Path, kind: LatencyKind) -> Result<ResultSet, Loa
 /// left out; a throughput of 0 is kept). The cycle rate is `jobs.completed / measured_secs`; note
 /// that the job counters include warmup while `measured_secs` does not, a bias both sides of a
 /// comparison share when they ran the same scenario. It is left out when either is missing or 0.
-fn values_of(summary: &SummaryFile, kind: LatencyKind) -> BTreeMap<Metric, f64> {
+fn values_of(summary: &RunSummary, kind: LatencyKind) -> BTreeMap<Metric, f64> {
     let mut values = BTreeMap::new();
     if let Some(&completed) = summary.jobs.get("completed") {
         if summary.measured_secs > 0.0 && completed > 0 {
@@ -224,15 +195,21 @@ fn values_of(summary: &SummaryFile, kind: LatencyKind) -> BTreeMap<Metric, f64> 
         }
     }
     for s in &summary.scripts {
+        // A summary without service times (written by hand) compares its latency instead.
         let l = match kind {
-            LatencyKind::Service => s.service_us.as_ref().unwrap_or(&s.latency_us),
-            LatencyKind::Intended => &s.latency_us,
+            LatencyKind::Service if s.service_us != Default::default() => &s.service_us,
+            _ => &s.latency_us,
         };
-        for (measure, v) in
-            [(Measure::OpsPerSec, s.ops_per_sec), (Measure::P50, l.p50), (Measure::P99, l.p99), (Measure::P999, l.p999)]
-        {
+        // A summary that counts no call at all was written by hand: its percentiles stand.
+        let ok = (s.calls > 0 || s.ok > 0).then_some(s.ok);
+        for (measure, v) in [
+            (Measure::OpsPerSec, s.ops_per_sec),
+            (Measure::P50, l.p50 as f64),
+            (Measure::P99, l.p99 as f64),
+            (Measure::P999, l.p999 as f64),
+        ] {
             // A 0 percentile is an empty histogram (no ok call measured), not a 0 µs latency.
-            if !(measure.is_latency() && v <= 0.0) && enough_samples(measure, s.ok) {
+            if !(measure.is_latency() && v <= 0.0) && enough_samples(measure, ok) {
                 values.insert(Metric::script(&s.script, measure), v);
             }
         }

@@ -7,7 +7,7 @@
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::protocol::{ErrorCode, Script};
 use crate::scenario::FaultKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// What a [`FaultSpan`] is: a fault the nemesis injected, or one the harness saw.
@@ -40,6 +40,16 @@ impl SpanKind {
     }
 }
 
+impl SpanKind {
+    /// The kind [`SpanKind::name`] spells `name`, if any.
+    pub fn from_name(name: &str) -> Option<SpanKind> {
+        let seen = [SpanKind::Nemesis, SpanKind::Unreachable, SpanKind::Reconnects, SpanKind::UnknownOutcomes];
+        seen.into_iter()
+            .chain(FaultKind::ALL.into_iter().map(SpanKind::Injected))
+            .find(|kind| kind.name() == name)
+    }
+}
+
 impl std::fmt::Display for SpanKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -52,17 +62,28 @@ impl Serialize for SpanKind {
     }
 }
 
+impl<'de> Deserialize<'de> for SpanKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        SpanKind::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown fault span kind `{name}`: expected a fault kind, nemesis, unreachable, reconnects or unknown_outcomes"
+            ))
+        })
+    }
+}
+
 /// One fault over a span of the run, injected or seen.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultSpan {
     /// What: an injected kind (`kill-connections`, `pause`, `script-flush`, `maxmemory`,
     /// `freeze`, `restart`, `failover`; `nemesis` when the nemesis could not inject at all) or a
     /// seen one (`unreachable`, `reconnects`, `unknown_outcomes`).
     pub kind: SpanKind,
     /// False when an injected fault could not be applied or undone (`detail` says why, after
-    /// `failed: `), and for the nemesis's own failure; true for everything else. Not written:
-    /// `detail` says it in words.
-    #[serde(skip)]
+    /// `failed: `), and for the nemesis's own failure; true for everything else (and for
+    /// folders written before it was recorded).
+    #[serde(default = "applied")]
     pub applied: bool,
     /// Start, seconds since the run start.
     pub from_s: f64,
@@ -71,9 +92,11 @@ pub struct FaultSpan {
     pub to_s: f64,
     /// How many: connections killed, reconnects, calls with an unknown outcome (0 when the
     /// fault is no count, e.g. a pause).
+    #[serde(default)]
     pub count: u64,
     /// What happened, e.g. `CLIENT PAUSE 1000 WRITE on 127.0.0.1:6379`, or the error when a
     /// fault could not be applied, or why the target was unreachable.
+    #[serde(default)]
     pub detail: String,
 }
 
@@ -100,8 +123,13 @@ impl FaultSpan {
     }
 }
 
+fn applied() -> bool {
+    true
+}
+
 /// Everything summary.json's `faults` holds.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct FaultsSeen {
     /// Faults the scenario's `[[faults]]` injected, in the order they began.
     pub injected: Vec<FaultSpan>,

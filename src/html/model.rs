@@ -3,147 +3,12 @@
 //! the recorded histograms through hdrhistogram itself; nothing here estimates one.
 
 use crate::report::hlog::{read_log, Entry};
-use crate::report::{ReportError, ScriptSummary};
+use crate::faults::FaultSpan;
+use crate::report::run_summary::RunSummary;
+use crate::report::ReportError;
 use hdrhistogram::Histogram;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::path::Path;
-
-/// The part of summary.json the page shows (the rest of the file is ignored).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct SummaryView {
-    /// Scenario name.
-    pub name: String,
-    /// The run's seed.
-    pub seed: u64,
-    /// `emq-bench <version>`.
-    pub tool: String,
-    /// RFC 3339 start and end.
-    pub started: String,
-    /// See `started`.
-    pub ended: String,
-    /// Measured seconds.
-    pub measured_secs: f64,
-    /// Whole warmup seconds.
-    pub warmup_secs: u64,
-    /// Why the run ended early, if it did.
-    pub interrupt_reason: Option<String>,
-    /// What became of the keys.
-    pub keys: String,
-    /// The target (its URL already redacted by the run).
-    pub target: TargetView,
-    /// Server version.
-    pub server_version: Option<String>,
-    /// Per script.
-    pub scripts: Vec<ScriptSummary>,
-    /// Job counters.
-    pub jobs: BTreeMap<String, u64>,
-    /// The invariant check.
-    pub check: Option<CheckView>,
-    /// The thresholds, evaluated.
-    pub thresholds: Vec<ThresholdView>,
-    /// Faults injected and seen.
-    pub faults: FaultsView,
-    /// Files that could not be written.
-    pub write_errors: Vec<String>,
-    /// The server samples' summary (its `unavailable` notes are shown).
-    pub server_samples: Option<SamplesView>,
-    /// The run's verdict (absent in folders written before runs carried one).
-    pub verdict: Option<crate::verdict::Verdict>,
-}
-
-/// summary.json `target`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct TargetView {
-    /// `redis://user:***@host:port` (never a password).
-    pub url: String,
-    /// True when the harness started the server.
-    pub embedded: bool,
-    /// The topology: kind and nodes.
-    pub topology: TopologyView,
-    /// Server figures that could not be read.
-    pub unavailable: Vec<String>,
-}
-
-/// summary.json `target.topology`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct TopologyView {
-    /// `standalone` or `cluster`.
-    pub kind: String,
-    /// Nodes: address, role, version.
-    pub nodes: Vec<NodeView>,
-}
-
-/// One node of the topology.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct NodeView {
-    /// `host:port`.
-    pub address: String,
-    /// `primary` or `replica`.
-    pub role: String,
-    /// Server version.
-    pub version: String,
-}
-
-/// summary.json `check`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct CheckView {
-    /// Jobs checked.
-    pub checked_jobs: u64,
-    /// Violations found.
-    pub violations_total: u64,
-}
-
-/// One evaluated threshold.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ThresholdView {
-    /// `claim.p99`.
-    pub key: String,
-    /// `< 2ms`.
-    pub condition: String,
-    /// The measured value.
-    pub value: Option<f64>,
-    /// True when it held.
-    pub passed: bool,
-}
-
-/// summary.json `faults`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct FaultsView {
-    /// Injected faults.
-    pub injected: Vec<SpanView>,
-    /// Faults seen.
-    pub seen: Vec<SpanView>,
-}
-
-/// One fault's span, s since the run start.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(default)]
-pub struct SpanView {
-    /// Its kind.
-    pub kind: String,
-    /// Start, s.
-    pub from_s: f64,
-    /// End, s.
-    pub to_s: f64,
-    /// What happened.
-    pub detail: String,
-}
-
-/// summary.json `server_samples` (only what the page shows).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct SamplesView {
-    /// What could not be sampled.
-    pub unavailable: Vec<String>,
-}
 
 /// A percentile spectrum as HdrHistogram's plotter draws it: latency against 1/(1−p).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -255,10 +120,10 @@ pub struct QueuePoint {
 }
 
 /// Everything report.html shows.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RunView {
     /// summary.json.
-    pub summary: SummaryView,
+    pub summary: RunSummary,
     /// Per called script, in summary order.
     pub scripts: Vec<ScriptView>,
     /// queue.csv (empty when the folder has none).
@@ -266,7 +131,7 @@ pub struct RunView {
     /// server.csv (empty when the folder has none).
     pub server: Vec<ServerPoint>,
     /// Fault windows (kind, from s, to s), injected and seen.
-    pub faults: Vec<SpanView>,
+    pub faults: Vec<FaultSpan>,
     /// What the folder lacked (a file of an older run), said on the page.
     pub missing: Vec<String>,
 }
@@ -295,10 +160,10 @@ impl RunView {
     pub fn load(dir: &Path) -> Result<RunView, ReportError> {
         let path = dir.join("summary.json");
         let text = std::fs::read_to_string(&path).map_err(|source| ReportError::Io { path: path.clone(), source })?;
-        let summary: SummaryView = serde_json::from_str(&text)
+        let summary: RunSummary = serde_json::from_str(&text)
             .map_err(|e| ReportError::Read { path: path.clone(), message: e.to_string() })?;
-        let mut view = RunView { faults: summary.faults.injected.clone(), ..RunView::default() };
-        view.faults.extend(summary.faults.seen.iter().cloned());
+        let faults: Vec<FaultSpan> = summary.faults.injected.iter().chain(&summary.faults.seen).cloned().collect();
+        let (mut missing, mut scripts, mut queue, mut server) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let optional = |name: &str, missing: &mut Vec<String>| {
             let path = dir.join(name);
             let there = path.exists();
@@ -307,15 +172,15 @@ impl RunView {
             }
             there.then_some(path)
         };
-        let intervals: Vec<IntervalRow> = match optional("intervals.csv", &mut view.missing) {
+        let intervals: Vec<IntervalRow> = match optional("intervals.csv", &mut missing) {
             Some(path) => read_csv(&path)?,
             None => Vec::new(),
         };
-        let per_second: Vec<Entry> = match optional("latency.hlog", &mut view.missing) {
+        let per_second: Vec<Entry> = match optional("latency.hlog", &mut missing) {
             Some(path) => read_log(&path)?,
             None => Vec::new(),
         };
-        let totals: Vec<Entry> = match optional("totals.hlog", &mut view.missing) {
+        let totals: Vec<Entry> = match optional("totals.hlog", &mut missing) {
             Some(path) => read_log(&path)?,
             None => Vec::new(),
         };
@@ -340,21 +205,20 @@ impl RunView {
                 let tag = format!("{kind}.{}", s.script);
                 totals.iter().find(|e| e.tag == tag).map_or_else(Spectrum::default, |e| Spectrum::of(&e.histogram))
             };
-            view.scripts.push(ScriptView {
+            scripts.push(ScriptView {
                 name: s.script.clone(),
                 seconds,
                 latency: total("latency"),
                 service: total("service"),
             });
         }
-        if let Some(path) = optional("queue.csv", &mut view.missing) {
-            view.queue = read_csv(&path)?;
+        if let Some(path) = optional("queue.csv", &mut missing) {
+            queue = read_csv(&path)?;
         }
-        if let Some(path) = optional("server.csv", &mut view.missing) {
-            view.server = read_csv(&path)?;
+        if let Some(path) = optional("server.csv", &mut missing) {
+            server = read_csv(&path)?;
         }
-        view.summary = summary;
-        Ok(view)
+        Ok(RunView { summary, scripts, queue, server, faults, missing })
     }
 
     /// The run's time axis: from the end of warmup to the last second any series has, s.

@@ -51,7 +51,7 @@ fn header(out: &mut String, view: &RunView) {
         ("server version", s.server_version.clone().unwrap_or_else(|| "unknown".into())),
         ("started / ended", format!("{} / {}", s.started, s.ended)),
         ("measured", format!("{:.1} s (after {} s warmup)", s.measured_secs, s.warmup_secs)),
-        ("keys", s.keys.clone()),
+        ("keys", s.keys.as_ref().map_or_else(|| "not recorded".to_string(), |k| k.to_string())),
     ];
     out.push_str("<table class=\"facts\">");
     for (k, v) in rows {
@@ -103,7 +103,7 @@ fn header(out: &mut String, view: &RunView) {
     let faults: Vec<String> = view
         .faults
         .iter()
-        .map(|f| format!("<span class=\"fault\">{} {:.1}–{:.1} s</span>", esc(&f.kind), f.from_s, f.to_s))
+        .map(|f| format!("<span class=\"fault\">{} {:.1}–{:.1} s</span>", f.kind, f.from_s, f.to_s))
         .collect();
     let faults = if faults.is_empty() { "none".to_string() } else { faults.join(" ") };
     let _ = write!(out, "<tr><td>faults</td><td>{faults}</td></tr>");

@@ -38,7 +38,8 @@ pub struct DriveOptions {
 }
 
 /// Jobs still in the queues: pending, delayed and active summed over the run's queues.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Depths {
     /// Members of every `pending` set.
     pub pending: u64,

@@ -2,11 +2,12 @@
 
 use super::NetError;
 use redis::aio::ConnectionLike;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What INFO said at one moment, reduced to what a run report needs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct InfoSnapshot {
     /// `redis_version`/`valkey_version`, e.g. "9.1.2".
     pub server_version: String,
@@ -40,7 +41,8 @@ impl InfoSnapshot {
 }
 
 /// One `cmdstat_<name>` line of INFO commandstats.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct CommandStat {
     /// Calls of the command.
     pub calls: u64,

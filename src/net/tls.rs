@@ -32,7 +32,7 @@ pub struct TlsSettings {
 }
 
 /// What a TLS handshake negotiated, for summary.json.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TlsInfo {
     /// e.g. `TLSv1_3`.
     pub version: String,

@@ -6,20 +6,31 @@
 
 use super::control::Control;
 use super::NetError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Standalone or cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// One server (or a primary whose replicas take no load).
+    #[default]
     Standalone,
     /// Valkey Cluster.
     Cluster,
 }
 
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Standalone => "standalone",
+            Kind::Cluster => "cluster",
+        })
+    }
+}
+
 /// One node as the target described it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Node {
     /// `host:port` (the target's own for a standalone server).
     pub address: String,
@@ -46,7 +57,8 @@ pub struct Node {
 }
 
 /// The target's shape, for summary.json's `topology` and the table header.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Topology {
     /// Standalone or cluster.
     pub kind: Kind,

@@ -1,7 +1,7 @@
 //! What the probe sampled over a run, and its summary in `summary.json`.
 
 use super::Row;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A node's mean CPU, % of one core, from which its CPU is taken to have limited the run:
 /// Valkey runs scripts on one thread, so a node near one core's worth is saturated.
@@ -20,7 +20,8 @@ pub struct ServerSeries {
 }
 
 /// The probe's own cost over a run.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProbeCost {
     /// Call sets made (one INFO per node each).
     pub call_sets: u64,
@@ -91,7 +92,8 @@ impl ServerSeries {
 
 /// `summary.json`'s `server_samples`: the per-second server series summed up per node (the rows
 /// themselves are in `server.csv`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ServerSamples {
     /// Seconds between samples.
     pub interval_s: f64,
@@ -116,7 +118,8 @@ impl ServerSamples {
 }
 
 /// One node's samples summed up.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodeSamples {
     /// `host:port`.
     pub node: String,

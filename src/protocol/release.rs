@@ -12,7 +12,7 @@ use std::path::Path;
 pub const BULLMQ_INSTALL: &str = ".tools/bullmq/current";
 
 /// The BullMQ release a run's scripts were compared with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Release {
     /// The release's version (`VERSION`), e.g. `2.26.0`, the PyPI `bullmq` package's.
     pub version: String,

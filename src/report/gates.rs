@@ -35,7 +35,7 @@ pub struct Intent {
 /// `explained(script)` is how many of its failed calls a fault explains.
 pub fn failures(
     scripts: &[ScriptSummary],
-    jobs: &BTreeMap<&'static str, u64>,
+    jobs: &BTreeMap<String, u64>,
     intent: Intent,
     rate_gated: impl Fn(&str) -> bool,
     explained: impl Fn(&str) -> u64,
@@ -96,8 +96,8 @@ mod tests {
         ScriptSummary::with_counts(name, calls, ok, errors)
     }
 
-    fn jobs(enqueued: u64, completed: u64) -> BTreeMap<&'static str, u64> {
-        [("enqueued", enqueued), ("completed", completed)].into_iter().collect()
+    fn jobs(enqueued: u64, completed: u64) -> BTreeMap<String, u64> {
+        [("enqueued".to_string(), enqueued), ("completed".to_string(), completed)].into()
     }
 
     const BOTH: Intent = Intent { producers: true, consumers: true };

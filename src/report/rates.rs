@@ -2,7 +2,7 @@
 //! hidden. A rate beyond what the machine can send leaves most of the intended requests
 //! unsent, and the run must say so.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The share of the requested rate below which the run did not hold it.
 pub const HELD_SHARE: f64 = 0.95;
@@ -10,7 +10,8 @@ pub const HELD_SHARE: f64 = 0.95;
 const BUSY_THREAD: f64 = 0.9;
 
 /// The producers' rate over the load phase (summary.json `producers`; open loop only).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ProducerRates {
     /// The scenario's `rate`, jobs/s over all producers.
     pub requested_per_sec: f64,

@@ -6,7 +6,7 @@ use crate::load::coordinator::Depths;
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::net::InfoSnapshot;
 use crate::scenario::Scenario;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the `summary.json` layout; bumped on any incompatible change. 2: the producers'
@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// The target of a run as the report shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TargetInfo {
     /// The resolved target, `rediss://user:***@host:port/db` (never the password).
     pub url: String,
@@ -27,7 +28,7 @@ pub struct TargetInfo {
     /// True when the harness started the server itself.
     pub embedded: bool,
     /// The queue protocol the run drove: `echomq-v1` or `bullmq`.
-    pub protocol: &'static str,
+    pub protocol: String,
     /// The Lua directory the scripts came from.
     pub lua_dir: String,
     /// Script name → SHA1 of the source that ran (to tell two script versions apart).
@@ -39,7 +40,8 @@ pub struct TargetInfo {
 }
 
 /// The harness process's own cost, from getrusage(2).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HarnessCpu {
     /// Load threads.
     pub threads: usize,
@@ -51,87 +53,121 @@ pub struct HarnessCpu {
     pub us_per_request: f64,
 }
 
-/// Everything `summary.json` holds.
-#[derive(Debug, Clone, Serialize)]
+/// Everything `summary.json` holds: the one type the run writes and `report`, `compare` and
+/// `merge` read back.
+///
+/// Reading: `interrupted`, `measured_secs` and `scripts` are required; every other field may
+/// be absent (a folder of an older version, or a summary written by hand for `compare`) and
+/// reads as its default: empty, zero or `null`, never a verdict or a fate that was not written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSummary {
-    /// [`SCHEMA_VERSION`].
+    /// [`SCHEMA_VERSION`]; a summary without one reads as this version's.
+    #[serde(default = "schema_version")]
     pub schema_version: u32,
     /// `emq-bench <version>`.
+    #[serde(default)]
     pub tool: String,
     /// Scenario name.
+    #[serde(default)]
     pub name: String,
     /// The seed every random draw came from.
+    #[serde(default)]
     pub seed: u64,
-    /// The scenario as run (overrides applied, password redacted).
-    pub scenario: Scenario,
+    /// The scenario as run (overrides applied, password redacted); always written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<Scenario>,
     /// Wall-clock start, RFC 3339 UTC.
+    #[serde(default)]
     pub started: String,
     /// Wall-clock end, RFC 3339 UTC.
+    #[serde(default)]
     pub ended: String,
     /// True when the run ended early; `interrupt_reason` says why.
     pub interrupted: bool,
     /// Why the run ended early, in words.
+    #[serde(default)]
     pub interrupt_reason: Option<String>,
     /// Why the run ended early, as one stable word: `stopped` (a stop signal), `aborted` (a
     /// second one), `gave_up` (unreachable past `--give-up`), `connect`, `thread_died`,
     /// `end_unreadable`; `null` when the plan was carried out.
-    pub interrupt_kind: Option<&'static str>,
+    #[serde(default)]
+    pub interrupt_kind: Option<String>,
     /// Faults injected (`[[faults]]`) and seen (unreachable spans, reconnects, unknown
     /// outcomes), with their times: a run that rode through them is not interrupted.
+    #[serde(default)]
     pub faults: crate::faults::FaultsSeen,
     /// What became of the run's keys: `deleted`, or `kept: <why>` (`--keep`, an abort, the
-    /// results folder could not be written, ...).
-    pub keys: crate::verdict::KeysFate,
+    /// results folder could not be written, ...); always written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<crate::verdict::KeysFate>,
     /// Passed or not, the exit code, and every finding that failed the run (kind and the line
-    /// the terminal prints after `FAIL`).
-    pub verdict: crate::verdict::Verdict,
+    /// the terminal prints after `FAIL`); always written, absent in older folders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::verdict::Verdict>,
     /// Files of the results folder that could not be written, with why (a full disk); the
     /// run's keys are then kept.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub write_errors: Vec<String>,
     /// True when the drain finished every job in time.
+    #[serde(default)]
     pub drained: bool,
     /// Seconds measured (after warmup, up to the stop, the drain included): the window
     /// (`measured`) of every script's ops/s except the producers', which use the load phase
     /// (`load`; each script names its window and length).
     pub measured_secs: f64,
     /// Whole warmup seconds excluded from the histograms.
+    #[serde(default)]
     pub warmup_secs: u64,
     /// The target.
+    #[serde(default)]
     pub target: TargetInfo,
     /// Server version (INFO), when it could be read.
+    #[serde(default)]
     pub server_version: Option<String>,
     /// INFO before the run (memory, cpu, commandstats).
+    #[serde(default)]
     pub server_before: Option<InfoSnapshot>,
     /// INFO after the run, before the run's keys are deleted.
+    #[serde(default)]
     pub server_after: Option<InfoSnapshot>,
     /// Server CPU during the run, s (user + sys, from INFO).
+    #[serde(default)]
     pub server_cpu_s: Option<f64>,
     /// Server memory grown per enqueued job, bytes (used_memory after − before, / enqueued).
+    #[serde(default)]
     pub memory_bytes_per_job: Option<f64>,
     /// One entry per called script: calls, errors by code, ops/s, latency µs.
     pub scripts: Vec<ScriptSummary>,
     /// Job counters of the whole run (warmup included: job accounting, unlike latency, has no
     /// warmup; the checker sees every job), by name.
-    pub jobs: BTreeMap<&'static str, u64>,
+    #[serde(default)]
+    pub jobs: BTreeMap<String, u64>,
     /// The same counters over the measured part only (warmup excluded), the window of the
     /// per-script counts, so the two can be compared.
-    pub jobs_measured: BTreeMap<&'static str, u64>,
+    #[serde(default)]
+    pub jobs_measured: BTreeMap<String, u64>,
     /// Open loop: the requested and achieved rates over the load phase, and what was never
     /// sent (`null` in closed loop).
+    #[serde(default)]
     pub producers: Option<super::rates::ProducerRates>,
     /// Jobs left in each location set at the end (None when the server was unreachable).
+    #[serde(default)]
     pub depths_end: Option<Depths>,
     /// The harness's own CPU cost.
+    #[serde(default)]
     pub harness: HarnessCpu,
     /// The invariant check after the run (None when the server could not be read).
+    #[serde(default)]
     pub check: Option<CheckSummary>,
     /// Size of the run's history, bytes per enqueued job (its budget: ≤ 64).
+    #[serde(default)]
     pub history_bytes_per_job: Option<f64>,
     /// The scenario's `[thresholds]`, evaluated.
+    #[serde(default)]
     pub thresholds: Vec<super::thresholds::ThresholdResult>,
     /// The server sampled every second (`server.csv`), summed up per node, with what could
     /// not be read and what the sampling cost.
+    #[serde(default)]
     pub server_samples: Option<crate::probe::ServerSamples>,
 }
 
@@ -145,8 +181,56 @@ pub fn all_jobs(metrics: &RunMetrics) -> [u64; JobCounter::COUNT] {
 }
 
 /// Builds the job-counter map of `summary.json`.
-pub fn jobs_map(jobs: &[u64; JobCounter::COUNT]) -> BTreeMap<&'static str, u64> {
-    JobCounter::ALL.iter().map(|c| (c.name(), jobs[c.index()])).collect()
+pub fn jobs_map(jobs: &[u64; JobCounter::COUNT]) -> BTreeMap<String, u64> {
+    JobCounter::ALL.iter().map(|c| (c.name().to_string(), jobs[c.index()])).collect()
+}
+
+fn schema_version() -> u32 {
+    SCHEMA_VERSION
+}
+
+impl RunSummary {
+    /// Reads `path` (a summary.json).
+    ///
+    /// # Errors
+    /// [`SummaryReadError`]: the file cannot be read, or is not a summary of this layout (the
+    /// message has serde's line and column); both name the file.
+    pub fn read(path: &std::path::Path) -> Result<RunSummary, SummaryReadError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SummaryReadError::Io { path: path.to_path_buf(), source })?;
+        serde_json::from_str(&text).map_err(|source| SummaryReadError::Parse { path: path.to_path_buf(), source })
+    }
+
+    /// True when the keys' fate is recorded and they were kept.
+    pub fn keys_kept(&self) -> bool {
+        self.keys.as_ref().is_some_and(crate::verdict::KeysFate::is_kept)
+    }
+
+    /// The run's verdict, when the file carries one (older folders do not).
+    pub fn passed(&self) -> Option<bool> {
+        self.verdict.as_ref().map(|v| v.passed)
+    }
+}
+
+/// Why a summary.json could not be read. Both variants name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryReadError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file is not JSON of a summary's shape.
+    #[error("{}: not a summary.json of emq-bench: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error, with line and column.
+        source: serde_json::Error,
+    },
 }
 
 /// The per-script summaries of a run (re-exported for the table).
@@ -156,3 +240,154 @@ pub fn scripts_of(metrics: &RunMetrics) -> Vec<ScriptSummary> {
 
 /// The summary's file name.
 pub const SUMMARY_FILE: &str = "summary.json";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::faults::{FaultSpan, FaultsSeen, SpanKind};
+    use crate::net::topology::{Kind, Node};
+    use crate::net::{TlsInfo, Topology};
+    use crate::scenario::FaultKind;
+    use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
+
+    /// A summary with every optional part present, as a failed nemesis run on a cluster writes
+    /// it.
+    fn full_summary() -> RunSummary {
+        let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/nemesis.toml"));
+        let plan = crate::scenario::load(path).unwrap();
+        let info = InfoSnapshot {
+            server_version: "9.1.2".into(),
+            used_memory: 1 << 20,
+            used_cpu_s: 1.25,
+            commandstats: [("evalsha".to_string(), crate::net::CommandStat { calls: 10, usec: 55 })].into(),
+        };
+        let span = |kind, applied, detail: &str| FaultSpan {
+            kind,
+            applied,
+            from_s: 3.0,
+            to_s: 4.5,
+            count: 2,
+            detail: detail.into(),
+        };
+        let verdict = Verdict::of(vec![Finding::new(FindingKind::FaultNotApplied, "fault pause not applied")]);
+        RunSummary {
+            schema_version: SCHEMA_VERSION,
+            tool: "emq-bench 0.1.0".into(),
+            name: "nemesis".into(),
+            seed: 4242,
+            scenario: Some(plan.scenario.clone()),
+            started: "2026-12-06T03:00:00Z".into(),
+            ended: "2026-12-06T03:00:30Z".into(),
+            interrupted: true,
+            interrupt_reason: Some("stopped by a signal".into()),
+            interrupt_kind: Some("stopped".into()),
+            faults: FaultsSeen {
+                injected: vec![span(SpanKind::Injected(FaultKind::Pause), false, "failed: denied")],
+                seen: vec![span(SpanKind::Unreachable, true, "connection refused")],
+                reconnects: 3,
+                unknown_outcomes: 1,
+            },
+            keys: Some(KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into()))),
+            verdict: Some(verdict),
+            write_errors: vec!["history.bin: No space left on device".into()],
+            drained: false,
+            measured_secs: 29.5,
+            warmup_secs: 1,
+            target: TargetInfo {
+                url: "rediss://bench:***@127.0.0.1:7000".into(),
+                topology: Topology {
+                    kind: Kind::Cluster,
+                    nodes: vec![Node {
+                        address: "127.0.0.1:7000".into(),
+                        version: "9.1.2".into(),
+                        queues: vec!["bench-0".into()],
+                        info_before: Some(info.clone()),
+                        info_after: Some(info.clone()),
+                        role: "primary".into(),
+                        slots: vec![(0, 5460)],
+                        ..Node::default()
+                    }],
+                },
+                tls: Some(TlsInfo { version: "TLSv1_3".into(), cipher_suite: "TLS13_AES_256_GCM_SHA384".into() }),
+                unavailable: vec!["INFO commandstats: denied".into()],
+                embedded: false,
+                protocol: "echomq-v1".into(),
+                lua_dir: "built-in".into(),
+                script_sha1: [("enqueue".to_string(), "ab".repeat(20))].into(),
+                bullmq: Some(crate::protocol::release::Release { version: "5.0.0".into(), differs: vec!["x".into()] }),
+            },
+            server_version: Some("9.1.2".into()),
+            server_before: Some(info.clone()),
+            server_after: Some(info),
+            server_cpu_s: Some(0.5),
+            memory_bytes_per_job: Some(310.5),
+            scripts: super::super::summarize(&crate::report::tests::sample_run()),
+            jobs: [("enqueued".to_string(), 10), ("completed".to_string(), 9)].into(),
+            jobs_measured: [("enqueued".to_string(), 8)].into(),
+            producers: Some(super::super::rates::ProducerRates {
+                requested_per_sec: 400.0,
+                achieved_per_sec: 399.5,
+                thread_busy: vec![0.25],
+                bottleneck: Some("the server".into()),
+                ..Default::default()
+            }),
+            depths_end: Some(Depths { pending: 1, ..Depths::default() }),
+            harness: HarnessCpu { threads: 2, user_s: 0.5, sys_s: 0.25, us_per_request: 3.5 },
+            check: Some(CheckSummary {
+                checked_jobs: 10,
+                violations_total: 1,
+                by_invariant: [("I7".to_string(), 1)].into(),
+                oldest_unfinished_s: Some(2.5),
+                ..CheckSummary::default()
+            }),
+            history_bytes_per_job: Some(40.0),
+            thresholds: vec![super::super::thresholds::ThresholdResult {
+                key: "claim.p99".into(),
+                condition: "< 2ms".into(),
+                value: Some(2531.0),
+                passed: false,
+            }],
+            server_samples: Some(crate::probe::ServerSamples { interval_s: 1.0, ..Default::default() }),
+        }
+    }
+
+    /// The one schema: what a run writes reads back as the same value and writes out as the
+    /// same bytes, every optional part included.
+    #[test]
+    fn a_summary_round_trips_through_its_json() {
+        let summary = full_summary();
+        let text = serde_json::to_string_pretty(&summary).unwrap();
+        let back: RunSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), text);
+        assert_eq!(back.verdict, summary.verdict);
+        assert_eq!(back.keys, summary.keys);
+        assert_eq!(back.faults, summary.faults);
+        assert!(!back.faults.injected[0].applied, "a fault not applied reads back as not applied");
+        assert_eq!(back.scenario, summary.scenario);
+    }
+
+    /// A summary of an older version, or one written by hand, reads with its missing parts
+    /// absent, never with a verdict or a keys' fate it did not record; without its core it is
+    /// refused with the field named.
+    #[test]
+    fn a_partial_summary_reads_without_inventing_a_verdict() {
+        let old: RunSummary = serde_json::from_str(
+            r#"{"interrupted": false, "measured_secs": 2.0, "keys": "kept: --keep",
+                "faults": {"injected": [{"kind": "pause", "from_s": 1.0, "to_s": 2.0}]},
+                "scripts": [{"script": "enqueue", "ops_per_sec": 5.0, "latency_us": {"p50": 10}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(old.schema_version, SCHEMA_VERSION);
+        assert_eq!((old.passed(), &old.verdict), (None, &None));
+        assert_eq!(old.keys, Some(KeysFate::Kept(KeptBecause::Keep)));
+        assert!(old.faults.injected[0].applied, "spans of folders that did not record it were applied");
+        assert_eq!(old.scripts[0].latency_us.p50, 10);
+        let err = serde_json::from_str::<RunSummary>(r#"{"interrupted": false}"#).unwrap_err();
+        assert!(err.to_string().contains("measured_secs"), "{err}");
+        let err = serde_json::from_str::<RunSummary>(
+            r#"{"interrupted": false, "measured_secs": 1, "scripts": [], "faults": {"seen": [{"kind": "rain"}]}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("unknown fault span kind `rain`"), "{err}");
+    }
+}

@@ -13,6 +13,7 @@ use crate::protocol::ErrorCode;
 /// Read from a merged HdrHistogram (`value_at_quantile`: the highest value equivalent to the
 /// quantile's bucket, within 0.1 %); never an average of per-task percentiles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Percentiles {
     /// Lowest recorded value, µs (bucket bottom).
     pub min: u64,
@@ -58,10 +59,13 @@ pub struct ScriptSummary {
     /// Script name (`Script::name`).
     pub script: String,
     /// Calls made: `ok` plus every error.
+    #[serde(default)]
     pub calls: u64,
     /// Calls that succeeded.
+    #[serde(default)]
     pub ok: u64,
     /// Failed calls by code name (`ErrorCode::name`), only codes that occurred.
+    #[serde(default)]
     pub errors: BTreeMap<String, u64>,
     /// Ok calls per second of `window` (errors are never throughput).
     pub ops_per_sec: f64,
@@ -76,6 +80,7 @@ pub struct ScriptSummary {
     /// Ok-call latency from the intended send, µs (coordinated-omission free, as wrk2).
     pub latency_us: Percentiles,
     /// Ok-call service time from the actual send, µs.
+    #[serde(default)]
     pub service_us: Percentiles,
     /// Failed calls (timeouts included), µs from the intended send: kept apart so a fast
     /// refusal cannot make a script look faster and a timeout cannot hide.
@@ -87,6 +92,7 @@ pub struct ScriptSummary {
     pub send_lag_us: Percentiles,
     /// Open-loop sends later than the scenario's `late_after` behind their intended time, in
     /// the measured part (warmup excluded, as `calls`).
+    #[serde(default)]
     pub late: u64,
     /// `late` over `calls`, 0..1 (0.0 with no call): the share of sends that fell behind, which
     /// only overload should raise.

@@ -2,10 +2,11 @@
 
 use super::ScriptSummary;
 use crate::scenario::thresholds::{Threshold, ThresholdMetric};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One threshold's result, as `summary.json` and the failure lines show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ThresholdResult {
     /// The key, e.g. `claim.p99`.
     pub key: String,

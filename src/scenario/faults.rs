@@ -83,6 +83,17 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::KillConnections,
+        FaultKind::Pause,
+        FaultKind::ScriptFlush,
+        FaultKind::Maxmemory,
+        FaultKind::Freeze,
+        FaultKind::Restart,
+        FaultKind::Failover,
+    ];
+
     /// The kind as the scenario spells it (and summary.json, intervals.csv and the table).
     pub fn name(self) -> &'static str {
         match self {

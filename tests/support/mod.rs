@@ -224,6 +224,7 @@ pub fn assert_offline_page(path: &Path) -> String {
 /// and its findings' messages line for line as `result.failures` (the terminal's FAIL lines),
 /// each with a kind.
 pub fn assert_verdict_in_summary(result: &emq_bench::cmd::run::RunResult) {
+    assert_summary_round_trips(&result.dir);
     let text = std::fs::read_to_string(result.dir.join("summary.json")).unwrap();
     let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
     let verdict = &summary["verdict"];
@@ -239,6 +240,7 @@ pub fn assert_verdict_in_summary(result: &emq_bench::cmd::run::RunResult) {
 /// The CLI's `FAIL` lines on `stderr` are summary.json's findings in `dir`, in order, and the
 /// verdict says the run failed with exit 1.
 pub fn assert_fail_lines_match_summary(stderr: &str, dir: &Path) {
+    assert_summary_round_trips(dir);
     let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
     let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
     let verdict = &summary["verdict"];
@@ -248,4 +250,13 @@ pub fn assert_fail_lines_match_summary(stderr: &str, dir: &Path) {
         verdict["findings"].as_array().expect("findings").iter().map(|f| f["message"].as_str().unwrap()).collect();
     assert!(!said.is_empty(), "{stderr}");
     assert_eq!(said, messages, "summary.json's findings are the FAIL lines");
+}
+
+/// `dir/summary.json` reads back as the one schema type, `RunSummary`, and writes out as the
+/// same JSON: nothing the run wrote is lost or changed by a reader (report, compare, merge).
+pub fn assert_summary_round_trips(dir: &Path) {
+    let path = dir.join("summary.json");
+    let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let read = emq_bench::report::run_summary::RunSummary::read(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(serde_json::to_value(&read).unwrap(), written, "summary.json round trip through RunSummary");
 }

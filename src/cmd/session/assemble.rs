@@ -6,7 +6,6 @@ use super::options::RunOptions;
 use crate::check::CheckOutcome;
 use crate::faults::SpanKind;
 use crate::load::coordinator::Driven;
-use crate::load::stop::Interruption;
 use crate::metrics::JobCounter;
 use crate::net::InfoSnapshot;
 use crate::protocol::Script;
@@ -16,7 +15,7 @@ use crate::report::run_summary::{
 };
 use crate::report::write_json;
 use crate::scenario::{self, FaultKind, Plan};
-use crate::verdict::{KeysFate, Verdict};
+use crate::verdict::KeysFate;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -72,15 +71,15 @@ pub(super) fn summarize(
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
         name: plan.name.clone(),
         seed: plan.seed,
-        scenario,
+        scenario: Some(scenario),
         started: rfc(driven.started),
         ended: rfc(driven.ended),
         interrupted: driven.interrupted.is_some(),
         interrupt_reason: driven.interrupted.as_ref().map(ToString::to_string),
-        interrupt_kind: driven.interrupted.as_ref().map(Interruption::kind),
+        interrupt_kind: driven.interrupted.as_ref().map(|i| i.kind().to_string()),
         faults: driven.faults.clone(),
-        keys,
-        verdict: Verdict::of(Vec::new()),
+        keys: Some(keys),
+        verdict: None,
         write_errors: Vec::new(),
         drained: driven.drained,
         measured_secs: metrics.measured_secs(),
@@ -165,7 +164,7 @@ pub(super) fn facts_of(
         check,
         lock_lost: end.lock_lost,
         write_errors: summary.write_errors.clone(),
-        keys: Some(summary.keys.clone()),
+        keys: summary.keys.clone(),
         kept_hint: end.kept_hint,
     }
 }
@@ -177,8 +176,8 @@ pub(super) fn facts_of(
 /// removed: a folder without a summary is incomplete, one whose summary says "passed" for a
 /// failed run lies.
 pub(super) fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Facts, rules: &judge::Rules) {
-    facts.keys = Some(summary.keys.clone());
-    summary.verdict = judge::judge(facts, rules);
+    facts.keys = summary.keys.clone();
+    summary.verdict = Some(judge::judge(facts, rules));
     let path = dir.join(SUMMARY_FILE);
     if write_json(&path, summary).is_ok() {
         let _ = crate::html::write_report(dir);

@@ -118,7 +118,7 @@ pub struct Facts {
     /// Per script over the measured part.
     pub scripts: Vec<ScriptSummary>,
     /// summary.json's job counters (the whole run).
-    pub jobs: BTreeMap<&'static str, u64>,
+    pub jobs: BTreeMap<String, u64>,
     /// The thresholds, evaluated.
     pub thresholds: Vec<ThresholdResult>,
     /// Per script: failed calls an injected fault explains (absent: none).

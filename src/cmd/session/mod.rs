@@ -245,7 +245,7 @@ impl Session {
             tls: self.plane.seed().tls_info(),
             unavailable,
             embedded: self.embedded.is_some(),
-            protocol: registry.protocol().name(),
+            protocol: registry.protocol().name().to_string(),
             lua_dir: lua_dir.display().to_string(),
             // The release beside the scripts (`<install>/commands`), else the one scripts/setup
             // installed (an edited copy elsewhere is compared with it).
@@ -309,7 +309,7 @@ impl Session {
             },
         };
         let mut facts = assemble::facts_of(&summary, &driven, opts.timeout(), end);
-        summary.verdict = judge::judge(&facts, &rules);
+        summary.verdict = Some(judge::judge(&facts, &rules));
 
         // Write: every file of the folder through one seam, summary.json first and history.bin
         // last. A file not written keeps the keys (the evidence) and is itself a finding.
@@ -326,20 +326,20 @@ impl Session {
             &run_writers(),
         );
         if !write_errors.is_empty() {
-            if !summary.keys.is_kept() {
-                summary.keys = KeysFate::Kept(KeptBecause::FolderIncomplete);
+            if !summary.keys_kept() {
+                summary.keys = Some(KeysFate::Kept(KeptBecause::FolderIncomplete));
             }
             summary.write_errors = write_errors.clone();
             facts.write_errors = write_errors;
             assemble::amend(dir, &mut summary, &mut facts, &rules);
         }
         // Clean up: the run's keys, unless kept.
-        if !summary.keys.is_kept() {
+        if !summary.keys_kept() {
             for keys in &queues {
                 if let Err(err) = plane::delete_queue(&mut self.plane.conn_for(keys), keys).await {
                     // The folder said "deleted": it says what happened instead.
                     let why = KeptBecause::DeletionFailed(format!("queue {}: {err}", keys.queue));
-                    summary.keys = KeysFate::Kept(why);
+                    summary.keys = Some(KeysFate::Kept(why));
                     assemble::amend(dir, &mut summary, &mut facts, &rules);
                     break;
                 }
@@ -348,8 +348,8 @@ impl Session {
 
         // Render: the table, then the verdict's lines (main prints them after FAIL).
         let table = render::render_table(&summary, &plan, checked.as_ref(), dir);
-        let failures = summary.verdict.lines();
-        let outcome = if summary.verdict.passed { Outcome::Success } else { Outcome::Failed };
+        let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();
+        let outcome = if summary.passed() == Some(true) { Outcome::Success } else { Outcome::Failed };
         Ok((RunResult { dir: dir.to_path_buf(), summary, table, outcome, failures }, driven.metrics))
     }
 }

@@ -14,7 +14,7 @@ fn script(name: &str, calls: u64, ok: u64, errors: &[(&str, u64)]) -> ScriptSumm
 fn clean() -> Facts {
     Facts {
         scripts: vec![script("enqueue", 100, 100, &[]), script("complete", 100, 100, &[])],
-        jobs: [("enqueued", 100), ("completed", 100)].into_iter().collect(),
+        jobs: [("enqueued", 100), ("completed", 100)].map(|(k, v)| (k.to_string(), v)).into(),
         drained: true,
         depths_end: Some(Depths::default()),
         check: CheckFate::Ran { violations: 0 },
@@ -62,8 +62,8 @@ fn an_interrupted_run_fails_and_skips_the_rules_an_early_end_makes_moot() {
 #[test]
 fn corrupt_payloads_and_accepted_duplicates_fail_as_i4_and_i8() {
     let mut facts = clean();
-    facts.jobs.insert("payload_corrupt", 2);
-    facts.jobs.insert("duplicate_accepted", 3);
+    facts.jobs.insert("payload_corrupt".into(), 2);
+    facts.jobs.insert("duplicate_accepted".into(), 3);
     assert_eq!(kinds(&facts, &rules()), [K::PayloadCorrupt, K::DuplicateAccepted]);
     let text = message(&facts, &rules());
     assert!(text.contains("I4 payload-intact: 2 claimed payloads"), "{text}");
@@ -145,7 +145,7 @@ fn jobs_left_after_the_drain_limit_fail_as_drain_incomplete_unless_there_are_no_
     let aged = Facts { oldest_unfinished_s: Some(12.34), ..facts.clone() };
     assert!(message(&aged, &rules()).ends_with("active 2; the oldest enqueued 12.3 s before the end)"));
     let enqueue_only = Rules { intent: Intent { producers: true, consumers: false }, ..rules() };
-    let facts = Facts { jobs: [("enqueued", 100)].into_iter().collect(), ..facts };
+    let facts = Facts { jobs: [("enqueued".to_string(), 100)].into(), ..facts };
     assert!(kinds(&facts, &enqueue_only).is_empty());
 }
 
