@@ -122,6 +122,19 @@ fn main() -> ExitCode {
                 }
                 Ok(Outcome::Success)
             }
+            Command::Merge(args) => {
+                let json = args.json;
+                let result = cmd::merge::merge(args)?;
+                if json {
+                    out(&(serde_json::to_string_pretty(&result.summary).expect("summary serializes") + "\n"));
+                } else {
+                    out(&result.table);
+                }
+                for line in &result.failures {
+                    eprintln!("emq-bench: FAIL {line}");
+                }
+                Ok(result.outcome)
+            }
             Command::Check(args) => {
                 let json = args.json;
                 let result = cmd::check::check(args).await?;

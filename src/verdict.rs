@@ -93,6 +93,8 @@ pub enum FindingKind {
     CleanupFailed,
     /// The run's keys were kept, against the plan (not `--keep`), for a later look.
     KeysKept,
+    /// A fleet's merge lacked shards: its figures cover part of the fleet only.
+    ShardMissing,
 }
 
 impl FindingKind {
@@ -114,6 +116,7 @@ impl FindingKind {
             FindingKind::WriteError => "write_error",
             FindingKind::CleanupFailed => "cleanup_failed",
             FindingKind::KeysKept => "keys_kept",
+            FindingKind::ShardMissing => "shard_missing",
         }
     }
 }

@@ -172,7 +172,7 @@ async fn a_backlog_left_by_slow_consumers_is_a_drain_incomplete_not_lost_jobs() 
     let stdout = String::from_utf8_lossy(&checked.stdout);
     assert_eq!(checked.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("drain incomplete") && stdout.contains("no violations"), "{stdout}");
-    let kinds: Vec<_> = result.summary.verdict.findings.iter().map(|f| f.kind).collect();
+    let kinds: Vec<_> = result.summary.verdict.as_ref().expect("a verdict").findings.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [emq_bench::verdict::FindingKind::DrainIncomplete], "{:?}", result.failures);
     let pending = result.summary.depths_end.expect("read at the end").pending;
     assert!(pending > 100, "a backlog of hundreds of jobs: {pending}");

@@ -3,6 +3,7 @@
 pub mod ab;
 pub mod compare;
 pub mod cost;
+pub mod merge;
 pub mod report;
 
 use crate::protocol::Transport;
@@ -32,6 +33,10 @@ pub const DEFAULT_GIVE_UP: Duration = Duration::from_secs(30);
 
 /// `--progress-every`'s default: a progress line in a log every 10 s.
 pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// `--barrier-timeout`'s default: pods of an Indexed Job are scheduled and pull their image
+/// within it on a healthy cluster.
+pub const DEFAULT_BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Shortest `--give-up`: the target is polled about once a second, so a shorter window cannot
 /// be told apart from one failed poll (0 ended a run at its first blip).
@@ -65,6 +70,8 @@ pub enum Command {
     Cost(cost::CostArgs),
     /// Re-render report.html (and compare.html) of an existing results folder from its files.
     Report(report::ReportArgs),
+    /// Merge a fleet's shards (`run --shards N`) into one results folder: histograms added, counters summed, one verdict; exit 1 when it fails or a shard is missing.
+    Merge(merge::MergeArgs),
 }
 
 /// `emq-bench check`.
@@ -169,6 +176,23 @@ pub struct RunArgs {
     /// stderr this often (1s..=1h).
     #[arg(env = "EMQ_PROGRESS_EVERY", long, value_parser = parse_progress_every, default_value = "10s")]
     pub progress_every: std::time::Duration,
+    /// Run as one shard of a fleet of N processes (1..=1024) on the same target: each takes its
+    /// exact share of the producers, consumers, connections and rate, and owns its queues
+    /// (prefixed `s<I>.`); all start together at a barrier on the target. Needs --url.
+    #[arg(env = "EMQ_SHARDS", long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: u32,
+    /// This process's index in the fleet, 0..N; default $JOB_COMPLETION_INDEX (a Kubernetes
+    /// Indexed Job's pods), else pass it (Slurm: $SLURM_PROCID, Nomad: $NOMAD_ALLOC_INDEX).
+    #[arg(env = "JOB_COMPLETION_INDEX", long, value_name = "I")]
+    pub shard: Option<u32>,
+    /// The fleet's name (1-64 bytes of [A-Za-z0-9_.-]): its barrier's keys (`emq-fleet:{G}:*`)
+    /// and its results folder; default the scenario's name.
+    #[arg(env = "EMQ_GROUP", long, value_name = "G")]
+    pub group: Option<String>,
+    /// How long a shard waits at the start barrier for the others (1s..=1d); then it exits 2
+    /// naming the indices that never arrived.
+    #[arg(env = "EMQ_BARRIER_TIMEOUT", long, value_parser = parse_barrier_timeout, default_value = "120s")]
+    pub barrier_timeout: std::time::Duration,
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,
@@ -268,6 +292,15 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     )
 }
 
+/// `--barrier-timeout`: 1s..=1d.
+fn parse_barrier_timeout(text: &str) -> Result<Duration, String> {
+    bounded(
+        text,
+        (Duration::from_secs(1), "the shards poll the barrier every 100 ms; a shorter wait is a race"),
+        (Duration::from_secs(86_400), "a fleet that has not gathered in a day will not"),
+    )
+}
+
 /// `--progress-every`: 1s..=1h.
 fn parse_progress_every(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
@@ -313,5 +346,6 @@ mod tests {
         assert_eq!(args.timeout, DEFAULT_TIMEOUT);
         assert_eq!(args.give_up, DEFAULT_GIVE_UP);
         assert_eq!(args.progress_every, DEFAULT_PROGRESS_EVERY);
+        assert_eq!(args.barrier_timeout, DEFAULT_BARRIER_TIMEOUT);
     }
 }

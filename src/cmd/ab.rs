@@ -50,6 +50,10 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         give_up: DEFAULT_GIVE_UP,
         progress_every: DEFAULT_PROGRESS_EVERY,
         transport: args.transport,
+        shards: 1,
+        shard: None,
+        group: None,
+        barrier_timeout: crate::cli::DEFAULT_BARRIER_TIMEOUT,
         server: args.server.clone(),
     };
     check_out(run_args.out.as_deref())?;

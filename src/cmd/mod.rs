@@ -5,6 +5,7 @@ pub mod ab;
 pub mod check;
 pub mod compare;
 pub mod cost;
+pub mod merge;
 pub mod report;
 pub mod run;
 pub mod server;

@@ -34,8 +34,8 @@ pub struct Merged {
 /// once load has started, failures are reported in the result, not as errors.
 pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult, AppError> {
     let stop = stop.into();
-    check_out(args.out.as_deref())?;
     let options = RunOptions::resolve(&args)?;
+    check_out(options.out.as_deref())?;
     let (mut session, registries) = Session::open(&options, &[options.lua_dir.as_deref()]).await?;
     // The lock is released however the repetitions end.
     let outcome = async {

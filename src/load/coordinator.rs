@@ -35,6 +35,10 @@ pub struct DriveOptions {
     pub give_up: Duration,
     /// The nemesis that injects the scenario's `[[faults]]` during the load phase.
     pub nemesis: Option<Nemesis>,
+    /// When to start, on this process's clock (a fleet's `t0`): the threads connect first,
+    /// then the clock starts at this moment (at once when it has passed). `None`: as soon as
+    /// every thread has connected.
+    pub start_at: Option<SystemTime>,
 }
 
 /// Jobs still in the queues: pending, delayed and active summed over the run's queues.
@@ -204,6 +208,15 @@ pub async fn drive(
             }
             Err(_) => {
                 interrupted.get_or_insert(Interruption::ThreadDied);
+            }
+        }
+    }
+    // A fleet's shards start together: connected, each waits for the agreed moment.
+    if let (None, Some(at)) = (&interrupted, opts.start_at) {
+        if let Ok(wait) = at.duration_since(SystemTime::now()) {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.stopped() => { interrupted = Some(Interruption::Stopped); }
             }
         }
     }

@@ -49,12 +49,23 @@ impl Schedule {
         Schedule::Open { start, next_s, mean_gap_s, arrival, rng }
     }
 
-    /// Producer `p`'s (0-based) share of `open` split over `count` producers: `rate / count`
-    /// each, uniform ones de-phased by `p / count` of a gap. The one place that split is made,
-    /// so the load thread and its test cannot disagree on it.
-    pub fn for_producer(open: crate::scenario::OpenLoop, count: u32, p: usize, start: Instant, seed: u64) -> Schedule {
-        let count = count.max(1);
-        Schedule::open(open.rate_per_sec / f64::from(count), open.arrival, start, seed, p as f64 / f64::from(count))
+    /// A producer's share of `open` split over this process's `count` producers: `rate /
+    /// count` each, uniform ones de-phased by `index / total` of a gap, where `(index, total)`
+    /// is the producer's `slot` in the fleet's numbering ([`Plan::producer_slot`]; `(p, count)`
+    /// in a process of its own). A shard's rate is its producers' part of the fleet's, so every
+    /// producer of a fleet keeps the schedule it has in one process. The one place that split
+    /// is made, so the load thread and its tests cannot disagree on it.
+    ///
+    /// [`Plan::producer_slot`]: crate::scenario::Plan::producer_slot
+    pub fn for_producer(
+        open: crate::scenario::OpenLoop,
+        count: u32,
+        slot: (usize, u32),
+        start: Instant,
+        seed: u64,
+    ) -> Schedule {
+        let (index, total) = (slot.0 as f64, f64::from(slot.1.max(1)));
+        Schedule::open(open.rate_per_sec / f64::from(count.max(1)), open.arrival, start, seed, index / total)
     }
 
     /// The intended send time the next [`Schedule::next_intended`] returns, without advancing
@@ -136,7 +147,7 @@ mod tests {
         let open = crate::scenario::OpenLoop { rate_per_sec: 8_000.0, arrival: Arrival::Uniform };
         let mut all: Vec<Instant> = (0..n)
             .flat_map(|i| {
-                let mut s = Schedule::for_producer(open, n as u32, i, start, i as u64);
+                let mut s = Schedule::for_producer(open, n as u32, (i, n as u32), start, i as u64);
                 (0..100).map(move |_| s.next_intended().unwrap()).collect::<Vec<_>>()
             })
             .collect();
@@ -144,6 +155,34 @@ mod tests {
         let closest = all.windows(2).map(|w| w[1] - w[0]).min().unwrap();
         // 32 × 250/s = 8 000/s: 125 µs apart, give or take float rounding.
         assert!(closest >= Duration::from_micros(124), "two sends only {closest:?} apart");
+    }
+
+    /// A fleet's shards, each with its part of the producers and the rate, intend exactly the
+    /// sends one process of all the producers intends.
+    #[test]
+    fn shards_intend_one_process_schedule() {
+        let start = Instant::now();
+        let text = "name = \"t\"\nseed = 1\nduration = \"2s\"\n[producers]\ncount = 7\nrate = 7000.0\n\
+                    arrival = \"uniform\"\n[consumers]\ncount = 7\n";
+        let whole = crate::scenario::parse(text, std::path::Path::new("t.toml")).unwrap();
+        let sends = |plan: &crate::scenario::Plan| -> Vec<Duration> {
+            let open = plan.producers.open_loop.unwrap();
+            (0..plan.producers.count as usize)
+                .flat_map(|p| {
+                    let mut s = Schedule::for_producer(open, plan.producers.count, plan.producer_slot(p), start, 9);
+                    (0..50).map(move |_| s.next_intended().unwrap() - start).collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        let mut one = sends(&whole);
+        let mut fleet: Vec<Duration> =
+            (0..3).flat_map(|i| sends(&whole.clone().for_shard(i, 3, "g").unwrap())).collect();
+        one.sort();
+        fleet.sort();
+        assert_eq!(fleet.len(), one.len());
+        for (a, b) in fleet.iter().zip(&one) {
+            assert!(a.abs_diff(*b) <= Duration::from_nanos(1), "{a:?} != {b:?}");
+        }
     }
 
     /// Gaps of a third of a microsecond (3 million jobs/s) and of a fraction of a nanosecond

@@ -171,19 +171,22 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     let begin = Instant::now();
     let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
     for (k, &p) in producers.iter().enumerate() {
+        // Seeds and the schedule's phase follow the producer's index in the fleet.
+        let slot = plan.producer_slot(p);
         let ops = Q::new(pconns[k % pconns.len()].clone(), routes.clone(), shared.clone());
         let schedule = match plan.producers.open_loop {
-            Some(open) => Schedule::for_producer(open, plan.producers.count, p, begin, seed(1, p, 0)),
+            Some(open) => Schedule::for_producer(open, plan.producers.count, slot, begin, seed(1, slot.0, 0)),
             None => Schedule::Closed,
         };
-        let producer = Producer::new(plan.seed, schedule, seed(3, p, 0));
+        let producer = Producer::new(plan.id_seed(), schedule, seed(3, slot.0, 0));
         tokio::task::spawn_local(producer::run(ctx.clone(), producer, ops, plan.producers.pipeline as usize));
     }
     for (k, &c) in consumers.iter().enumerate() {
         let ops = Q::new(cconns[k % cconns.len()].clone(), routes.clone(), shared.clone());
         for lane in 0..plan.consumers.pipeline {
             let spread = c * plan.consumers.pipeline as usize + lane as usize;
-            tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed(4, c, lane)));
+            let seed = seed(4, plan.consumer_index(c), lane);
+            tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed));
         }
     }
     if let Some(client) = mconn.into_iter().next() {

@@ -7,6 +7,7 @@
 //! holds the run's safety on a shared deployment: [`lock`] (the per-queue run lock) and
 //! [`keys`] (the run's own keys: refuse existing ones, delete at the end, never flush).
 
+pub mod barrier;
 pub mod keys;
 pub mod lock;
 
@@ -132,6 +133,13 @@ impl Plane {
         self.inner.map.lock().expect("plane map").topology.owner(slot(keys.lock.as_bytes())).unwrap_or(0)
     }
 
+    /// The connection to the node that owns `key`'s slot (the first node when none claims it).
+    pub fn conn_for_key(&self, key: &str) -> Control {
+        let map = self.inner.map.lock().expect("plane map");
+        let node = map.topology.owner(slot(key.as_bytes())).unwrap_or(0);
+        map.conns[node].clone()
+    }
+
     /// Reads the slot map again (after a MOVED: a slot migrated) and connects to new nodes.
     ///
     /// Errors: the topology read or a new node's connect.
@@ -190,18 +198,18 @@ async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, PlaneE
     Ok(Map { topology, conns })
 }
 
-/// Names for `count` queues `bench-K` spread evenly over the primaries of `topology`: queue i
+/// Names for `count` queues `<prefix>bench-K` (a shard's prefix, or none) spread evenly over the primaries of `topology`: queue i
 /// goes to primary i mod P, as the lowest unused K whose slot that primary owns. (The default
 /// names `bench-0 .. bench-(N-1)` land wherever their CRC16 puts them: 3 queues on 3 primaries
 /// would often share one.)
-pub fn spread_names(count: usize, topology: &Topology) -> Vec<String> {
+pub fn spread_names(count: usize, topology: &Topology, prefix: &str) -> Vec<String> {
     let primaries = topology.nodes.len().max(1);
     let mut names: Vec<String> = Vec::with_capacity(count);
     for i in 0..count {
         let want = i % primaries;
         // Every primary owns about 1/P of the slots: the search ends within a few P names.
         let name = (0u64..)
-            .map(|k| format!("bench-{k}"))
+            .map(|k| format!("{prefix}bench-{k}"))
             .find(|name| {
                 let tag = format!("{{{name}}}");
                 topology.owner(slot(tag.as_bytes())) == Some(want) && !names.contains(name)
@@ -237,7 +245,7 @@ mod tests {
             kind: Kind::Cluster,
             nodes: vec![node(1, (0, 5460)), node(2, (5461, 10922)), node(3, (10923, 16383))],
         };
-        let names = spread_names(30, &topology);
+        let names = spread_names(30, &topology, "");
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();

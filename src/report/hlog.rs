@@ -111,6 +111,22 @@ pub fn write_totals(path: &Path, run: &RunMetrics) -> Result<(), ReportError> {
     write_log(path, comment, run.start_wall, entries.iter().map(|(tag, h)| (tag.as_str(), from, length, *h)))
 }
 
+/// Writes `entries` (tag, histogram) to `path` as one interval log spanning `from` for
+/// `length` after `start`, with `comment`: a fleet's merged `totals.hlog`.
+///
+/// # Errors
+/// As [`write_log`].
+pub fn write_entries(
+    path: &Path,
+    comment: &str,
+    start: SystemTime,
+    from: Duration,
+    length: Duration,
+    entries: &[(String, Histogram<u64>)],
+) -> Result<(), ReportError> {
+    write_log(path, comment, start, entries.iter().map(|(tag, h)| (tag.as_str(), from, length, h)))
+}
+
 /// Reads every histogram of the interval log at `path`, in file order.
 ///
 /// # Errors

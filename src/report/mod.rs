@@ -28,6 +28,7 @@ mod json;
 pub mod queue_csv;
 pub mod rates;
 pub mod results;
+pub mod fleet;
 pub mod run_summary;
 pub mod scripts_csv;
 pub mod server_csv;

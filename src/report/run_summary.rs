@@ -169,6 +169,12 @@ pub struct RunSummary {
     /// not be read and what the sampling cost.
     #[serde(default)]
     pub server_samples: Option<crate::probe::ServerSamples>,
+    /// A fleet's shard: its place, its start against the agreed `t0` (absent for one process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<super::fleet::ShardRecord>,
+    /// A merged folder: the shards merged, the missing ones, the start spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<super::fleet::FleetRecord>,
 }
 
 /// Counters of everything the run did, warmup included (what the server state reflects).
@@ -348,6 +354,23 @@ mod tests {
                 passed: false,
             }],
             server_samples: Some(crate::probe::ServerSamples { interval_s: 1.0, ..Default::default() }),
+            shard: Some(super::super::fleet::ShardRecord {
+                group: "g".into(),
+                index: 1,
+                shards: 3,
+                queues: "sharded".into(),
+                producers: [1, 1, 3],
+                t0_unix_ms: 1_700_000_000_000,
+                start_offset_ms: 1.5,
+                ..Default::default()
+            }),
+            fleet: Some(super::super::fleet::FleetRecord {
+                group: "g".into(),
+                shards: 3,
+                missing: vec![2],
+                start_spread_ms: 3.25,
+                ..Default::default()
+            }),
         }
     }
 

@@ -52,6 +52,9 @@ pub struct Plan {
     pub thresholds: Vec<super::thresholds::Threshold>,
     /// `[[faults]]`, resolved: the nemesis schedule (empty: no fault is injected).
     pub faults: Vec<super::faults::FaultPlan>,
+    /// Set when this process is one shard of a fleet ([`Plan::for_shard`]): its place and
+    /// its tasks' global indices. The counts, rate and queues above are then the shard's.
+    pub shard: Option<super::shard::Shard>,
 }
 
 impl Plan {

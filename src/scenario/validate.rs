@@ -66,6 +66,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
             raw.target.url.is_none(),
         )?,
         scenario: raw,
+        shard: None,
     })
 }
 

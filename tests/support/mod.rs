@@ -121,6 +121,10 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         give_up: emq_bench::cli::DEFAULT_GIVE_UP,
         progress_every: emq_bench::cli::DEFAULT_PROGRESS_EVERY,
         transport: emq_bench::protocol::Transport::Pipe,
+        shards: 1,
+        shard: None,
+        group: None,
+        barrier_timeout: emq_bench::cli::DEFAULT_BARRIER_TIMEOUT,
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
     }
 }

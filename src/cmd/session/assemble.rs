@@ -28,6 +28,8 @@ pub(super) struct Observed<'a> {
     pub(super) jobs: [u64; JobCounter::COUNT],
     pub(super) server: crate::probe::ServerSamples,
     pub(super) checked: Option<&'a CheckOutcome>,
+    /// A fleet's shard: its place and start.
+    pub(super) shard: Option<crate::report::fleet::ShardRecord>,
 }
 
 /// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
@@ -39,7 +41,7 @@ pub(super) fn summarize(
     observed: Observed,
     keys: KeysFate,
 ) -> RunSummary {
-    let Observed { target, before, after, jobs, server, checked } = observed;
+    let Observed { target, before, after, jobs, server, checked, shard } = observed;
     let metrics = &driven.metrics;
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
@@ -108,6 +110,8 @@ pub(super) fn summarize(
         history_bytes_per_job,
         thresholds,
         server_samples: Some(server),
+        shard,
+        fleet: None,
         harness: HarnessCpu {
             threads: opts.threads,
             user_s,
@@ -187,4 +191,33 @@ pub(super) fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Fac
     if write_json(&path, summary).is_err() {
         let _ = std::fs::remove_file(&path);
     }
+}
+
+/// A shard's record: its place in the fleet (`plan.shard`) and its start against `t0` on the
+/// server's clock (`start`, from the barrier; `started`, when its clock started).
+pub(super) fn shard_record(
+    plan: &Plan,
+    start: Option<&crate::plane::barrier::Start>,
+    started: SystemTime,
+) -> Option<crate::report::fleet::ShardRecord> {
+    let shard = plan.shard.as_ref()?;
+    let range = |r: &crate::scenario::TaskRange| [r.first, r.count, r.total];
+    let local_ms = started.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    let (t0, offset, uncertainty, waited) =
+        start.map_or((0, 0.0, 0.0, 0.0), |s| (s.t0_ms, s.clock.offset_ms, s.clock.uncertainty_ms, s.waited.as_secs_f64()));
+    let started_ms = local_ms + offset;
+    Some(crate::report::fleet::ShardRecord {
+        group: shard.group.clone(),
+        index: shard.index,
+        shards: shard.count,
+        queues: "sharded".into(),
+        producers: range(&shard.producers),
+        consumers: range(&shard.consumers),
+        t0_unix_ms: t0,
+        started_unix_ms: started_ms,
+        start_offset_ms: if t0 > 0 { started_ms - t0 as f64 } else { 0.0 },
+        clock_offset_ms: offset,
+        clock_uncertainty_ms: uncertainty,
+        waited_s: waited,
+    })
 }

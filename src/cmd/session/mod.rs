@@ -8,7 +8,7 @@ mod folder;
 pub mod judge;
 mod observe;
 pub mod options;
-mod render;
+pub(crate) mod render;
 pub mod writers;
 
 pub use folder::{check_out, results_dir};
@@ -27,7 +27,7 @@ use crate::probe::Probe;
 use crate::protocol::{release, ConnectOptions, Protocol, QueueKeys, ScriptRegistry};
 use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
 use crate::report::{write_all, DepthSample, RunResults};
-use crate::scenario::{self, FaultKind, Plan};
+use crate::scenario::{FaultKind, Plan};
 use crate::server::EmbeddedServer;
 use crate::verdict::{KeptBecause, KeysFate};
 use std::path::{Path, PathBuf};
@@ -120,9 +120,9 @@ impl Session {
         }
         // On a cluster, `queues = N` is spread over the primaries: the plan's final queues.
         let mut topology = plane.topology();
-        let plan = match plan.scenario.queues {
-            scenario::Queues::Count(n) if topology.nodes.len() > 1 => {
-                let names = plane::spread_names(n as usize, &topology);
+        let plan = match plan.queues_by_count() {
+            Some(n) if topology.nodes.len() > 1 => {
+                let names = plane::spread_names(n as usize, &topology, &plan.queue_prefix());
                 plan.with_queues(names)
             }
             _ => plan,
@@ -199,6 +199,16 @@ impl Session {
         let mut topology = self.topology.clone();
         let mut unavailable = Vec::new();
         let before = observe::node_info(&self.plane, &mut topology, observe::When::Before, &mut unavailable).await;
+        // A fleet's shard waits here for the others (before its folder exists: a shard that
+        // cannot start leaves nothing that looks like a run).
+        let fleet_start = match &opts.fleet {
+            Some(fleet) => match plane::barrier::wait(&self.plane, &fleet.barrier, stop.stopped()).await {
+                Ok(start) => start,
+                Err(plane::barrier::BarrierError::Plane(err)) => return Err(err.into()),
+                Err(err) => return Err(AppError::Usage(err.to_string())),
+            },
+            None => None,
+        };
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
         folder::copy_scenario(&opts.scenario_path, plan.scenario.target.url.as_deref(), dir)?;
 
@@ -212,6 +222,7 @@ impl Session {
             connect: opts.connect,
             give_up: opts.give_up,
             nemesis: self.nemesis.clone(),
+            start_at: fleet_start.as_ref().map(plane::barrier::Start::local_t0),
         };
         let driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
@@ -295,8 +306,16 @@ impl Session {
         };
 
         // Assemble and judge: summary.json says everything, its verdict included.
-        let observed =
-            assemble::Observed { target, before, after, jobs, server: server.summary(), checked: checked.as_ref() };
+        let shard = assemble::shard_record(&plan, fleet_start.as_ref(), driven.metrics.start_wall);
+        let observed = assemble::Observed {
+            target,
+            before,
+            after,
+            jobs,
+            server: server.summary(),
+            checked: checked.as_ref(),
+            shard,
+        };
         let mut summary = assemble::summarize(&plan, &opts, &driven, observed, keys);
         let rules = judge::Rules::of(&plan, keep);
         let end = assemble::EndFacts {

@@ -16,7 +16,7 @@ use crate::server::{EmbeddedServer, ServerOptions};
 pub(super) fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
     HistoryHeader {
         seed: plan.seed,
-        run_tag: run_tag(plan.seed),
+        run_tag: run_tag(plan.id_seed()),
         queues: plan.queues.clone(),
         drained: driven.drained,
         issued: driven.issued,

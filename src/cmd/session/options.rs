@@ -45,12 +45,95 @@ pub struct RunOptions {
     pub force: bool,
     /// Keep the run's keys on the server (`--keep`).
     pub keep: bool,
-    /// The results folder (`--out`); `None`: `results/<UTC time>-<name>`.
+    /// The results folder (`--out`); `None`: `results/<UTC time>-<name>`. A fleet's shard
+    /// writes `shard-<I>/` inside `--out` (default `results/fleet-<group>`).
     pub out: Option<PathBuf>,
     /// Repetitions (≥ 1).
     pub repeat: usize,
     /// The scripts' folder (`--lua-dir`); `None`: the protocol's default.
     pub lua_dir: Option<PathBuf>,
+    /// Set when this process is one shard of a fleet (`--shards` > 1); the plan is then the
+    /// shard's part ([`Plan::for_shard`]).
+    pub fleet: Option<FleetOptions>,
+}
+
+/// How a shard meets its fleet.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Where it waits for the others.
+    pub barrier: crate::plane::barrier::Arrival,
+}
+
+/// `t0` is this long after the last shard arrives: time for every shard to read it (they poll
+/// every 100 ms) and to open its load connections.
+pub const START_MARGIN: Duration = Duration::from_secs(2);
+
+/// What every shard of a fleet must agree on, hashed: the scenario as resolved (its password
+/// masked), the fleet's size, the emq-bench version, the target's host and port, the timeout
+/// and the transport. Two CRC-32s of different seeds: a check against a mistake, not an attack.
+fn fleet_config(plan: &Plan, shards: u32, url: &str, args: &RunArgs) -> String {
+    let mut scenario = plan.scenario.clone();
+    scenario.target = scenario.target.redacted();
+    let text = format!(
+        "{}|{shards}|{}|{}|{:?}|{:?}",
+        serde_json::to_string(&scenario).unwrap_or_default(),
+        env!("CARGO_PKG_VERSION"),
+        crate::scenario::redact_url(url),
+        args.timeout,
+        args.transport,
+    );
+    let mut second = crc32fast::Hasher::new_with_initial(0x454d_5142);
+    second.update(text.as_bytes());
+    format!("{:08x}{:08x}", crc32fast::hash(text.as_bytes()), second.finalize())
+}
+
+/// Resolves `--shards`, `--shard` and `--group`: `None` for one process, else the shard's plan
+/// and its place at the barrier.
+fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan, Option<FleetOptions>), AppError> {
+    if args.shards <= 1 {
+        return Ok((plan, None));
+    }
+    let scenario = args.scenario.display();
+    let usage = |message: String| AppError::Usage(format!("{scenario}: {message}"));
+    let Some(url) = url else {
+        return Err(usage(format!(
+            "--shards {}: a fleet needs --url (or [target] url): every shard must drive the same server, and              each would start an embedded server of its own (scripts/fleet starts one for a local fleet)",
+            args.shards
+        )));
+    };
+    let Some(index) = args.shard else {
+        return Err(usage(format!(
+            "--shards {}: which shard is this? Pass --shard I (0..{}) or set JOB_COMPLETION_INDEX",
+            args.shards, args.shards
+        )));
+    };
+    if index >= args.shards {
+        return Err(usage(format!("--shard {index}: expected an index below --shards {}", args.shards)));
+    }
+    if args.repeat > 1 {
+        return Err(usage("--repeat with --shards: a fleet runs once; run the fleet again instead".into()));
+    }
+    if !plan.faults.is_empty() {
+        return Err(usage(format!(
+            "[[faults]] with --shards {}: every shard would inject them; run the nemesis from one process",
+            args.shards
+        )));
+    }
+    let group = args.group.clone().unwrap_or_else(|| plan.name.clone());
+    if !crate::scenario::validate::is_valid_name(&group) {
+        return Err(usage(format!("--group {group:?}: expected 1-64 bytes of [A-Za-z0-9_.-]")));
+    }
+    let config = fleet_config(&plan, args.shards, url, args);
+    let plan = plan.for_shard(index, args.shards, &group)?;
+    let barrier = crate::plane::barrier::Arrival {
+        group,
+        index,
+        shards: args.shards,
+        config,
+        margin: START_MARGIN,
+        timeout: args.barrier_timeout,
+    };
+    Ok((plan, Some(FleetOptions { barrier })))
 }
 
 impl RunOptions {
@@ -101,6 +184,7 @@ impl RunOptions {
         };
         config.extend(args.server.server_config.iter().cloned());
         let server = ServerOptions { binary: args.server.server_bin.clone(), config, port: None };
+        let (plan, fleet) = resolve_fleet(args, plan, url.as_deref())?;
         // Only a kill-connections fault needs the load's connections named (CLIENT SETNAME,
         // which a least-privilege user may not be allowed).
         let client_name =
@@ -125,9 +209,19 @@ impl RunOptions {
             check: !args.no_check,
             force: args.force,
             keep: args.keep,
-            out: args.out.clone(),
+            out: match &fleet {
+                // Each shard writes its own folder inside the fleet's: `merge` finds them there.
+                Some(fleet) => Some(
+                    args.out
+                        .clone()
+                        .unwrap_or_else(|| PathBuf::from("results").join(format!("fleet-{}", fleet.barrier.group)))
+                        .join(format!("shard-{:03}", fleet.barrier.index)),
+                ),
+                None => args.out.clone(),
+            },
             repeat: args.repeat.max(1) as usize,
             lua_dir: args.lua_dir.clone(),
+            fleet,
         })
     }
 

@@ -47,7 +47,7 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
 }
 
 /// summary.json's job counters back in [`JobCounter`] order (absent ones 0).
-pub(super) fn jobs_array(jobs: &std::collections::BTreeMap<String, u64>) -> [u64; JobCounter::COUNT] {
+pub(crate) fn jobs_array(jobs: &std::collections::BTreeMap<String, u64>) -> [u64; JobCounter::COUNT] {
     let mut out = [0; JobCounter::COUNT];
     for counter in JobCounter::ALL {
         out[counter.index()] = jobs.get(counter.name()).copied().unwrap_or(0);
