@@ -214,6 +214,30 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
     Ok(MergeResult { dir: args.out, summary, table, outcome, failures: verdict.lines() })
 }
 
+/// The marker a shard writes into its folder once the folder is complete.
+pub const SHARD_DONE: &str = "shard.done";
+/// The file the shard that merges claims first (created exclusively: one merge per fleet).
+const MERGE_CLAIM: &str = "merge.claim";
+
+/// Called by a shard whose folder `shard_dir` (`<fleet>/shard-NNN`) is complete: marks it
+/// done, and when every one of the fleet's `shards` is done, merges them into
+/// `<fleet>/merged`, once (the first shard to claim it; the others return `None`). On a shared
+/// volume (a Kubernetes PVC) the last pod to finish merges.
+///
+/// Errors: as [`merge`]; the marker not written is [`AppError::Io`].
+pub fn merge_when_complete(shard_dir: &Path, shards: u32) -> Option<Result<MergeResult, AppError>> {
+    let fleet = shard_dir.parent()?;
+    if let Err(source) = std::fs::write(shard_dir.join(SHARD_DONE), b"") {
+        return Some(Err(AppError::Io { path: shard_dir.join(SHARD_DONE).display().to_string(), source }));
+    }
+    let all_done = (0..shards).all(|i| fleet.join(format!("shard-{i:03}")).join(SHARD_DONE).is_file());
+    if !all_done {
+        return None;
+    }
+    std::fs::OpenOptions::new().write(true).create_new(true).open(fleet.join(MERGE_CLAIM)).ok()?;
+    Some(merge(MergeArgs { dirs: vec![fleet.to_path_buf()], out: fleet.join("merged"), json: false }))
+}
+
 /// Findings a shard's end made that the merged figures cannot make again.
 fn carried(kind: FindingKind) -> bool {
     matches!(

@@ -44,7 +44,20 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let repeat = options.repeat;
         if repeat == 1 {
             let lua_dir = registry.dir().to_path_buf();
-            return Ok(session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0);
+            let mut result = session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0;
+            if let Some(fleet) = &options.fleet {
+                // The last shard of the fleet to finish merges (its own verdict stays its exit code).
+                match super::merge::merge_when_complete(&dir, fleet.barrier.shards) {
+                    Some(Ok(merged)) => {
+                        result.table.push_str(&format!("\nthe fleet's shards are all done: merged\n{}", merged.table));
+                        let said = if merged.failures.is_empty() { "pass".to_string() } else { merged.failures.join("; ") };
+                        result.table.push_str(&format!("fleet verdict: {said}\n"));
+                    }
+                    Some(Err(err)) => result.table.push_str(&format!("the fleet's merge failed: {err}\n")),
+                    None => {}
+                }
+            }
+            return Ok(result);
         }
         let mut merged: Option<RunMetrics> = None;
         let mut folders = Vec::new();

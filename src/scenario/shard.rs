@@ -75,25 +75,34 @@ impl Plan {
             let (first, len) = share(u64::from(total), index, count);
             TaskRange { first: first as u32, count: len as u32, total }
         };
+        // Every shard's part is checked, not only this one's: each shard of a fleet refuses the
+        // same split with the same message.
+        for i in 0..count {
+            let part = |total: u32| share(u64::from(total), i, count).1;
+            let (p, c) = (part(self.producers.count), part(self.consumers.count));
+            if p > 0 && c == 0 {
+                return Err(refuse(format!(
+                    "at most consumers.count = {} shards: each shard owns its queues, and shard {i} would have \
+                     producers but no consumer to drain them",
+                    self.consumers.count
+                )));
+            }
+            if p == 0 && self.producers.count > 0 {
+                return Err(refuse(format!(
+                    "at most producers.count = {} shards: each shard owns its queues, and shard {i} would have no \
+                     producer to fill them",
+                    self.producers.count
+                )));
+            }
+            if p == 0 && c == 0 {
+                return Err(refuse(format!(
+                    "at most consumers.count = {} shards: shard {i} would have nothing to do",
+                    self.consumers.count
+                )));
+            }
+        }
         let producers = range(self.producers.count);
         let consumers = range(self.consumers.count);
-        if producers.count > 0 && consumers.count == 0 {
-            return Err(refuse(format!(
-                "at most consumers.count = {} shards: each shard owns its queues, and shard {index} would have \
-                 producers but no consumer to drain them",
-                self.consumers.count
-            )));
-        }
-        if producers.count == 0 && self.producers.count > 0 {
-            return Err(refuse(format!(
-                "at most producers.count = {} shards: each shard owns its queues, and shard {index} would have no \
-                 producer to fill them",
-                self.producers.count
-            )));
-        }
-        if producers.count == 0 && consumers.count == 0 {
-            return Err(refuse(format!("at most consumers.count = {} shards: shard {index} would have nothing to do", self.consumers.count)));
-        }
         let prefix = queue_prefix(index);
         let queues: Vec<String> = self.queues.iter().map(|q| format!("{prefix}{q}")).collect();
         if let Some(long) = queues.iter().find(|q| !is_valid_name(q)) {

@@ -1,0 +1,165 @@
+//! A fleet of shards on one loopback server, as `scripts/fleet` and a Kubernetes Indexed Job
+//! run it: separate processes, each with its `JOB_COMPLETION_INDEX`, meeting at the barrier on
+//! the target, each writing `shard-NNN/`, the last one merging them.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use emq_bench::report::hlog::read_log;
+use emq_bench::report::run_summary::RunSummary;
+
+/// Starts shard `index` of `shards` of `group` on `url`, writing under `out`.
+fn shard(url: &str, index: u32, shards: u32, group: &str, out: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["run", "fencing-soak", "--quiet", "--duration", "3s", "--url", url])
+        .args(["--shards", &shards.to_string(), "--group", group, "--out"])
+        .arg(out)
+        .args(extra)
+        .env("JOB_COMPLETION_INDEX", index.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start emq-bench")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Three shards, the third started 3 s after the others: the barrier waits for it, all start
+/// within a few ms of one `t0`, and the last to finish merges. The merged counters are the
+/// shards' sums, each merged histogram is the histogram of every shard's values together, and
+/// the fleet's check finds no violation.
+#[test]
+fn a_fleet_of_three_starts_together_and_merges_exactly() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut children = vec![
+        shard(&server.url(), 0, 3, "together", tmp.path(), &[]),
+        shard(&server.url(), 1, 3, "together", tmp.path(), &[]),
+    ];
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    children.push(shard(&server.url(), 2, 3, "together", tmp.path(), &[]));
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for (i, out) in outputs.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(out));
+    }
+    let shards: Vec<RunSummary> =
+        (0..3).map(|i| RunSummary::read(&tmp.path().join(format!("shard-{i:03}/summary.json"))).unwrap()).collect();
+    let t0 = shards[0].shard.as_ref().unwrap().t0_unix_ms;
+    for (i, s) in shards.iter().enumerate() {
+        let record = s.shard.as_ref().expect("a shard's record");
+        assert_eq!((record.index, record.shards, record.t0_unix_ms), (i as u32, 3, t0), "one t0 for all");
+        // The margin (2 s) covers the connections; a loaded box may still start a shard late,
+        // but never by a margin's worth.
+        assert!(record.start_offset_ms.abs() < 1_000.0, "shard {i} started {} ms off t0", record.start_offset_ms);
+        assert!(s.target.topology.nodes[0].queues.iter().all(|q| q.starts_with(&format!("s{i}."))), "own queues");
+    }
+    assert!(shards[0].shard.as_ref().unwrap().waited_s >= 2.0, "shard 0 waited for the late shard 2");
+    let merged_dir = tmp.path().join("merged");
+    let merged = RunSummary::read(&merged_dir.join("summary.json")).expect("the last shard merged the fleet");
+    let fleet = merged.fleet.as_ref().unwrap();
+    assert_eq!((fleet.shards, fleet.merged.len(), fleet.missing.len()), (3, 3, 0));
+    assert!(fleet.start_spread_ms < 1_000.0, "{}", fleet.start_spread_ms);
+    assert_eq!(merged.passed(), Some(true), "{:?}", merged.verdict);
+    for (name, total) in &merged.jobs {
+        let sum: u64 = shards.iter().map(|s| s.jobs.get(name).copied().unwrap_or(0)).sum();
+        assert_eq!(*total, sum, "jobs.{name}");
+    }
+    for script in &merged.scripts {
+        let calls: u64 =
+            shards.iter().flat_map(|s| &s.scripts).filter(|s| s.script == script.script).map(|s| s.calls).sum();
+        assert_eq!(script.calls, calls, "{} calls", script.script);
+    }
+    let check = merged.check.as_ref().unwrap();
+    assert_eq!(check.violations_total, 0);
+    assert_eq!(check.checked_jobs as u64, merged.jobs["enqueued"]);
+    // One histogram fed every shard's recorded values equals the merged one, tag by tag.
+    let merged_log = read_log(&merged_dir.join("totals.hlog")).unwrap();
+    let logs: Vec<_> = (0..3).map(|i| read_log(&tmp.path().join(format!("shard-{i:03}/totals.hlog"))).unwrap()).collect();
+    assert!(!merged_log.is_empty());
+    for entry in &merged_log {
+        let mut fed = emq_bench::metrics::growable(emq_bench::metrics::new_histogram());
+        for log in &logs {
+            for e in log.iter().filter(|e| e.tag == entry.tag) {
+                for v in e.histogram.iter_recorded() {
+                    fed.record_n(v.value_iterated_to(), v.count_at_value()).unwrap();
+                }
+            }
+        }
+        assert_eq!(fed.len(), entry.histogram.len(), "{}", entry.tag);
+        for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(fed.value_at_quantile(q), entry.histogram.value_at_quantile(q), "{} at {q}", entry.tag);
+        }
+    }
+    assert!(std::fs::read_to_string(merged_dir.join("shards.csv")).unwrap().lines().count() == 4);
+    assert!(merged_dir.join("report.html").is_file());
+    // A shard's folder gone: merging what is left is a partial fleet, which fails.
+    std::fs::remove_file(tmp.path().join("shard-001/summary.json")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["merge"])
+        .arg(tmp.path())
+        .arg("--out")
+        .arg(tmp.path().join("partial"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("FAIL fleet together incomplete: shard(s) 1 of 3 missing"), "{}", stderr(&out));
+    support::assert_fail_lines_match_summary(&stderr(&out), &tmp.path().join("partial"));
+}
+
+/// Two of three shards started: both give up at the barrier's timeout with exit 2, naming
+/// the one that never came, and write no results folder.
+#[test]
+fn a_shard_that_never_arrives_fails_the_fleet_with_exit_2_naming_it() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = ["--barrier-timeout", "2s"];
+    let children = [
+        shard(&server.url(), 0, 3, "alone", tmp.path(), &extra),
+        shard(&server.url(), 1, 3, "alone", tmp.path(), &extra),
+    ];
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("fleet alone: shard(s) 2 of 3 did not arrive"), "{}", stderr(&out));
+    }
+    assert!(!tmp.path().join("shard-000/summary.json").exists());
+}
+
+/// A shard whose configuration differs (another seed) is refused at the barrier (exit 2);
+/// the same index started twice counts once.
+#[test]
+fn a_shard_of_another_configuration_is_refused() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let first = shard(&server.url(), 0, 2, "mixed", tmp.path(), &["--barrier-timeout", "3s"]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let other = shard(&server.url(), 1, 2, "mixed", &tmp.path().join("b"), &["--seed", "5", "--barrier-timeout", "3s"]);
+    let out = other.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("fleet mixed: shard 0 runs another configuration"), "{}", stderr(&out));
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "the first waits for shard 1 in vain: {}", stderr(&out));
+    assert!(stderr(&out).contains("shard(s) 1 of 2 did not arrive"), "{}", stderr(&out));
+}
+
+/// A split that leaves a shard without producers (each shard owns its queues) is refused
+/// before anything starts, as is a fleet without a URL.
+#[test]
+fn a_split_that_cannot_work_is_refused_before_anything_starts() {
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["run", "fencing-soak", "--url", "redis://127.0.0.1:1", "--shards", "4", "--shard", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--shards = 4, expected at most producers.count = 3 shards"), "{}", stderr(&out));
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .args(["run", "fencing-soak", "--shards", "2", "--shard", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a fleet needs --url"), "{}", stderr(&out));
+}
