@@ -110,6 +110,35 @@ fn a_fleet_of_three_starts_together_and_merges_exactly() {
     support::assert_fail_lines_match_summary(&stderr(&out), &tmp.path().join("partial"));
 }
 
+/// A fleet of three on a 3-primary cluster: each shard's three queues spread over the
+/// primaries (their names chosen with the shard's prefix), the shards merged, no violation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_on_a_3_primary_cluster_spreads_every_shard_over_the_primaries() {
+    let cluster = support::cluster::Cluster::start(3).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let url = cluster.url();
+    let out = tmp.path().to_path_buf();
+    let outputs = tokio::task::spawn_blocking(move || {
+        let children: Vec<Child> = (0..3).map(|i| shard(&url, i, 3, "cluster", &out, &[])).collect();
+        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for (i, out) in outputs.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(out));
+        let summary = RunSummary::read(&tmp.path().join(format!("shard-{i:03}/summary.json"))).unwrap();
+        for node in &summary.target.topology.nodes {
+            assert_eq!(node.queues.len(), 1, "shard {i}: one queue per primary: {:?}", summary.target.topology);
+            assert!(node.queues[0].starts_with(&format!("s{i}.bench-")), "{:?}", node.queues);
+        }
+    }
+    let merged = RunSummary::read(&tmp.path().join("merged/summary.json")).expect("merged");
+    assert_eq!(merged.passed(), Some(true), "{:?}", merged.verdict);
+    assert_eq!(merged.check.as_ref().unwrap().violations_total, 0);
+    let queues: usize = merged.target.topology.nodes.iter().map(|n| n.queues.len()).sum();
+    assert_eq!(queues, 9, "the merged topology lists every shard's queues: {:?}", merged.target.topology);
+}
+
 /// Two of three shards started: both give up at the barrier's timeout with exit 2, naming
 /// the one that never came, and write no results folder.
 #[test]
