@@ -95,7 +95,20 @@ fn a_fleet_of_three_starts_together_and_merges_exactly() {
         }
     }
     assert!(std::fs::read_to_string(merged_dir.join("shards.csv")).unwrap().lines().count() == 4);
-    assert!(merged_dir.join("report.html").is_file());
+    // The fleet's report draws its per-second series (the shards' seconds added).
+    support::assert_offline_page(&merged_dir.join("report.html"));
+    let seconds = std::fs::read_to_string(merged_dir.join("intervals.csv")).unwrap();
+    let enqueued_at_1: u64 = seconds
+        .lines()
+        .filter(|l| l.starts_with("1,enqueue,"))
+        .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let shards_at_1: u64 = (0..3)
+        .flat_map(|i| std::fs::read_to_string(tmp.path().join(format!("shard-{i:03}/intervals.csv"))).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| l.starts_with("1,enqueue,"))
+        .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(enqueued_at_1, shards_at_1, "second 1's enqueues are the shards' together");
     // A shard's folder gone: merging what is left is a partial fleet, which fails.
     std::fs::remove_file(tmp.path().join("shard-001/summary.json")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))

@@ -21,10 +21,15 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// KEYS: arrived, t0. ARGV: index, shards, configuration hash, margin ms, gathering TTL ms,
 /// TTL after t0 ms. Replies `{'started', t0_ms}`, `{'waiting', indices...}` or
-/// `{'mismatch', index}`.
+/// `{'mismatch', index}` (also for this index registered with another configuration once the
+/// group has started: a duplicate index never joins a fleet it does not match).
 const ARRIVE: &str = r"
 local t0 = redis.call('GET', KEYS[2])
-if t0 then return {'started', t0} end
+if t0 then
+  local mine = redis.call('HGET', KEYS[1], ARGV[1])
+  if mine and mine ~= ARGV[3] then return {'mismatch', ARGV[1]} end
+  return {'started', t0}
+end
 local arrived = redis.call('HGETALL', KEYS[1])
 for i = 1, #arrived, 2 do
   if arrived[i + 1] ~= ARGV[3] then return {'mismatch', arrived[i]} end

@@ -127,6 +127,20 @@ pub fn write_entries(
     write_log(path, comment, start, entries.iter().map(|(tag, h)| (tag.as_str(), from, length, h)))
 }
 
+/// Writes `entries` (tag, start and length after `start`, histogram) to `path` as one
+/// interval log with `comment`: a fleet's merged `latency.hlog`.
+///
+/// # Errors
+/// As [`write_log`].
+pub fn write_intervals(
+    path: &Path,
+    comment: &str,
+    start: SystemTime,
+    entries: &[(String, Duration, Duration, Histogram<u64>)],
+) -> Result<(), ReportError> {
+    write_log(path, comment, start, entries.iter().map(|(tag, from, length, h)| (tag.as_str(), *from, *length, h)))
+}
+
 /// Reads every histogram of the interval log at `path`, in file order.
 ///
 /// # Errors

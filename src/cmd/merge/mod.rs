@@ -9,6 +9,8 @@
 //! union of the shards' checks. A missing shard, an interrupted one or one whose check did not
 //! run makes the verdict fail (exit 1): a partial fleet never passes.
 
+mod series;
+
 pub use crate::cli::merge::MergeArgs;
 use super::session::judge::{self, CheckFate, Facts, Rules};
 use super::Outcome;
@@ -208,6 +210,9 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
     findings.extend(judge::judge(&facts, &rules).findings);
     let verdict = Verdict::of(findings);
     summary.verdict = Some(verdict.clone());
+    let dirs: Vec<&Path> = shards.iter().map(|s| s.dir.as_path()).collect();
+    let start = humantime::parse_rfc3339(&summary.started).unwrap_or(std::time::UNIX_EPOCH);
+    summary.target.unavailable.extend(series::merge_series(&dirs, &args.out, start)?);
     write_merged(&args.out, &summary, &histograms, &fleet)?;
     let table = table(&summary, &fleet, &args.out);
     let outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };

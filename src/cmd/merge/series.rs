@@ -1,0 +1,150 @@
+//! The fleet's per-second series: the shards' `latency.hlog`, `intervals.csv` and `queue.csv`
+//! added second by second. Every shard's seconds count from its own start, which the barrier
+//! put at the same server time `t0` (within each shard's `start_offset_ms`), so second `k` of
+//! every shard is the same second of the fleet.
+
+use crate::error::AppError;
+use crate::report::hlog::{read_log, write_intervals};
+use crate::report::write_text;
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+/// One row of a shard's intervals.csv (the columns the fleet adds up).
+#[derive(Debug, Deserialize)]
+struct IntervalRow {
+    t_s: u64,
+    script: String,
+    ok: u64,
+    errors: u64,
+    ops_per_sec: f64,
+    #[serde(default)]
+    faults: String,
+}
+
+/// One row of a shard's queue.csv; an empty cell is a depth not read in that second.
+#[derive(Debug, Deserialize)]
+struct QueueRow {
+    t_s: u64,
+    pending: Option<u64>,
+    active: Option<u64>,
+    delayed: Option<u64>,
+    completed: Option<u64>,
+    failed: Option<u64>,
+    enqueued: u64,
+    completed_calls: u64,
+    reaped: u64,
+    stale_refused: u64,
+}
+
+fn usage(path: &Path, e: impl std::fmt::Display) -> AppError {
+    AppError::Usage(format!("{}: {e}", path.display()))
+}
+
+fn rows<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, AppError> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| usage(path, e))?;
+    reader.deserialize().collect::<Result<Vec<T>, _>>().map_err(|e| usage(path, e))
+}
+
+/// Writes the fleet's `latency.hlog`, `intervals.csv` and `queue.csv` into `out` from the
+/// shards' folders `dirs`, its time base `start` (the earliest shard's start). A file that
+/// no shard has is not written (report.html says it is missing); one that some shards lack is
+/// named in the returned notes, and the sums are of the shards that have it.
+///
+/// Errors: a shard's file that is there but does not read, or a merged file not written.
+pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec<String>, AppError> {
+    let mut notes = Vec::new();
+    let present = |name: &str, notes: &mut Vec<String>| -> Vec<std::path::PathBuf> {
+        let (have, lack): (Vec<_>, Vec<_>) = dirs.iter().map(|d| d.join(name)).partition(|p| p.is_file());
+        if !have.is_empty() && !lack.is_empty() {
+            notes.push(format!("{name}: missing in {} shard folder(s), the fleet's sums leave them out", lack.len()));
+        }
+        have
+    };
+    // Per second and script: the ok latency histograms added.
+    let mut seconds: BTreeMap<(u64, String), Histogram<u64>> = BTreeMap::new();
+    for path in present("latency.hlog", &mut notes) {
+        for e in read_log(&path).map_err(|e| AppError::Usage(e.to_string()))? {
+            let key = (e.start_s.round() as u64, e.tag.clone());
+            match seconds.get_mut(&key) {
+                Some(h) => h.add(&e.histogram).map_err(|err| usage(&path, format!("{}: {err:?}", e.tag)))?,
+                None => {
+                    seconds.insert(key, e.histogram);
+                }
+            }
+        }
+    }
+    if !seconds.is_empty() {
+        let entries: Vec<(String, Duration, Duration, Histogram<u64>)> = seconds
+            .iter()
+            .map(|((t, tag), h)| (tag.clone(), Duration::from_secs(*t), Duration::from_secs(1), h.clone()))
+            .collect();
+        let comment = "emq-bench fleet latency per script per second: the shards' ok calls together, us from the intended send";
+        write_intervals(&out.join("latency.hlog"), comment, start, &entries).map_err(|e| AppError::Usage(e.to_string()))?;
+    }
+    let interval_files = present("intervals.csv", &mut notes);
+    if !interval_files.is_empty() {
+        // (ok, errors, ops/s, faults): each shard's ops/s is over the same interval length.
+        let mut sums: BTreeMap<(u64, String), (u64, u64, f64, Vec<String>)> = BTreeMap::new();
+        for path in interval_files {
+            for r in rows::<IntervalRow>(&path)? {
+                let entry = sums.entry((r.t_s, r.script)).or_default();
+                entry.0 += r.ok;
+                entry.1 += r.errors;
+                entry.2 += r.ops_per_sec;
+                for f in r.faults.split(';').filter(|f| !f.is_empty()) {
+                    if !entry.3.iter().any(|x| x == f) {
+                        entry.3.push(f.to_string());
+                    }
+                }
+            }
+        }
+        let mut csv = String::from("t_s,script,ok,errors,ops_per_sec,p50_ms,p99_ms,max_ms,faults\n");
+        for ((t, script), (ok, errors, ops, faults)) in &sums {
+            let ms = |q: f64| {
+                seconds.get(&(*t, script.clone())).map_or("0.000".to_string(), |h| {
+                    let us = if q >= 1.0 { h.max() } else { h.value_at_quantile(q) };
+                    format!("{:.3}", us as f64 / 1000.0)
+                })
+            };
+            csv.push_str(&format!(
+                "{t},{script},{ok},{errors},{ops:.1},{},{},{},{}\n",
+                ms(0.5),
+                ms(0.99),
+                ms(1.0),
+                faults.join(";")
+            ));
+        }
+        write_text(&out.join("intervals.csv"), &csv).map_err(|e| AppError::Usage(e.to_string()))?;
+    }
+    let queue_files = present("queue.csv", &mut notes);
+    if !queue_files.is_empty() {
+        let shards = queue_files.len();
+        // Per second: (shards that reported it, depth sums with None once any shard lacked it, counters).
+        let mut sums: BTreeMap<u64, (usize, [Option<u64>; 5], [u64; 4])> = BTreeMap::new();
+        for path in queue_files {
+            for r in rows::<QueueRow>(&path)? {
+                let entry = sums.entry(r.t_s).or_insert((0, [Some(0); 5], [0; 4]));
+                entry.0 += 1;
+                for (sum, v) in entry.1.iter_mut().zip([r.pending, r.active, r.delayed, r.completed, r.failed]) {
+                    *sum = sum.zip(v).map(|(a, b)| a + b);
+                }
+                for (sum, v) in entry.2.iter_mut().zip([r.enqueued, r.completed_calls, r.reaped, r.stale_refused]) {
+                    *sum += v;
+                }
+            }
+        }
+        let mut csv = String::from("t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused\n");
+        for (t, (seen, depths, counters)) in &sums {
+            // A depth is the fleet's only when every shard read its queues in that second.
+            let cell = |d: &Option<u64>| d.filter(|_| *seen == shards).map_or(String::new(), |v| v.to_string());
+            let depths: Vec<String> = depths.iter().map(cell).collect();
+            let counters: Vec<String> = counters.iter().map(u64::to_string).collect();
+            csv.push_str(&format!("{t},{},{}\n", depths.join(","), counters.join(",")));
+        }
+        write_text(&out.join("queue.csv"), &csv).map_err(|e| AppError::Usage(e.to_string()))?;
+    }
+    Ok(notes)
+}
