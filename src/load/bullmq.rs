@@ -6,7 +6,8 @@
 //! check on the reap interval. BullMQ promotes due delayed jobs inside `moveToActive`, so it
 //! has no promote chore.
 
-use super::backend::{redo_node, routed, Driver, QueueOps, Routes, Verb, MAX_REDIRECTS};
+use super::ops::{Driver, QueueOps, Verb};
+use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
 use super::maintenance::Chore;
 use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};

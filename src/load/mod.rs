@@ -1,7 +1,9 @@
 //! The load driver: producers, consumers and maintenance over pipelined connections, paced
 //! open or closed loop, each request timed on its own.
 
-pub mod backend;
+pub mod echomq;
+pub mod ops;
+pub mod routes;
 pub mod bullmq;
 pub mod consumer;
 pub mod context;

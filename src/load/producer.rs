@@ -17,7 +17,7 @@
 //! inflated), and the window's next sends wait with it, as a pool of lanes ends up waiting on
 //! the slow node too.
 
-use super::backend::{needs_redo, QueueOps};
+use super::ops::{needs_redo, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};
 use super::pacing::Schedule;
 use crate::history::{Kind, Outcome};

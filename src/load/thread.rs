@@ -2,7 +2,9 @@
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
 //! runtime costs markedly less CPU per request than the multi-thread one.
 
-use super::backend::{Driver, EchoOps, Routes};
+use super::echomq::EchoOps;
+use super::ops::Driver;
+use super::routes::Routes;
 use super::bullmq::BullOps;
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
