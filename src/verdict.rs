@@ -57,9 +57,8 @@ impl Finding {
     }
 }
 
-/// The kinds of [`Finding`], as summary.json names them (snake_case).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// The kinds of [`Finding`], as summary.json names them ([`FindingKind::name`], snake_case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FindingKind {
     /// The run ended before its plan was carried out (a stop signal, an abort, the target
     /// unreachable past `--give-up`, a connect failure, a load thread's death).
@@ -98,7 +97,33 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    /// The name summary.json uses, e.g. `drain_incomplete`.
+    /// Every kind, in the order the judge's rules name them.
+    pub const ALL: [FindingKind; 16] = [
+        FindingKind::Interrupted,
+        FindingKind::Violations,
+        FindingKind::PayloadCorrupt,
+        FindingKind::DuplicateAccepted,
+        FindingKind::Threshold,
+        FindingKind::DefaultGate,
+        FindingKind::RateNotHeld,
+        FindingKind::DrainIncomplete,
+        FindingKind::FaultNotApplied,
+        FindingKind::FaultsNotFired,
+        FindingKind::CheckNotRun,
+        FindingKind::LockLost,
+        FindingKind::WriteError,
+        FindingKind::CleanupFailed,
+        FindingKind::KeysKept,
+        FindingKind::ShardMissing,
+    ];
+
+    /// The kind [`FindingKind::name`] spells `name`, if any.
+    pub fn from_name(name: &str) -> Option<FindingKind> {
+        FindingKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// The name summary.json uses, e.g. `drain_incomplete`: the one spelling of each kind
+    /// (serde reads and writes it too).
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::Interrupted => "interrupted",
@@ -118,6 +143,19 @@ impl FindingKind {
             FindingKind::KeysKept => "keys_kept",
             FindingKind::ShardMissing => "shard_missing",
         }
+    }
+}
+
+impl Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for FindingKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        FindingKind::from_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown finding kind `{name}`")))
     }
 }
 
@@ -246,6 +284,10 @@ mod tests {
         assert_eq!(json["exit_code"], 1);
         let back: Verdict = serde_json::from_value(json).unwrap();
         assert_eq!(back, verdict);
+        for kind in FindingKind::ALL {
+            assert_eq!(FindingKind::from_name(kind.name()), Some(kind), "{kind:?}");
+        }
+        assert!(serde_json::from_value::<FindingKind>("rain".into()).is_err());
     }
 
     #[test]

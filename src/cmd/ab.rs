@@ -62,7 +62,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
     // The lock is released however the series ends.
     let outcome = async {
         let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
-        let dir = results_dir(options.out.as_deref(), &session.plan.name)?;
+        let dir = results_dir(options.out.as_deref(), &session.plan().name)?;
         let mut failures = Vec::new();
         for k in 1..=args.warmup_runs {
             for (name, lua_dir, registry) in &arms {
@@ -71,7 +71,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
                 failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
             }
         }
-        let mut order_rng = SmallRng::seed_from_u64(session.plan.seed ^ 0xab);
+        let mut order_rng = SmallRng::seed_from_u64(session.plan().seed ^ 0xab);
         'pairs: for k in 1..=args.repeat {
             let order = if order_rng.random_bool(0.5) { [0, 1] } else { [1, 0] };
             for arm in order {

@@ -40,7 +40,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
     // The lock is released however the repetitions end.
     let outcome = async {
         let registry = registries.into_iter().next().expect("one registry");
-        let dir = results_dir(options.out.as_deref(), &session.plan.name)?;
+        let dir = results_dir(options.out.as_deref(), &session.plan().name)?;
         let repeat = options.repeat;
         if repeat == 1 {
             let lua_dir = registry.dir().to_path_buf();

@@ -51,8 +51,6 @@ pub struct RunResult {
 
 /// The target and plan shared by the repetitions of one command.
 pub struct Session {
-    /// The resolved scenario (flags applied).
-    pub plan: Arc<Plan>,
     /// The run's queues.
     pub queues: Vec<QueueKeys>,
     /// The target's shape (standalone or cluster, its nodes).
@@ -81,7 +79,7 @@ impl Session {
         for warning in options.warnings() {
             eprintln!("emq-bench: warning: {warning}");
         }
-        let plan = options.plan.clone();
+        let plan = (*options.plan).clone();
         let protocol = plan.protocol;
         let registries = lua_dirs
             .iter()
@@ -150,9 +148,14 @@ impl Session {
         let embedded = embedded.map(|server| Arc::new(Mutex::new(server)));
         let nemesis =
             (!plan.faults.is_empty()).then(|| Nemesis::start(plan.faults.clone(), &plane, embedded.clone(), replica));
-        let options = RunOptions { plan: (*plan).clone(), ..options.clone() };
-        let session = Session { plan, queues, topology, embedded, nemesis, plane, lock: Some(lock), options };
+        let options = RunOptions { plan, ..options.clone() };
+        let session = Session { queues, topology, embedded, nemesis, plane, lock: Some(lock), options };
         Ok((session, registries))
+    }
+
+    /// The resolved plan (flags applied, its queues final): the options' own, held once.
+    pub fn plan(&self) -> &Arc<Plan> {
+        &self.options.plan
     }
 
     /// Releases the run lock (the locks otherwise expire within [`plane::lock::LOCK_TTL`]).
@@ -193,7 +196,7 @@ impl Session {
         keep: bool,
         stop: StopSignal,
     ) -> Result<(RunResult, RunMetrics), AppError> {
-        let (plan, queues, opts) = (self.plan.clone(), self.queues.clone(), self.options.clone());
+        let (plan, queues, opts) = (self.options.plan.clone(), self.queues.clone(), self.options.clone());
         plane::ensure_clean(&self.plane, &queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
         let mut topology = self.topology.clone();

@@ -19,7 +19,7 @@ pub struct RunOptions {
     pub scenario_path: PathBuf,
     /// The scenario resolved with `--duration` and `--seed`; its queue names are final once
     /// the session has read the target's topology ([`Plan::with_queues`]).
-    pub plan: Plan,
+    pub plan: std::sync::Arc<Plan>,
     /// The target URL: `--url`, else the scenario's `[target] url`; `None` starts an embedded
     /// server.
     pub url: Option<String>,
@@ -197,7 +197,7 @@ impl RunOptions {
         };
         Ok(RunOptions {
             scenario_path: args.scenario.clone(),
-            plan,
+            plan: std::sync::Arc::new(plan),
             url,
             flags,
             server,
