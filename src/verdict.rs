@@ -94,11 +94,13 @@ pub enum FindingKind {
     KeysKept,
     /// A fleet's merge lacked shards: its figures cover part of the fleet only.
     ShardMissing,
+    /// A fleet's shard started well after the agreed `t0`.
+    LateStart,
 }
 
 impl FindingKind {
     /// Every kind, in the order the judge's rules name them.
-    pub const ALL: [FindingKind; 16] = [
+    pub const ALL: [FindingKind; 17] = [
         FindingKind::Interrupted,
         FindingKind::Violations,
         FindingKind::PayloadCorrupt,
@@ -115,6 +117,7 @@ impl FindingKind {
         FindingKind::CleanupFailed,
         FindingKind::KeysKept,
         FindingKind::ShardMissing,
+        FindingKind::LateStart,
     ];
 
     /// The kind [`FindingKind::name`] spells `name`, if any.
@@ -142,6 +145,7 @@ impl FindingKind {
             FindingKind::CleanupFailed => "cleanup_failed",
             FindingKind::KeysKept => "keys_kept",
             FindingKind::ShardMissing => "shard_missing",
+            FindingKind::LateStart => "late_start",
         }
     }
 }

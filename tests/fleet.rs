@@ -24,6 +24,23 @@ fn shard(url: &str, index: u32, shards: u32, group: &str, out: &Path, extra: &[&
         .expect("start emq-bench")
 }
 
+/// Waits (up to 60 s) until shard `index` of `group` has arrived at the barrier on `url`: a
+/// loaded machine may take seconds to start a process, and the tests below need one shard
+/// waiting before the next arrives.
+fn wait_arrived(url: &str, group: &str, index: u32) {
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let key = format!("emq-fleet:{{{group}}}:arrived");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < until {
+        let there: bool = redis::cmd("HEXISTS").arg(&key).arg(index).query(&mut conn).unwrap();
+        if there {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("shard {index} of {group} never arrived at the barrier");
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -78,7 +95,8 @@ fn a_fleet_of_three_starts_together_and_merges_exactly() {
     assert_eq!(check.checked_jobs as u64, merged.jobs["enqueued"]);
     // One histogram fed every shard's recorded values equals the merged one, tag by tag.
     let merged_log = read_log(&merged_dir.join("totals.hlog")).unwrap();
-    let logs: Vec<_> = (0..3).map(|i| read_log(&tmp.path().join(format!("shard-{i:03}/totals.hlog"))).unwrap()).collect();
+    let logs: Vec<_> =
+        (0..3).map(|i| read_log(&tmp.path().join(format!("shard-{i:03}/totals.hlog"))).unwrap()).collect();
     assert!(!merged_log.is_empty());
     for entry in &merged_log {
         let mut fed = emq_bench::metrics::growable(emq_bench::metrics::new_histogram());
@@ -104,7 +122,13 @@ fn a_fleet_of_three_starts_together_and_merges_exactly() {
         .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
         .sum();
     let shards_at_1: u64 = (0..3)
-        .flat_map(|i| std::fs::read_to_string(tmp.path().join(format!("shard-{i:03}/intervals.csv"))).unwrap().lines().map(str::to_owned).collect::<Vec<_>>())
+        .flat_map(|i| {
+            std::fs::read_to_string(tmp.path().join(format!("shard-{i:03}/intervals.csv")))
+                .unwrap()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
         .filter(|l| l.starts_with("1,enqueue,"))
         .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
         .sum();
@@ -158,27 +182,31 @@ async fn a_fleet_on_a_3_primary_cluster_spreads_every_shard_over_the_primaries()
 fn a_shard_that_never_arrives_fails_the_fleet_with_exit_2_naming_it() {
     let server = support::server();
     let tmp = tempfile::tempdir().unwrap();
-    let extra = ["--barrier-timeout", "2s"];
-    let children = [
-        shard(&server.url(), 0, 3, "alone", tmp.path(), &extra),
-        shard(&server.url(), 1, 3, "alone", tmp.path(), &extra),
-    ];
+    let extra = ["--barrier-timeout", "3s"];
+    let first = shard(&server.url(), 0, 3, "alone", tmp.path(), &extra);
+    wait_arrived(&server.url(), "alone", 0);
+    let children = [first, shard(&server.url(), 1, 3, "alone", tmp.path(), &extra)];
     for child in children {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains("fleet alone: shard(s) 2 of 3 did not arrive"), "{}", stderr(&out));
+        // Shard 0 gives up first: then shard 1 waits for shards 0 and 2.
+        let said = stderr(&out);
+        assert!(
+            said.contains("fleet alone: shard(s) 2 of 3 did not arrive")
+                || said.contains("fleet alone: shard(s) 0, 2 of 3 did not arrive"),
+            "{said}"
+        );
     }
     assert!(!tmp.path().join("shard-000/summary.json").exists());
 }
 
-/// A shard whose configuration differs (another seed) is refused at the barrier (exit 2);
-/// the same index started twice counts once.
+/// A shard whose configuration differs (another seed) is refused at the barrier (exit 2).
 #[test]
 fn a_shard_of_another_configuration_is_refused() {
     let server = support::server();
     let tmp = tempfile::tempdir().unwrap();
     let first = shard(&server.url(), 0, 2, "mixed", tmp.path(), &["--barrier-timeout", "3s"]);
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    wait_arrived(&server.url(), "mixed", 0);
     let other = shard(&server.url(), 1, 2, "mixed", &tmp.path().join("b"), &["--seed", "5", "--barrier-timeout", "3s"]);
     let out = other.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -186,6 +214,25 @@ fn a_shard_of_another_configuration_is_refused() {
     let out = first.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(2), "the first waits for shard 1 in vain: {}", stderr(&out));
     assert!(stderr(&out).contains("shard(s) 1 of 2 did not arrive"), "{}", stderr(&out));
+}
+
+/// A shard killed while it waits at the barrier stops counting: the shard that arrives after
+/// it does not start alone, it times out naming the dead one.
+#[test]
+fn a_shard_killed_at_the_barrier_no_longer_counts() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut first = shard(&server.url(), 0, 2, "killed", tmp.path(), &[]);
+    wait_arrived(&server.url(), "killed", 0);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Longer than the 2 s an arrival stays fresh without its shard.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let out =
+        shard(&server.url(), 1, 2, "killed", tmp.path(), &["--barrier-timeout", "3s"]).wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("fleet killed: shard(s) 0 of 2 did not arrive"), "{}", stderr(&out));
+    assert!(!tmp.path().join("shard-001/summary.json").exists(), "shard 1 ran alone");
 }
 
 /// A split that leaves a shard without producers (each shard owns its queues) is refused

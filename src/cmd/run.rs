@@ -50,7 +50,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                 match super::merge::merge_when_complete(&dir, fleet.barrier.shards) {
                     Some(Ok(merged)) => {
                         result.table.push_str(&format!("\nthe fleet's shards are all done: merged\n{}", merged.table));
-                        let said = if merged.failures.is_empty() { "pass".to_string() } else { merged.failures.join("; ") };
+                        let said =
+                            if merged.failures.is_empty() { "pass".to_string() } else { merged.failures.join("; ") };
                         result.table.push_str(&format!("fleet verdict: {said}\n"));
                     }
                     Some(Err(err)) => result.table.push_str(&format!("the fleet's merge failed: {err}\n")),

@@ -44,9 +44,7 @@ impl SpanKind {
     /// The kind [`SpanKind::name`] spells `name`, if any.
     pub fn from_name(name: &str) -> Option<SpanKind> {
         let seen = [SpanKind::Nemesis, SpanKind::Unreachable, SpanKind::Reconnects, SpanKind::UnknownOutcomes];
-        seen.into_iter()
-            .chain(FaultKind::ALL.into_iter().map(SpanKind::Injected))
-            .find(|kind| kind.name() == name)
+        seen.into_iter().chain(FaultKind::ALL.into_iter().map(SpanKind::Injected)).find(|kind| kind.name() == name)
     }
 }
 

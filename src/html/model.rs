@@ -2,8 +2,8 @@
 //! and `emq-bench report DIR` render the same page from the same bytes. Percentiles come from
 //! the recorded histograms through hdrhistogram itself; nothing here estimates one.
 
-use crate::report::hlog::{read_log, Entry};
 use crate::faults::FaultSpan;
+use crate::report::hlog::{read_log, Entry};
 use crate::report::run_summary::RunSummary;
 use crate::report::ReportError;
 use hdrhistogram::Histogram;

@@ -6,9 +6,9 @@
 //! check on the reap interval. BullMQ promotes due delayed jobs inside `moveToActive`, so it
 //! has no promote chore.
 
+use super::maintenance::Chore;
 use super::ops::{Driver, QueueOps, Verb};
 use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
-use super::maintenance::Chore;
 use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
 use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};

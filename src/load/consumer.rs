@@ -2,8 +2,8 @@
 //! and lease renewal), then complete, fail (retry or final) or stall on purpose; some stalled
 //! attempts come back as zombies that try to complete with their stale token.
 
-use super::ops::{QueueOps, Verb};
 use super::context::{timed_span, Phase, ThreadCtx};
+use super::ops::{QueueOps, Verb};
 use crate::history::{Kind, Outcome, UNKNOWN_JOB};
 use crate::metrics::JobCounter;
 use crate::payload::{verify, PayloadCheck};

@@ -2,8 +2,8 @@
 //! expired leases and `promote` of due delayed jobs, BullMQ's stalled-jobs check) at the
 //! scenario's intervals, until the run stops. Each is timed and counted like any script.
 
-use super::ops::{QueueOps, Verb};
 use super::context::{timed, Phase, ThreadCtx};
+use super::ops::{QueueOps, Verb};
 use crate::metrics::JobCounter;
 use std::rc::Rc;
 use std::time::Duration;

@@ -17,8 +17,8 @@
 //! inflated), and the window's next sends wait with it, as a pool of lanes ends up waiting on
 //! the slow node too.
 
-use super::ops::{needs_redo, QueueOps};
 use super::context::{Phase, Span, ThreadCtx};
+use super::ops::{needs_redo, QueueOps};
 use super::pacing::Schedule;
 use crate::history::{Kind, Outcome};
 use crate::metrics::{elapsed_us, JobCounter};

@@ -2,15 +2,15 @@
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
 //! runtime costs markedly less CPU per request than the multi-thread one.
 
-use super::echomq::EchoOps;
-use super::ops::Driver;
-use super::routes::Routes;
 use super::bullmq::BullOps;
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
+use super::echomq::EchoOps;
 use super::maintenance::chore_loop;
+use super::ops::Driver;
 use super::pacing::Schedule;
 use super::producer::{self, Producer};
+use super::routes::Routes;
 use crate::history::HistoryBuf;
 use crate::metrics::{JobCounter, MetricsSink, Recorder};
 use crate::net::{Connector, Control};

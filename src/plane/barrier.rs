@@ -5,8 +5,9 @@
 //! counts a restarted index once), a shard whose configuration differs is refused, and the
 //! shard whose arrival completes the group sets `t0` = the server's `TIME` + a margin. Every
 //! shard measures its clock's offset to the server's and starts when its own clock says `t0`.
-//! The keys expire: while the group gathers, `timeout` after the last arrival; once started,
-//! a minute after `t0`.
+//! The keys expire: while the group gathers, `timeout` + 5 s after the last arrival; once
+//! started, a minute after `t0`. An arrival counts while its shard refreshes it (every poll):
+//! a shard killed at the barrier stops counting within 2 s, and one that leaves removes it.
 
 use super::{Plane, PlaneError};
 use crate::net::Control;
@@ -20,31 +21,54 @@ pub const KEEP_AFTER_START: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
 
 /// KEYS: arrived, t0. ARGV: index, shards, configuration hash, margin ms, gathering TTL ms,
-/// TTL after t0 ms. Replies `{'started', t0_ms}`, `{'waiting', indices...}` or
-/// `{'mismatch', index}` (also for this index registered with another configuration once the
-/// group has started: a duplicate index never joins a fleet it does not match).
+/// TTL after t0 ms, freshness ms. Each arrival is stored as `<configuration>|<server ms>` and
+/// refreshed at every poll; the group is complete when `shards` entries of one configuration
+/// are fresh (a shard killed while it waited stops refreshing and stops counting). Replies
+/// `{'started', t0_ms}`, `{'waiting', indices...}` (the fresh ones), `{'mismatch', index}` (a
+/// fresh shard of another configuration) or `{'late', t0_ms}` (the group started without this
+/// shard, or it is a previous fleet's of another configuration).
 const ARRIVE: &str = r"
 local t0 = redis.call('GET', KEYS[2])
+local mine = redis.call('HGET', KEYS[1], ARGV[1])
+local function config_of(entry) return string.match(entry, '^([^|]*)') end
 if t0 then
-  local mine = redis.call('HGET', KEYS[1], ARGV[1])
-  if mine and mine ~= ARGV[3] then return {'mismatch', ARGV[1]} end
-  return {'started', t0}
+  if mine and config_of(mine) == ARGV[3] then return {'started', t0} end
+  return {'late', t0}
 end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local fresh_after = now - tonumber(ARGV[7])
 local arrived = redis.call('HGETALL', KEYS[1])
+local fresh = {}
 for i = 1, #arrived, 2 do
-  if arrived[i + 1] ~= ARGV[3] then return {'mismatch', arrived[i]} end
+  local config, at = string.match(arrived[i + 1], '^([^|]*)|(%d+)$')
+  if arrived[i] ~= ARGV[1] and at and tonumber(at) >= fresh_after then
+    if config ~= ARGV[3] then return {'mismatch', arrived[i]} end
+    table.insert(fresh, arrived[i])
+  end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[2]) then
-  local now = redis.call('TIME')
-  local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. '|' .. now)
+table.insert(fresh, ARGV[1])
+if #fresh >= tonumber(ARGV[2]) then
+  local at = now + tonumber(ARGV[4])
   redis.call('SET', KEYS[2], tostring(at), 'PX', tonumber(ARGV[4]) + tonumber(ARGV[6]))
   redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + tonumber(ARGV[6]))
   return {'started', tostring(at)}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return {'waiting', unpack(redis.call('HKEYS', KEYS[1]))}
+return {'waiting', unpack(fresh)}
 ";
+
+/// Removes this shard's arrival when it leaves without a start (a timeout, a stop), unless the
+/// group has started. KEYS: arrived, t0. ARGV: index.
+const LEAVE: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+";
+
+/// An arrival not refreshed for this long is a shard that left (killed, stopped): it no
+/// longer counts.
+const FRESH: Duration = Duration::from_secs(2);
 
 /// One shard's place at the barrier.
 #[derive(Debug, Clone)]
@@ -124,7 +148,8 @@ pub enum BarrierError {
     /// The group started without this shard (a restarted shard, or a previous fleet's keys).
     #[error(
         "fleet {group}: started {ago_s:.1} s ago without this shard (a shard restarted after the start cannot \
-         join; a new fleet needs another --group, or {left_s} s for the old barrier to expire)"
+         join, nor can a fleet of another configuration under the same group: use another --group, or wait \
+         {left_s} s for the old barrier to expire)"
     )]
     Late {
         /// The group.
@@ -170,8 +195,23 @@ pub fn keys(group: &str) -> [String; 2] {
     [format!("emq-fleet:{{{group}}}:arrived"), format!("emq-fleet:{{{group}}}:t0")]
 }
 
-/// Waits at the barrier until the group has gathered (or `stop` resolves: `Ok(None)`), prints
-/// who it waits for every 5 s on stderr, and returns when to start.
+/// The group's `t0` when it has started (ms on the server's clock), else `None`: a shard
+/// checks it before it deletes anything (`--force`), so a shard arriving late never destroys
+/// the keys of the fleet that started without it.
+///
+/// Errors: a failed call.
+pub async fn started(plane: &Plane, group: &str) -> Result<Option<u64>, CallError> {
+    let [arrived, t0] = keys(group);
+    let mut conn = plane.conn_for_key(&arrived);
+    let at: Option<String> =
+        redis::cmd("GET").arg(&t0).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+    Ok(at.and_then(|v| v.parse().ok()))
+}
+
+/// Waits at the barrier until the group has gathered (or `stop` resolves: `Ok(None)`), tells
+/// `say` who it waits for every 5 s, and returns when to start. A shard that leaves without a
+/// start (a timeout, a stop, a refusal) removes its arrival, so it does not count for a group
+/// that gathers later.
 ///
 /// Errors: [`BarrierError`]: missing shards after the timeout, a mismatched configuration, a
 /// group that started without this shard, a failed call.
@@ -179,11 +219,27 @@ pub async fn wait(
     plane: &Plane,
     me: &Arrival,
     stop: impl std::future::Future<Output = ()>,
+    say: impl Fn(&str),
+) -> Result<Option<Start>, BarrierError> {
+    let [arrived, t0] = keys(&me.group);
+    let conn = plane.conn_for_key(&arrived);
+    let outcome = gather(&conn, me, stop, say).await;
+    if !matches!(outcome, Ok(Some(_))) {
+        let mut c = conn.clone();
+        let _: Result<i64, _> =
+            redis::cmd("EVAL").arg(LEAVE).arg(2).arg(&arrived).arg(&t0).arg(me.index).query_async(&mut c).await;
+    }
+    outcome
+}
+
+async fn gather(
+    conn: &Control,
+    me: &Arrival,
+    stop: impl std::future::Future<Output = ()>,
+    say: impl Fn(&str),
 ) -> Result<Option<Start>, BarrierError> {
     let began = std::time::Instant::now();
     let [arrived, t0] = keys(&me.group);
-    let conn = plane.conn_for_key(&arrived);
-    let clock = clock_offset(&conn).await.map_err(PlaneError::Call)?;
     let mut told = began;
     tokio::pin!(stop);
     loop {
@@ -199,20 +255,28 @@ pub async fn wait(
             .arg(me.margin.as_millis() as u64)
             .arg(me.timeout.as_millis() as u64 + 5_000)
             .arg(KEEP_AFTER_START.as_millis() as u64)
+            .arg(FRESH.as_millis() as u64)
             .query_async(&mut c)
             .await
             .map_err(|e| PlaneError::Call(CallError::from_redis(&e)))?;
+        let t0_of = |reply: &[String]| reply.get(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         match reply.first().map(String::as_str) {
             Some("started") => {
-                let t0_ms: u64 = reply.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+                let t0_ms = t0_of(&reply);
+                // Measured now, just before the start: the clock's drift over a long wait at the
+                // barrier does not move this shard's start.
+                let clock = clock_offset(conn).await.map_err(PlaneError::Call)?;
                 let server_now = unix_ms(SystemTime::now()) + clock.offset_ms;
                 // A start already past (beyond the clock's uncertainty) began without this shard.
                 if (t0_ms as f64) + clock.uncertainty_ms + 50.0 < server_now {
-                    let ago_s = (server_now - t0_ms as f64) / 1000.0;
-                    let left_s = (KEEP_AFTER_START.as_secs_f64() - ago_s).max(0.0).ceil() as u64;
-                    return Err(BarrierError::Late { group: me.group.clone(), ago_s, left_s });
+                    return Err(late(me, t0_ms, server_now));
                 }
                 return Ok(Some(Start { t0_ms, clock, waited: began.elapsed() }));
+            }
+            Some("late") => {
+                let server_now =
+                    unix_ms(SystemTime::now()) + clock_offset(conn).await.map_err(PlaneError::Call)?.offset_ms;
+                return Err(late(me, t0_of(&reply), server_now));
             }
             Some("mismatch") => {
                 let index = reply.get(1).cloned().unwrap_or_default();
@@ -232,18 +296,24 @@ pub async fn wait(
         }
         if told.elapsed() >= Duration::from_secs(5) {
             told = std::time::Instant::now();
-            eprintln!(
-                "emq-bench: fleet {}: shard {} waits for shard(s) {} ({} of {} here)",
+            say(&format!(
+                "fleet {}: shard {} waits for shard(s) {} ({} of {} here)",
                 me.group,
                 me.index,
                 missing.join(", "),
                 here.len(),
                 me.shards
-            );
+            ));
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = &mut stop => return Ok(None),
         }
     }
+}
+
+fn late(me: &Arrival, t0_ms: u64, server_now: f64) -> BarrierError {
+    let ago_s = (server_now - t0_ms as f64) / 1000.0;
+    let left_s = (KEEP_AFTER_START.as_secs_f64() - ago_s).max(0.0).ceil() as u64;
+    BarrierError::Late { group: me.group.clone(), ago_s, left_s }
 }

@@ -33,6 +33,9 @@ pub struct ShardRecord {
     pub clock_uncertainty_ms: f64,
     /// Time spent at the barrier, s.
     pub waited_s: f64,
+    /// The configuration hash every shard of the fleet agreed on at the barrier (scenario,
+    /// flags, version, scripts): `merge` refuses shards of different ones.
+    pub config: String,
 }
 
 /// A merged folder's fleet (summary.json `fleet`): every shard that was merged, what was

@@ -21,6 +21,7 @@
 //! files and tables are ms with 3 decimals ([`ms3`]), as memtier_benchmark and valkey-benchmark
 //! print them; the model itself keeps µs integers.
 
+pub mod fleet;
 pub mod gates;
 pub mod hlog;
 pub mod intervals_csv;
@@ -28,7 +29,6 @@ mod json;
 pub mod queue_csv;
 pub mod rates;
 pub mod results;
-pub mod fleet;
 pub mod run_summary;
 pub mod scripts_csv;
 pub mod server_csv;

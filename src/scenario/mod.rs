@@ -47,8 +47,8 @@ pub use file::{Queues, Scenario};
 pub use maintenance::Maintenance;
 pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
 pub use producers::{Arrival, Producers};
-pub use shard::{Shard, TaskRange};
 pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
+pub use shard::{Shard, TaskRange};
 pub use target::{redact_url, TargetTable};
 pub use units::{Count, HumanDuration, HumanSize};
 

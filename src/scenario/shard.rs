@@ -80,7 +80,7 @@ impl Plan {
         for i in 0..count {
             let part = |total: u32| share(u64::from(total), i, count).1;
             let (p, c) = (part(self.producers.count), part(self.consumers.count));
-            if p > 0 && c == 0 {
+            if p > 0 && c == 0 && self.consumers.count > 0 {
                 return Err(refuse(format!(
                     "at most consumers.count = {} shards: each shard owns its queues, and shard {i} would have \
                      producers but no consumer to drain them",

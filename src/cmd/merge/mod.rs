@@ -9,20 +9,19 @@
 //! union of the shards' checks. A missing shard, an interrupted one or one whose check did not
 //! run makes the verdict fail (exit 1): a partial fleet never passes.
 
+mod combine;
 mod series;
 
-pub use crate::cli::merge::MergeArgs;
 use super::session::judge::{self, CheckFate, Facts, Rules};
 use super::Outcome;
+pub use crate::cli::merge::MergeArgs;
 use crate::error::AppError;
-use crate::metrics::JobCounter;
-use crate::report::fleet::{FleetRecord, ShardRow};
+use crate::report::fleet::FleetRecord;
 use crate::report::hlog::{read_log, write_entries};
 use crate::report::run_summary::{RunSummary, SUMMARY_FILE};
-use crate::report::{write_json, write_scripts_csv, Percentiles, ScriptSummary};
-use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
+use crate::report::{write_json, write_scripts_csv};
+use crate::verdict::{Finding, FindingKind, Verdict};
 use hdrhistogram::Histogram;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -41,27 +40,39 @@ pub struct MergeResult {
 }
 
 /// One shard's folder, read.
-struct ShardFolder {
-    dir: PathBuf,
-    summary: RunSummary,
-    totals: Vec<crate::report::hlog::Entry>,
+pub(super) struct ShardFolder {
+    /// The folder.
+    pub(super) dir: PathBuf,
+    /// Its summary.json.
+    pub(super) summary: RunSummary,
+    /// Its totals.hlog.
+    pub(super) totals: Vec<crate::report::hlog::Entry>,
+    /// True when the shard marked its folder complete ([`SHARD_DONE`]): its cleanup ran.
+    pub(super) done: bool,
 }
 
-/// The shard folders `dirs` name: each a shard's folder (it has summary.json), or a fleet's
-/// folder whose `shard-*` folders are read (the `merged` folder of an earlier merge is not).
+impl ShardFolder {
+    fn index(&self) -> u32 {
+        self.summary.shard.as_ref().map_or(0, |r| r.index)
+    }
+}
+
+/// The shard folders `dirs` name: each a shard's folder (it has summary.json, or is named
+/// `shard-NNN`: a shard killed before its summary), or a fleet's folder whose `shard-*` folders
+/// are read (the `merged` folder of an earlier merge is not).
 fn shard_dirs(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, AppError> {
+    let is_shard = |p: &Path| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("shard-"));
     let mut out = Vec::new();
     for dir in dirs {
-        if dir.join(SUMMARY_FILE).is_file() {
+        if dir.join(SUMMARY_FILE).is_file() || (is_shard(dir) && dir.is_dir()) {
             out.push(dir.clone());
             continue;
         }
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| AppError::Usage(format!("{}: not a shard's results folder nor a fleet's: {e}", dir.display())))?;
-        let mut subs: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("shard-")))
-            .collect();
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            AppError::Usage(format!("{}: not a shard's results folder nor a fleet's: {e}", dir.display()))
+        })?;
+        let mut subs: Vec<PathBuf> =
+            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir() && is_shard(p)).collect();
         if subs.is_empty() {
             return Err(AppError::Usage(format!(
                 "{}: no summary.json and no shard-NNN/ folders: not a shard's results folder nor a fleet's",
@@ -81,10 +92,8 @@ fn read_shard(dir: &Path) -> Result<Option<ShardFolder>, AppError> {
     }
     let summary = RunSummary::read(&path).map_err(|e| AppError::Usage(e.to_string()))?;
     if summary.shard.is_none() {
-        return Err(AppError::Usage(format!(
-            "{}: a run of one process, not a fleet's shard (run with --shards N)",
-            path.display()
-        )));
+        let what = if summary.fleet.is_some() { "a fleet's merged folder" } else { "a run of one process" };
+        return Err(AppError::Usage(format!("{}: {what}, not a fleet's shard (run with --shards N)", path.display())));
     }
     let totals_path = dir.join("totals.hlog");
     let totals = match totals_path.is_file() {
@@ -97,25 +106,16 @@ fn read_shard(dir: &Path) -> Result<Option<ShardFolder>, AppError> {
             )))
         }
     };
-    Ok(Some(ShardFolder { dir: dir.to_path_buf(), summary, totals }))
+    let done = dir.join(SHARD_DONE).is_file();
+    Ok(Some(ShardFolder { dir: dir.to_path_buf(), summary, totals, done }))
 }
 
-/// Merges the shards' folders `args.dirs` into `args.out`.
-///
-/// Errors: [`AppError::Usage`] (exit 2) for folders that are not a fleet's shards, shards of
-/// different fleets or sizes, the same index twice, histograms of different precision, an
-/// `--out` holding results; [`AppError::Io`] when the merged folder cannot be written.
-pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
-    let dirs = shard_dirs(&args.dirs)?;
-    if args.out.join(SUMMARY_FILE).exists() {
-        return Err(AppError::Usage(format!(
-            "--out {}: it already holds results (summary.json); choose an empty or new folder",
-            args.out.display()
-        )));
-    }
+/// Reads the shards of `dirs`, all of one fleet (one group, size, `t0` and configuration),
+/// by index; the folders without a summary are returned apart.
+fn read_fleet(dirs: &[PathBuf]) -> Result<(Vec<ShardFolder>, Vec<String>), AppError> {
     let mut shards: Vec<ShardFolder> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
-    for dir in &dirs {
+    for dir in dirs {
         match read_shard(dir)? {
             Some(shard) => shards.push(shard),
             None => unreadable.push(dir.display().to_string()),
@@ -127,41 +127,54 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
             dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
         )));
     };
-    let record = first.summary.shard.clone().expect("checked");
+    let record = first.summary.shard.clone().expect("read_shard checks it");
     for s in &shards {
-        let r = s.summary.shard.as_ref().expect("checked");
-        if (r.group.as_str(), r.shards) != (record.group.as_str(), record.shards) {
+        let r = s.summary.shard.as_ref().expect("read_shard checks it");
+        let same = (r.group.as_str(), r.shards, r.t0_unix_ms, r.config.as_str())
+            == (record.group.as_str(), record.shards, record.t0_unix_ms, record.config.as_str());
+        if !same {
             return Err(AppError::Usage(format!(
-                "{}: shard {} of fleet {} ({} shards), but {} is of fleet {} ({} shards)",
+                "{}: shard {} of fleet {} ({} shards, t0 {}), but {} is of fleet {} ({} shards, t0 {}){}: not one \
+                 fleet's shards",
                 s.dir.display(),
                 r.index,
                 r.group,
                 r.shards,
+                r.t0_unix_ms,
                 first.dir.display(),
                 record.group,
-                record.shards
+                record.shards,
+                record.t0_unix_ms,
+                if r.config != record.config { ", another configuration" } else { "" }
             )));
         }
     }
-    shards.sort_by_key(|s| s.summary.shard.as_ref().map(|r| r.index));
-    if let Some(w) = shards.windows(2).find(|w| w[0].summary.shard.as_ref().map(|r| r.index) == w[1].summary.shard.as_ref().map(|r| r.index)) {
+    shards.sort_by_key(ShardFolder::index);
+    if let Some(w) = shards.windows(2).find(|w| w[0].index() == w[1].index()) {
         return Err(AppError::Usage(format!(
             "{} and {}: the same shard index twice",
             w[0].dir.display(),
             w[1].dir.display()
         )));
     }
-    std::fs::create_dir_all(&args.out).map_err(|source| AppError::Io { path: args.out.display().to_string(), source })?;
-    let merged = merge_shards(&shards, &record.group, record.shards)?;
-    let (mut summary, histograms) = merged;
-    let mut findings: Vec<Finding> = Vec::new();
-    let fleet = summary.fleet.clone().expect("merge_shards sets it");
+    Ok((shards, unreadable))
+}
+
+/// A shard that started later than this after `t0` is said: the fleet's seconds are then not
+/// one second of every shard.
+const LATE_START_MS: f64 = 1_000.0;
+
+/// The findings only a fleet has: shards missing or incomplete, shards without a check, late
+/// starts; then each shard's findings the merged figures cannot make again, named by shard.
+fn fleet_findings(shards: &[ShardFolder], fleet: &FleetRecord, unreadable: &[String]) -> Vec<Finding> {
+    let mut findings = Vec::new();
     if !fleet.missing.is_empty() {
         let missing: Vec<String> = fleet.missing.iter().map(u32::to_string).collect();
         findings.push(Finding::new(
             FindingKind::ShardMissing,
             format!(
-                "fleet {} incomplete: shard(s) {} of {} missing (no summary.json{}): the merged figures cover {} shard(s) only",
+                "fleet {} incomplete: shard(s) {} of {} missing (no summary.json{}): the merged figures cover {} \
+                 shard(s) only",
                 fleet.group,
                 missing.join(", "),
                 fleet.shards,
@@ -170,15 +183,36 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
             ),
         ));
     }
-    // What each shard's end found and the merged figures cannot show again is carried over,
-    // named by its shard: interruptions, faults, lost locks, unwritten files, kept keys, a
-    // check that did not run.
-    for s in &shards {
-        let index = s.summary.shard.as_ref().map_or(0, |r| r.index);
-        for f in s.summary.verdict.iter().flat_map(|v| &v.findings) {
-            if carried(f.kind) {
-                findings.push(Finding::new(f.kind, format!("shard {index}: {}", f.message)));
-            }
+    for s in shards {
+        let index = s.index();
+        let own = || s.summary.verdict.iter().flat_map(|v| &v.findings);
+        if !s.done {
+            findings.push(Finding::new(
+                FindingKind::ShardMissing,
+                format!(
+                    "shard {index}: its folder is incomplete (no {SHARD_DONE}: it ended after writing its summary, \
+                     before its cleanup)"
+                ),
+            ));
+        }
+        if s.summary.check.is_none() && own().all(|f| f.kind != FindingKind::CheckNotRun) {
+            findings.push(Finding::new(
+                FindingKind::CheckNotRun,
+                format!("shard {index}: ran without the invariant check: the fleet's check leaves its jobs out"),
+            ));
+        }
+        let offset = s.summary.shard.as_ref().map_or(0.0, |r| r.start_offset_ms);
+        if offset.abs() > LATE_START_MS {
+            findings.push(Finding::new(
+                FindingKind::LateStart,
+                format!(
+                    "shard {index}: started {offset:.0} ms off t0 (more than {LATE_START_MS:.0} ms): the fleet's \
+                     seconds are not the same second of every shard"
+                ),
+            ));
+        }
+        for f in own().filter(|f| carried(f.kind)) {
+            findings.push(Finding::new(f.kind, format!("shard {index}: {}", f.message)));
         }
         if s.summary.verdict.is_none() {
             findings.push(Finding::new(
@@ -187,12 +221,37 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
             ));
         }
     }
+    findings
+}
+
+/// Merges the shards' folders `args.dirs` into `args.out`.
+///
+/// Errors: [`AppError::Usage`] (exit 2) for folders that are not a fleet's shards, shards of
+/// different fleets (group, size, `t0` or configuration), the same index twice, histograms of
+/// different precision, an `--out` holding results; [`AppError::Report`] / [`AppError::Io`]
+/// (exit 1) when the merged folder cannot be written.
+pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
+    let dirs = shard_dirs(&args.dirs)?;
+    if args.out.join(SUMMARY_FILE).exists() {
+        return Err(AppError::Usage(format!(
+            "--out {}: it already holds results (summary.json); choose an empty or new folder",
+            args.out.display()
+        )));
+    }
+    let (shards, unreadable) = read_fleet(&dirs)?;
+    let record = shards[0].summary.shard.clone().expect("read_fleet checks it");
     let plan = whole_plan(&shards[0])?;
+    let histograms = combine::add_histograms(&shards)?;
+    std::fs::create_dir_all(&args.out)
+        .map_err(|source| AppError::Io { path: args.out.display().to_string(), source })?;
+    let mut summary = combine::merge_shards(&shards, &histograms, &plan, &record.group, record.shards);
+    let fleet = summary.fleet.clone().expect("merge_shards sets it");
+    let mut findings = fleet_findings(&shards, &fleet, &unreadable);
     summary.thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &summary.scripts);
-    let check = match shards.iter().all(|s| s.summary.check.is_some()) {
-        true => CheckFate::Ran { violations: summary.check.as_ref().map_or(0, |c| c.violations_total) },
-        // The shard's own CheckNotRun finding (carried) says why.
-        false => CheckFate::Skipped,
+    let check = match &summary.check {
+        Some(union) => CheckFate::Ran { violations: union.violations_total },
+        // Each shard without a check has its finding above.
+        None => CheckFate::Skipped,
     };
     let facts = Facts {
         interrupted: None,
@@ -206,8 +265,8 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
         check,
         ..Facts::default()
     };
-    let rules = Rules { keep: true, ..Rules::of(&plan, true) };
-    findings.extend(judge::judge(&facts, &rules).findings);
+    // The keys' fate is each shard's (its findings are carried); the merge deletes nothing.
+    findings.extend(judge::judge(&facts, &Rules::of(&plan, true)).findings);
     let verdict = Verdict::of(findings);
     summary.verdict = Some(verdict.clone());
     let dirs: Vec<&Path> = shards.iter().map(|s| s.dir.as_path()).collect();
@@ -239,7 +298,12 @@ pub fn merge_when_complete(shard_dir: &Path, shards: u32) -> Option<Result<Merge
     if !all_done {
         return None;
     }
-    std::fs::OpenOptions::new().write(true).create_new(true).open(fleet.join(MERGE_CLAIM)).ok()?;
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(fleet.join(MERGE_CLAIM)) {
+        Ok(_) => {}
+        // Another shard claimed the merge.
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return None,
+        Err(source) => return Some(Err(AppError::Io { path: fleet.join(MERGE_CLAIM).display().to_string(), source })),
+    }
     Some(merge(MergeArgs { dirs: vec![fleet.to_path_buf()], out: fleet.join("merged"), json: false }))
 }
 
@@ -272,231 +336,13 @@ fn whole_plan(shard: &ShardFolder) -> Result<crate::scenario::Plan, AppError> {
     Ok(crate::scenario::load(&path)?)
 }
 
-/// The merged summary (its verdict still to judge) and the merged histograms by tag.
-fn merge_shards(
-    shards: &[ShardFolder],
-    group: &str,
-    count: u32,
-) -> Result<(RunSummary, Vec<(String, Histogram<u64>)>), AppError> {
-    let first = &shards[0].summary;
-    // Histograms by tag, added in shard order; the precision must agree.
-    let mut histograms: Vec<(String, Histogram<u64>)> = Vec::new();
-    for s in shards {
-        for e in &s.totals {
-            match histograms.iter_mut().find(|(tag, _)| *tag == e.tag) {
-                Some((_, h)) => {
-                    if h.sigfig() != e.histogram.sigfig() {
-                        return Err(AppError::Usage(format!(
-                            "{}: {} has {} significant figures, the shards before it {}: histograms of different \
-                             precision cannot be added exactly",
-                            s.dir.join("totals.hlog").display(),
-                            e.tag,
-                            e.histogram.sigfig(),
-                            h.sigfig()
-                        )));
-                    }
-                    h.add(&e.histogram).map_err(|err| {
-                        AppError::Usage(format!("{}: {} cannot be added: {err:?}", s.dir.display(), e.tag))
-                    })?;
-                }
-                None => histograms.push((e.tag.clone(), e.histogram.clone())),
-            }
-        }
-    }
-    let of = |tag: String| histograms.iter().find(|(t, _)| *t == tag).map_or_else(Percentiles::default, |(_, h)| Percentiles::of(h));
-    let mut scripts: Vec<ScriptSummary> = Vec::new();
-    for s in shards {
-        for part in &s.summary.scripts {
-            match scripts.iter_mut().find(|m| m.script == part.script) {
-                Some(m) => {
-                    m.calls += part.calls;
-                    m.ok += part.ok;
-                    m.late += part.late;
-                    m.window_secs = m.window_secs.max(part.window_secs);
-                    for (code, n) in &part.errors {
-                        *m.errors.entry(code.clone()).or_default() += n;
-                    }
-                }
-                None => scripts.push(part.clone()),
-            }
-        }
-    }
-    for m in &mut scripts {
-        // The shards ran the same window from one t0: the fleet's rate is its calls over it.
-        m.ops_per_sec = if m.window_secs > 0.0 { m.ok as f64 / m.window_secs } else { 0.0 };
-        m.late_fraction = if m.calls > 0 { m.late as f64 / m.calls as f64 } else { 0.0 };
-        m.latency_us = of(format!("latency.{}", m.script));
-        m.service_us = of(format!("service.{}", m.script));
-        m.send_lag_us = of(format!("send_lag.{}", m.script));
-        m.error_latency_us = of(format!("error.{}", m.script));
-    }
-    let sum_map = |get: &dyn Fn(&RunSummary) -> &BTreeMap<String, u64>| {
-        let mut out: BTreeMap<String, u64> = BTreeMap::new();
-        for s in shards {
-            for (k, v) in get(&s.summary) {
-                *out.entry(k.clone()).or_default() += v;
-            }
-        }
-        out
-    };
-    let all = || shards.iter().map(|s| &s.summary);
-    let producers = all().filter_map(|s| s.producers.clone()).reduce(|mut a, b| {
-        a.requested_per_sec += b.requested_per_sec;
-        a.achieved_per_sec += b.achieved_per_sec;
-        a.load_secs = a.load_secs.max(b.load_secs);
-        a.intended += b.intended;
-        a.sent += b.sent;
-        a.never_sent += b.never_sent;
-        a.late += b.late;
-        a.held &= b.held;
-        a.thread_busy.extend(b.thread_busy);
-        a.bottleneck = a.bottleneck.or(b.bottleneck);
-        a
-    });
-    let producers = producers.map(|mut p| {
-        p.late_fraction = if p.sent > 0 { p.late as f64 / p.sent as f64 } else { 0.0 };
-        p
-    });
-    let depths_end = all().map(|s| s.depths_end).try_fold(crate::load::coordinator::Depths::default(), |a, d| {
-        let d = d?;
-        Some(crate::load::coordinator::Depths {
-            pending: a.pending + d.pending,
-            delayed: a.delayed + d.delayed,
-            active: a.active + d.active,
-            completed: a.completed + d.completed,
-            failed: a.failed + d.failed,
-        })
-    });
-    let check = all().map(|s| s.check.clone()).try_fold(crate::check::CheckSummary::default(), |mut a, c| {
-        let c = c?;
-        a.checked_jobs += c.checked_jobs;
-        a.violations_total += c.violations_total;
-        for (k, v) in c.by_invariant {
-            *a.by_invariant.entry(k).or_default() += v;
-        }
-        a.jobs_with_retries += c.jobs_with_retries;
-        a.with_history = c.with_history && (a.checked_jobs == c.checked_jobs || a.with_history);
-        a.seconds = a.seconds.max(c.seconds);
-        a.oldest_unfinished_s = match (a.oldest_unfinished_s, c.oldest_unfinished_s) {
-            (Some(x), Some(y)) => Some(x.max(y)),
-            (x, y) => x.or(y),
-        };
-        Some(a)
-    });
-    let cpu: f64 = all().map(|s| s.harness.user_s + s.harness.sys_s).sum();
-    let requests: f64 = all()
-        .filter(|s| s.harness.us_per_request > 0.0)
-        .map(|s| (s.harness.user_s + s.harness.sys_s) * 1e6 / s.harness.us_per_request)
-        .sum();
-    let harness = crate::report::run_summary::HarnessCpu {
-        threads: all().map(|s| s.harness.threads).sum(),
-        user_s: all().map(|s| s.harness.user_s).sum(),
-        sys_s: all().map(|s| s.harness.sys_s).sum(),
-        us_per_request: if requests > 0.0 { cpu * 1e6 / requests } else { 0.0 },
-    };
-    let jobs = sum_map(&|s| &s.jobs);
-    let enqueued = jobs.get(JobCounter::Enqueued.name()).copied().unwrap_or(0) as f64;
-    let history_bytes: f64 = all()
-        .filter_map(|s| Some(s.history_bytes_per_job? * s.jobs.get(JobCounter::Enqueued.name()).copied()? as f64))
-        .sum();
-    let mut faults = crate::faults::FaultsSeen::default();
-    for s in all() {
-        faults.reconnects += s.faults.reconnects;
-        faults.unknown_outcomes += s.faults.unknown_outcomes;
-        faults.seen.extend(s.faults.seen.iter().cloned());
-    }
-    let mut target = first.target.clone();
-    for s in all().skip(1) {
-        for (node, other) in target.topology.nodes.iter_mut().zip(&s.target.topology.nodes) {
-            node.queues.extend(other.queues.iter().cloned());
-        }
-    }
-    let interrupted: Vec<String> = shards
-        .iter()
-        .filter(|s| s.summary.interrupted)
-        .map(|s| {
-            let index = s.summary.shard.as_ref().map_or(0, |r| r.index);
-            format!("shard {index}: {}", s.summary.interrupt_reason.as_deref().unwrap_or("interrupted"))
-        })
-        .collect();
-    let keys = all().find_map(|s| {
-        let index = s.shard.as_ref().map_or(0, |r| r.index);
-        match &s.keys {
-            Some(KeysFate::Kept(why)) => Some(KeysFate::Kept(KeptBecause::Other(format!("shard {index}: {why}")))),
-            _ => None,
-        }
-    });
-    let rows: Vec<ShardRow> = shards
-        .iter()
-        .map(|s| ShardRow {
-            folder: s.dir.display().to_string(),
-            shard: s.summary.shard.clone().unwrap_or_default(),
-            completed: !s.summary.interrupted,
-            passed: s.summary.passed(),
-            enqueued: s.summary.jobs.get(JobCounter::Enqueued.name()).copied().unwrap_or(0),
-            completed_jobs: s.summary.jobs.get(JobCounter::Completed.name()).copied().unwrap_or(0),
-        })
-        .collect();
-    let present: Vec<u32> = rows.iter().map(|r| r.shard.index).collect();
-    let starts: Vec<f64> = rows.iter().map(|r| r.shard.started_unix_ms).collect();
-    let uncertainty = rows.iter().map(|r| r.shard.clock_uncertainty_ms).fold(0.0, f64::max);
-    let spread = starts.iter().copied().fold(f64::MIN, f64::max) - starts.iter().copied().fold(f64::MAX, f64::min);
-    let fleet = FleetRecord {
-        group: group.to_string(),
-        shards: count,
-        missing: (0..count).filter(|i| !present.contains(i)).collect(),
-        start_spread_ms: if rows.is_empty() { 0.0 } else { spread + 2.0 * uncertainty },
-        merged: rows,
-    };
-    let summary = RunSummary {
-        schema_version: crate::report::run_summary::SCHEMA_VERSION,
-        tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
-        name: first.name.clone(),
-        seed: first.seed,
-        scenario: first.scenario.clone(),
-        started: all().map(|s| s.started.clone()).min().unwrap_or_default(),
-        ended: all().map(|s| s.ended.clone()).max().unwrap_or_default(),
-        interrupted: !interrupted.is_empty() || !fleet.missing.is_empty(),
-        interrupt_reason: (!interrupted.is_empty()).then(|| interrupted.join("; ")),
-        interrupt_kind: all().find_map(|s| s.interrupt_kind.clone()),
-        faults,
-        keys: Some(keys.unwrap_or(KeysFate::Deleted)),
-        verdict: None,
-        write_errors: Vec::new(),
-        drained: all().all(|s| s.drained),
-        measured_secs: all().map(|s| s.measured_secs).fold(0.0, f64::max),
-        warmup_secs: first.warmup_secs,
-        target,
-        server_version: first.server_version.clone(),
-        // Every shard read the same server at its own moments: their INFO figures are not
-        // additive, and the probe of one shard already saw the whole server.
-        server_before: None,
-        server_after: None,
-        server_cpu_s: None,
-        memory_bytes_per_job: None,
-        scripts,
-        jobs,
-        jobs_measured: sum_map(&|s| &s.jobs_measured),
-        producers,
-        depths_end,
-        harness,
-        check,
-        history_bytes_per_job: (enqueued > 0.0 && history_bytes > 0.0).then(|| history_bytes / enqueued),
-        thresholds: Vec::new(),
-        server_samples: all().find_map(|s| s.server_samples.clone()),
-        shard: None,
-        fleet: Some(fleet),
-    };
-    Ok((summary, histograms))
-}
-
 fn write_merged(
     dir: &Path,
     summary: &RunSummary,
     histograms: &[(String, Histogram<u64>)],
     fleet: &FleetRecord,
 ) -> Result<(), AppError> {
-    let io = |e: crate::report::ReportError| AppError::Usage(e.to_string());
+    let io = AppError::Report;
     write_json(&dir.join(SUMMARY_FILE), summary).map_err(io)?;
     write_scripts_csv(&dir.join("scripts.csv"), &summary.scripts).map_err(io)?;
     let start = humantime::parse_rfc3339(&summary.started).unwrap_or(std::time::UNIX_EPOCH);

@@ -81,8 +81,10 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
             .iter()
             .map(|((t, tag), h)| (tag.clone(), Duration::from_secs(*t), Duration::from_secs(1), h.clone()))
             .collect();
-        let comment = "emq-bench fleet latency per script per second: the shards' ok calls together, us from the intended send";
-        write_intervals(&out.join("latency.hlog"), comment, start, &entries).map_err(|e| AppError::Usage(e.to_string()))?;
+        let comment =
+            "emq-bench fleet latency per script per second: the shards' ok calls together, us from the intended send";
+        write_intervals(&out.join("latency.hlog"), comment, start, &entries)
+            .map_err(|e| AppError::Usage(e.to_string()))?;
     }
     let interval_files = present("intervals.csv", &mut notes);
     if !interval_files.is_empty() {
@@ -136,7 +138,8 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
                 }
             }
         }
-        let mut csv = String::from("t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused\n");
+        let mut csv =
+            String::from("t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused\n");
         for (t, (seen, depths, counters)) in &sums {
             // A depth is the fleet's only when every shard read its queues in that second.
             let cell = |d: &Option<u64>| d.filter(|_| *seen == shards).map_or(String::new(), |v| v.to_string());

@@ -194,17 +194,19 @@ pub(super) fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Fac
 }
 
 /// A shard's record: its place in the fleet (`plan.shard`) and its start against `t0` on the
-/// server's clock (`start`, from the barrier; `started`, when its clock started).
+/// server's clock (`start`, from the barrier with the configuration it agreed on; `started`,
+/// when its clock started).
 pub(super) fn shard_record(
     plan: &Plan,
-    start: Option<&crate::plane::barrier::Start>,
+    start: Option<&(crate::plane::barrier::Start, String)>,
     started: SystemTime,
 ) -> Option<crate::report::fleet::ShardRecord> {
+    let (start, config) = (start.map(|(s, _)| s), start.map_or(String::new(), |(_, c)| c.clone()));
     let shard = plan.shard.as_ref()?;
     let range = |r: &crate::scenario::TaskRange| [r.first, r.count, r.total];
     let local_ms = started.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0);
-    let (t0, offset, uncertainty, waited) =
-        start.map_or((0, 0.0, 0.0, 0.0), |s| (s.t0_ms, s.clock.offset_ms, s.clock.uncertainty_ms, s.waited.as_secs_f64()));
+    let (t0, offset, uncertainty, waited) = start
+        .map_or((0, 0.0, 0.0, 0.0), |s| (s.t0_ms, s.clock.offset_ms, s.clock.uncertainty_ms, s.waited.as_secs_f64()));
     let started_ms = local_ms + offset;
     Some(crate::report::fleet::ShardRecord {
         group: shard.group.clone(),
@@ -219,5 +221,6 @@ pub(super) fn shard_record(
         clock_offset_ms: offset,
         clock_uncertainty_ms: uncertainty,
         waited_s: waited,
+        config,
     })
 }

@@ -22,7 +22,7 @@ use crate::load::stop::StopSignal;
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::net::{Connector, Endpoint, Topology};
 use crate::output::Progress;
-use crate::plane::{self, Plane, Route, RunLock};
+use crate::plane::{self, Plane, PlaneError, Route, RunLock};
 use crate::probe::Probe;
 use crate::protocol::{release, ConnectOptions, Protocol, QueueKeys, ScriptRegistry};
 use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
@@ -136,6 +136,26 @@ impl Session {
             humantime::format_rfc3339_seconds(SystemTime::now())
         );
         let lock = RunLock::acquire(&plane, &queues, &run_id).await?;
+        // A shard arriving after its fleet started is refused before --force deletes anything:
+        // the keys it would delete are the evidence of the shard it replaces.
+        if let Some(fleet) = options.fleet.as_ref().filter(|_| options.force) {
+            let started = plane::barrier::started(&plane, &fleet.barrier.group).await.map_err(PlaneError::Call);
+            match started {
+                Ok(None) => {}
+                Ok(Some(_)) => {
+                    lock.release().await;
+                    return Err(AppError::Usage(format!(
+                        "fleet {}: has started without this shard; --force deletes nothing here (a shard restarted \
+                         after the start cannot join)",
+                        fleet.barrier.group
+                    )));
+                }
+                Err(err) => {
+                    lock.release().await;
+                    return Err(err.into());
+                }
+            }
+        }
         if let Err(err) = plane::ensure_clean(&plane, &queues, options.force).await {
             lock.release().await;
             return Err(err.into());
@@ -205,11 +225,25 @@ impl Session {
         // A fleet's shard waits here for the others (before its folder exists: a shard that
         // cannot start leaves nothing that looks like a run).
         let fleet_start = match &opts.fleet {
-            Some(fleet) => match plane::barrier::wait(&self.plane, &fleet.barrier, stop.stopped()).await {
-                Ok(start) => start,
-                Err(plane::barrier::BarrierError::Plane(err)) => return Err(err.into()),
-                Err(err) => return Err(AppError::Usage(err.to_string())),
-            },
+            Some(fleet) => {
+                // Shards that run other scripts must not be merged as one fleet: the scripts'
+                // SHA-1s join the configuration every shard must agree on.
+                let mut me = fleet.barrier.clone();
+                let shas: Vec<&str> = registry.scripts().iter().map(|s| registry.sha(*s)).collect();
+                me.config = format!("{}-{:08x}", me.config, crc32fast::hash(shas.join(",").as_bytes()));
+                let say = |line: &str| eprintln!("emq-bench: {line}");
+                match plane::barrier::wait(&self.plane, &me, stop.stopped(), say).await {
+                    Ok(Some(start)) => Some((start, me.config)),
+                    Ok(None) => {
+                        return Err(AppError::Usage(format!(
+                            "fleet {}: stopped at the barrier before the fleet started; nothing ran",
+                            me.group
+                        )))
+                    }
+                    Err(plane::barrier::BarrierError::Plane(err)) => return Err(err.into()),
+                    Err(err) => return Err(AppError::Usage(err.to_string())),
+                }
+            }
             None => None,
         };
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
@@ -225,7 +259,7 @@ impl Session {
             connect: opts.connect,
             give_up: opts.give_up,
             nemesis: self.nemesis.clone(),
-            start_at: fleet_start.as_ref().map(plane::barrier::Start::local_t0),
+            start_at: fleet_start.as_ref().map(|(start, _)| start.local_t0()),
         };
         let driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {

@@ -69,18 +69,19 @@ pub struct FleetOptions {
 pub const START_MARGIN: Duration = Duration::from_secs(2);
 
 /// What every shard of a fleet must agree on, hashed: the scenario as resolved (its password
-/// masked), the fleet's size, the emq-bench version, the target's host and port, the timeout
-/// and the transport. Two CRC-32s of different seeds: a check against a mistake, not an attack.
+/// masked), the fleet's size, the emq-bench version, the target's host and port, the timeout,
+/// the transport and whether the check runs (the scripts' SHA-1s join it once they are read). Two CRC-32s of different seeds: a check against a mistake, not an attack.
 fn fleet_config(plan: &Plan, shards: u32, url: &str, args: &RunArgs) -> String {
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
     let text = format!(
-        "{}|{shards}|{}|{}|{:?}|{:?}",
+        "{}|{shards}|{}|{}|{:?}|{:?}|check {}",
         serde_json::to_string(&scenario).unwrap_or_default(),
         env!("CARGO_PKG_VERSION"),
         crate::scenario::redact_url(url),
         args.timeout,
         args.transport,
+        !args.no_check,
     );
     let mut second = crc32fast::Hasher::new_with_initial(0x454d_5142);
     second.update(text.as_bytes());
@@ -97,7 +98,8 @@ fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan,
     let usage = |message: String| AppError::Usage(format!("{scenario}: {message}"));
     let Some(url) = url else {
         return Err(usage(format!(
-            "--shards {}: a fleet needs --url (or [target] url): every shard must drive the same server, and              each would start an embedded server of its own (scripts/fleet starts one for a local fleet)",
+            "--shards {}: a fleet needs --url (or [target] url): every shard must drive the same server, and \
+             each would start an embedded server of its own (scripts/fleet starts one for a local fleet)",
             args.shards
         )));
     };
