@@ -133,6 +133,45 @@ fn a_fleet_of_three_starts_together_and_merges_exactly() {
         .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap())
         .sum();
     assert_eq!(enqueued_at_1, shards_at_1, "second 1's enqueues are the shards' together");
+    // A shard that ran without the check cannot hide another shard's violations: the check is
+    // summed over the shards that ran one, and the shard without one is said.
+    let edited = tmp.path().join("edited");
+    for i in 0..3 {
+        let (from, to) = (tmp.path().join(format!("shard-{i:03}")), edited.join(format!("shard-{i:03}")));
+        std::fs::create_dir_all(&to).unwrap();
+        for name in ["summary.json", "totals.hlog", "scenario.toml", "shard.done"] {
+            std::fs::copy(from.join(name), to.join(name)).unwrap();
+        }
+    }
+    let edit = |i: u32, change: &dyn Fn(&mut serde_json::Value)| {
+        let path = edited.join(format!("shard-{i:03}/summary.json"));
+        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        change(&mut v);
+        std::fs::write(&path, v.to_string()).unwrap();
+    };
+    edit(0, &|v| v["check"] = serde_json::Value::Null);
+    edit(1, &|v| v["check"]["violations_total"] = 3.into());
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .arg("merge")
+        .arg(&edited)
+        .arg("--out")
+        .arg(edited.join("m"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("FAIL shard 0: ran without the invariant check"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("FAIL 3 invariant violations"), "{}", stderr(&out));
+    // Shards of two fleets (another t0) are not one fleet: refused.
+    edit(2, &|v| v["shard"]["t0_unix_ms"] = 1.into());
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .arg("merge")
+        .arg(&edited)
+        .arg("--out")
+        .arg(edited.join("m2"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not one fleet's shards"), "{}", stderr(&out));
     // A shard's folder gone: merging what is left is a partial fleet, which fails.
     std::fs::remove_file(tmp.path().join("shard-001/summary.json")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
