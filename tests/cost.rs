@@ -136,10 +136,19 @@ fn a_stored_baseline_stands_in_for_base() {
     let dearer =
         lua_copy(&work.path().join("dearer"), Some(("complete", "for _ = 1, 60 do redis.call('EXISTS', KEYS[1]) end")));
     let args = ["--baseline", baseline.to_str().unwrap(), "--lua-dir", &dearer, "--calls", "2000", "--repeat", "1"];
-    let (out, json) = cost(&[&args[..], &["--json"]].concat());
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
-    let json = json.expect("JSON");
-    assert!(verdicts(&json).contains(&("complete".to_string(), "regressed".to_string())));
+    // Measured up to twice, as `verdicts_that`: the machine's drift between the stored run and
+    // this one is unpaired, and a loaded box can hide even +300 % once.
+    let mut tries = Vec::new();
+    let json = loop {
+        let (out, json) = cost(&[&args[..], &["--json"]].concat());
+        let json = json.expect("JSON");
+        if out.status.code() == Some(1) && verdicts(&json).contains(&("complete".to_string(), "regressed".to_string()))
+        {
+            break json;
+        }
+        tries.push((out.status.code(), verdicts(&json)));
+        assert!(tries.len() < 2, "a stored baseline against a dearer complete, twice not a regression: {tries:?}");
+    };
     assert!(json["lua_dirs"][0].as_str().unwrap().contains("stored in"));
     assert_eq!(json["cycle_cpu_us"].as_array().unwrap().len(), 2);
 

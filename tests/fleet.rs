@@ -41,6 +41,11 @@ fn wait_arrived(url: &str, group: &str, index: u32) {
     panic!("shard {index} of {group} never arrived at the barrier");
 }
 
+/// `emq-bench merge DIR --out OUT`.
+fn merge(dir: &Path, out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_emq-bench")).arg("merge").arg(dir).arg("--out").arg(out).output().unwrap()
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -151,36 +156,18 @@ fn a_fleet_of_three_starts_together_and_merges_exactly() {
     };
     edit(0, &|v| v["check"] = serde_json::Value::Null);
     edit(1, &|v| v["check"]["violations_total"] = 3.into());
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
-        .arg("merge")
-        .arg(&edited)
-        .arg("--out")
-        .arg(edited.join("m"))
-        .output()
-        .unwrap();
+    let out = merge(&edited, &edited.join("m"));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("FAIL shard 0: ran without the invariant check"), "{}", stderr(&out));
     assert!(stderr(&out).contains("FAIL 3 invariant violations"), "{}", stderr(&out));
     // Shards of two fleets (another t0) are not one fleet: refused.
     edit(2, &|v| v["shard"]["t0_unix_ms"] = 1.into());
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
-        .arg("merge")
-        .arg(&edited)
-        .arg("--out")
-        .arg(edited.join("m2"))
-        .output()
-        .unwrap();
+    let out = merge(&edited, &edited.join("m2"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not one fleet's shards"), "{}", stderr(&out));
     // A shard's folder gone: merging what is left is a partial fleet, which fails.
     std::fs::remove_file(tmp.path().join("shard-001/summary.json")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-bench"))
-        .args(["merge"])
-        .arg(tmp.path())
-        .arg("--out")
-        .arg(tmp.path().join("partial"))
-        .output()
-        .unwrap();
+    let out = merge(tmp.path(), &tmp.path().join("partial"));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("FAIL fleet together incomplete: shard(s) 1 of 3 missing"), "{}", stderr(&out));
     support::assert_fail_lines_match_summary(&stderr(&out), &tmp.path().join("partial"));

@@ -3,25 +3,37 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::results::{DepthSample, RunResults};
 use super::writer::Writer;
 use super::{write_atomic, ReportError};
 use crate::metrics::{JobCounter, RunMetrics};
 
-#[derive(Serialize)]
-struct Row {
-    t_s: u64,
-    pending: Option<u64>,
-    active: Option<u64>,
-    delayed: Option<u64>,
-    completed: Option<u64>,
-    failed: Option<u64>,
-    enqueued: u64,
-    completed_calls: u64,
-    reaped: u64,
-    stale_refused: u64,
+/// One row of queue.csv (the header is the field names), as written and read back (a fleet's
+/// merge adds the shards' rows second by second).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueRow {
+    /// The second's start, s since the run start.
+    pub t_s: u64,
+    /// Pending jobs at the second's last depth reading (empty: none read).
+    pub pending: Option<u64>,
+    /// Active jobs, as `pending`.
+    pub active: Option<u64>,
+    /// Delayed jobs, as `pending`.
+    pub delayed: Option<u64>,
+    /// Completed jobs, as `pending`.
+    pub completed: Option<u64>,
+    /// Failed jobs, as `pending`.
+    pub failed: Option<u64>,
+    /// Jobs enqueued during the second.
+    pub enqueued: u64,
+    /// Jobs completed during the second.
+    pub completed_calls: u64,
+    /// Jobs reaped during the second.
+    pub reaped: u64,
+    /// Stale completions refused during the second.
+    pub stale_refused: u64,
 }
 
 /// Writes `queue.csv` to `path`: header
@@ -42,7 +54,7 @@ pub fn write_queue_csv(path: &Path, run: &RunMetrics, depths: &[DepthSample]) ->
             let from = rec.start_us as f64 / 1e6;
             let depth = depths.iter().rev().find(|d| d.t_s >= from && d.t_s < from + 1.0).map(|d| d.depths);
             let job = |c: JobCounter| rec.jobs[c.index()];
-            out.serialize(Row {
+            out.serialize(QueueRow {
                 t_s: rec.index,
                 pending: depth.map(|d| d.pending),
                 active: depth.map(|d| d.active),

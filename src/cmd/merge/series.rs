@@ -5,6 +5,7 @@
 
 use crate::error::AppError;
 use crate::report::hlog::{read_log, write_intervals};
+use crate::report::queue_csv::QueueRow;
 use crate::report::write_text;
 use hdrhistogram::Histogram;
 use serde::Deserialize;
@@ -22,21 +23,6 @@ struct IntervalRow {
     ops_per_sec: f64,
     #[serde(default)]
     faults: String,
-}
-
-/// One row of a shard's queue.csv; an empty cell is a depth not read in that second.
-#[derive(Debug, Deserialize)]
-struct QueueRow {
-    t_s: u64,
-    pending: Option<u64>,
-    active: Option<u64>,
-    delayed: Option<u64>,
-    completed: Option<u64>,
-    failed: Option<u64>,
-    enqueued: u64,
-    completed_calls: u64,
-    reaped: u64,
-    stale_refused: u64,
 }
 
 fn usage(path: &Path, e: impl std::fmt::Display) -> AppError {
@@ -83,8 +69,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
             .collect();
         let comment =
             "emq-bench fleet latency per script per second: the shards' ok calls together, us from the intended send";
-        write_intervals(&out.join("latency.hlog"), comment, start, &entries)
-            .map_err(|e| AppError::Usage(e.to_string()))?;
+        write_intervals(&out.join("latency.hlog"), comment, start, &entries).map_err(AppError::Report)?;
     }
     let interval_files = present("intervals.csv", &mut notes);
     if !interval_files.is_empty() {
@@ -119,7 +104,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
                 faults.join(";")
             ));
         }
-        write_text(&out.join("intervals.csv"), &csv).map_err(|e| AppError::Usage(e.to_string()))?;
+        write_text(&out.join("intervals.csv"), &csv).map_err(AppError::Report)?;
     }
     let queue_files = present("queue.csv", &mut notes);
     if !queue_files.is_empty() {
@@ -138,16 +123,28 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
                 }
             }
         }
-        let mut csv =
-            String::from("t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused\n");
+        let path = out.join("queue.csv");
+        let mut csv = csv::Writer::from_writer(Vec::new());
         for (t, (seen, depths, counters)) in &sums {
             // A depth is the fleet's only when every shard read its queues in that second.
-            let cell = |d: &Option<u64>| d.filter(|_| *seen == shards).map_or(String::new(), |v| v.to_string());
-            let depths: Vec<String> = depths.iter().map(cell).collect();
-            let counters: Vec<String> = counters.iter().map(u64::to_string).collect();
-            csv.push_str(&format!("{t},{},{}\n", depths.join(","), counters.join(",")));
+            let depth = |i: usize| depths[i].filter(|_| *seen == shards);
+            let row = QueueRow {
+                t_s: *t,
+                pending: depth(0),
+                active: depth(1),
+                delayed: depth(2),
+                completed: depth(3),
+                failed: depth(4),
+                enqueued: counters[0],
+                completed_calls: counters[1],
+                reaped: counters[2],
+                stale_refused: counters[3],
+            };
+            csv.serialize(row).map_err(|e| usage(&path, e))?;
         }
-        write_text(&out.join("queue.csv"), &csv).map_err(|e| AppError::Usage(e.to_string()))?;
+        let bytes = csv.into_inner().map_err(|e| usage(&path, e))?;
+        let text = String::from_utf8(bytes).map_err(|e| usage(&path, e))?;
+        write_text(&path, &text).map_err(AppError::Report)?;
     }
     Ok(notes)
 }
