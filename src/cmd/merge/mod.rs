@@ -168,6 +168,7 @@ const LATE_START_MS: f64 = 1_000.0;
 /// starts; then each shard's findings the merged figures cannot make again, named by shard.
 fn fleet_findings(shards: &[ShardFolder], fleet: &FleetRecord, unreadable: &[String]) -> Vec<Finding> {
     let mut findings = Vec::new();
+    let any_checked = shards.iter().any(|s| s.summary.check.is_some());
     if !fleet.missing.is_empty() {
         let missing: Vec<String> = fleet.missing.iter().map(u32::to_string).collect();
         findings.push(Finding::new(
@@ -195,7 +196,10 @@ fn fleet_findings(shards: &[ShardFolder], fleet: &FleetRecord, unreadable: &[Str
                 ),
             ));
         }
-        if s.summary.check.is_none() && own().all(|f| f.kind != FindingKind::CheckNotRun) {
+        // Every shard agreed on --no-check (the configuration covers it): a fleet that asked for
+        // no check is judged as one process that asked for none; one shard without a check
+        // among shards with one leaves its jobs out of the fleet's check.
+        if any_checked && s.summary.check.is_none() && own().all(|f| f.kind != FindingKind::CheckNotRun) {
             findings.push(Finding::new(
                 FindingKind::CheckNotRun,
                 format!("shard {index}: ran without the invariant check: the fleet's check leaves its jobs out"),
