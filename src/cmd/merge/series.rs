@@ -49,15 +49,20 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
         }
         have
     };
-    // Per second and script: the ok latency histograms added.
-    let mut seconds: BTreeMap<(u64, String), Histogram<u64>> = BTreeMap::new();
+    // Per second and script: the ok latency histograms added, and the longest of the shards'
+    // lengths of that interval (each shard's last one is shorter than a second, by its own
+    // amount).
+    let mut seconds: BTreeMap<(u64, String), (Histogram<u64>, f64)> = BTreeMap::new();
     for path in present("latency.hlog", &mut notes) {
         for e in read_log(&path).map_err(|e| AppError::Usage(e.to_string()))? {
             let key = (e.start_s.round() as u64, e.tag.clone());
             match seconds.get_mut(&key) {
-                Some(h) => h.add(&e.histogram).map_err(|err| usage(&path, format!("{}: {err:?}", e.tag)))?,
+                Some((h, length)) => {
+                    h.add(&e.histogram).map_err(|err| usage(&path, format!("{}: {err:?}", e.tag)))?;
+                    *length = length.max(e.length_s);
+                }
                 None => {
-                    seconds.insert(key, e.histogram);
+                    seconds.insert(key, (e.histogram, e.length_s));
                 }
             }
         }
@@ -65,7 +70,9 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
     if !seconds.is_empty() {
         let entries: Vec<(String, Duration, Duration, Histogram<u64>)> = seconds
             .iter()
-            .map(|((t, tag), h)| (tag.clone(), Duration::from_secs(*t), Duration::from_secs(1), h.clone()))
+            .map(|((t, tag), (h, length))| {
+                (tag.clone(), Duration::from_secs(*t), Duration::from_secs_f64(length.clamp(0.0, 1.0)), h.clone())
+            })
             .collect();
         let comment =
             "emq-bench fleet latency per script per second: the shards' ok calls together, us from the intended send";
@@ -73,7 +80,8 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
     }
     let interval_files = present("intervals.csv", &mut notes);
     if !interval_files.is_empty() {
-        // (ok, errors, ops/s, faults): each shard's ops/s is over the same interval length.
+        // (ok, errors, ops/s, faults): each shard's ops/s is over its own interval's length (its last one
+        // shorter than a second), so their sum is the fleet's rate in that second.
         let mut sums: BTreeMap<(u64, String), (u64, u64, f64, Vec<String>)> = BTreeMap::new();
         for path in interval_files {
             for r in rows::<IntervalRow>(&path)? {
@@ -91,7 +99,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
         let mut csv = String::from("t_s,script,ok,errors,ops_per_sec,p50_ms,p99_ms,max_ms,faults\n");
         for ((t, script), (ok, errors, ops, faults)) in &sums {
             let ms = |q: f64| {
-                seconds.get(&(*t, script.clone())).map_or("0.000".to_string(), |h| {
+                seconds.get(&(*t, script.clone())).map_or("0.000".to_string(), |(h, _)| {
                     let us = if q >= 1.0 { h.max() } else { h.value_at_quantile(q) };
                     format!("{:.3}", us as f64 / 1000.0)
                 })
