@@ -223,7 +223,7 @@ pub async fn wait(
 ) -> Result<Option<Start>, BarrierError> {
     let [arrived, t0] = keys(&me.group);
     let conn = plane.conn_for_key(&arrived);
-    let outcome = gather(&conn, me, stop, say).await;
+    let outcome = gather(&conn, me, [&arrived, &t0], stop, say).await;
     if !matches!(outcome, Ok(Some(_))) {
         let mut c = conn.clone();
         let _: Result<i64, _> =
@@ -235,11 +235,11 @@ pub async fn wait(
 async fn gather(
     conn: &Control,
     me: &Arrival,
+    [arrived, t0]: [&str; 2],
     stop: impl std::future::Future<Output = ()>,
     say: impl Fn(&str),
 ) -> Result<Option<Start>, BarrierError> {
     let began = std::time::Instant::now();
-    let [arrived, t0] = keys(&me.group);
     let mut told = began;
     tokio::pin!(stop);
     loop {
@@ -247,8 +247,8 @@ async fn gather(
         let reply: Vec<String> = redis::cmd("EVAL")
             .arg(ARRIVE)
             .arg(2)
-            .arg(&arrived)
-            .arg(&t0)
+            .arg(arrived)
+            .arg(t0)
             .arg(me.index)
             .arg(me.shards)
             .arg(&me.config)

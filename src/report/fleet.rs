@@ -3,6 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The folder shard `index` writes inside its fleet's (`shard-007`): where `run` puts it and
+/// where `merge` looks for it.
+pub fn shard_folder(index: u32) -> String {
+    format!("shard-{index:03}")
+}
+
 /// One shard's place in its fleet and when it started (summary.json `shard`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

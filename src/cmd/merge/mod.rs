@@ -298,7 +298,7 @@ pub fn merge_when_complete(shard_dir: &Path, shards: u32) -> Option<Result<Merge
     if let Err(source) = std::fs::write(shard_dir.join(SHARD_DONE), b"") {
         return Some(Err(AppError::Io { path: shard_dir.join(SHARD_DONE).display().to_string(), source }));
     }
-    let all_done = (0..shards).all(|i| fleet.join(format!("shard-{i:03}")).join(SHARD_DONE).is_file());
+    let all_done = (0..shards).all(|i| fleet.join(crate::report::fleet::shard_folder(i)).join(SHARD_DONE).is_file());
     if !all_done {
         return None;
     }

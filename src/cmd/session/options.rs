@@ -217,7 +217,7 @@ impl RunOptions {
                     args.out
                         .clone()
                         .unwrap_or_else(|| PathBuf::from("results").join(format!("fleet-{}", fleet.barrier.group)))
-                        .join(format!("shard-{:03}", fleet.barrier.index)),
+                        .join(crate::report::fleet::shard_folder(fleet.barrier.index)),
                 ),
                 None => args.out.clone(),
             },
