@@ -124,7 +124,7 @@ fn main() -> ExitCode {
             }
             Command::Merge(args) => {
                 let json = args.json;
-                let result = cmd::merge::merge(args)?;
+                let result = cmd::merge::merge(args).await?;
                 if json {
                     out(&(serde_json::to_string_pretty(&result.summary).expect("summary serializes") + "\n"));
                 } else {

@@ -178,6 +178,9 @@ pub enum KeptBecause {
     CheckNotRun,
     /// The results folder could not be written completely: the keys are the evidence.
     FolderIncomplete,
+    /// A `shared` fleet's shard: the fleet's merge checks the keys over every shard's history,
+    /// then deletes them.
+    FleetCheck,
     /// The deletion itself failed, with the error.
     DeletionFailed(String),
     /// A reason read back from a summary.json that this version does not name, as written.
@@ -195,6 +198,7 @@ impl KeptBecause {
             KeptBecause::LockLost,
             KeptBecause::CheckNotRun,
             KeptBecause::FolderIncomplete,
+            KeptBecause::FleetCheck,
         ];
         if let Some(err) = text.strip_prefix("the deletion failed: ") {
             return KeptBecause::DeletionFailed(err.to_string());
@@ -212,6 +216,7 @@ impl fmt::Display for KeptBecause {
             KeptBecause::LockLost => f.write_str("the run lock was lost"),
             KeptBecause::CheckNotRun => f.write_str("the invariant check could not run"),
             KeptBecause::FolderIncomplete => f.write_str("the results folder could not be written completely"),
+            KeptBecause::FleetCheck => f.write_str("for the fleet's check at the merge (shared queues)"),
             KeptBecause::DeletionFailed(err) => write!(f, "the deletion failed: {err}"),
             KeptBecause::Other(why) => f.write_str(why),
         }

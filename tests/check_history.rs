@@ -140,44 +140,13 @@ async fn the_fencing_soak_passes_and_shows_contention() {
     assert!(result.summary.history_bytes_per_job.unwrap() <= 64.0, "{:?}", result.summary.history_bytes_per_job);
 }
 
-/// The fencing soak, retuned so that every zombie lands while another worker holds its job.
-///
-/// In the shipped soak most zombies find their job already completed again (work is mostly
-/// 0 ms), so their refusal is EMQSTATE, which a fence-less `complete.lua` still returns; only
-/// the few that hit a re-claimed, still active job prove the fence. A test cannot rest on a few:
-/// here a stall's lease expires at 50 ms, the reaper (every 10 ms) and a free consumer re-claim
-/// the job by ~61 ms, the new holder works 30 ms (until ~80 ms), and the zombie comes at 70 ms.
-fn held_zombie_soak(dir: &Path) -> PathBuf {
-    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml");
-    let mut soak: toml::Table = std::fs::read_to_string(shipped).unwrap().parse().unwrap();
-    let consumers = soak["consumers"].as_table_mut().unwrap();
-    for (field, value) in [
-        ("work", toml::Value::from("30ms")),
-        ("batch", 1.into()), // the zombie's clock starts at its claim, not behind batch-mates
-        ("stall", 0.1.into()),
-        ("zombie", 1.0.into()),
-        ("zombie_delay", "70ms".into()),
-    ] {
-        assert!(consumers.insert(field.into(), value).is_some(), "fencing-soak.toml lost consumers.{field}");
-    }
-    // 8 consumer lanes at ~32 ms a job serve ~250 jobs/s: 150/s keeps a lane free to re-claim.
-    soak["producers"].as_table_mut().unwrap().insert("rate".into(), 150.0.into());
-    let path = dir.join("held-zombie-soak.toml");
-    std::fs::write(&path, toml::to_string(&soak).unwrap()).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
     let tmp = tempfile::tempdir().unwrap();
-    let fence = "if attempts ~= token then";
-    let lua = support::lua_copy(tmp.path(), "lua-broken", "complete", |source| {
-        assert!(source.contains(fence), "the fence check moved; update this test");
-        source.replace(fence, "if false then")
-    });
+    let lua = support::fenceless_lua(tmp.path(), "lua-broken");
 
     let server = support::server();
-    let scenario = held_zombie_soak(tmp.path());
+    let scenario = support::held_zombie_soak(tmp.path());
     let mut a = args(&scenario, tmp.path(), server.url());
     a.lua_dir = Some(lua);
     a.duration = Some(Duration::from_secs(4));

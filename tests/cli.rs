@@ -315,6 +315,7 @@ fn a_truncated_history_names_the_section_it_cut() {
         max_attempts: 3,
         must_finish: true,
         protocol: Default::default(),
+        stream_shards: Vec::new(),
     };
     file::save(&path, &header, &buf.take()).unwrap();
     let bytes = std::fs::read(&path).unwrap();

@@ -10,10 +10,16 @@ use std::process::{Child, Command, Output, Stdio};
 use emq_bench::report::hlog::read_log;
 use emq_bench::report::run_summary::RunSummary;
 
-/// Starts shard `index` of `shards` of `group` on `url`, writing under `out`.
+/// Starts shard `index` of `shards` of `group` on `url` (the fencing soak, 3 s), writing under
+/// `out`.
 fn shard(url: &str, index: u32, shards: u32, group: &str, out: &Path, extra: &[&str]) -> Child {
+    shard_of("fencing-soak", url, index, shards, group, out, extra)
+}
+
+/// [`shard`] of `scenario` (a shipped name or a file).
+fn shard_of(scenario: &str, url: &str, index: u32, shards: u32, group: &str, out: &Path, extra: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_emq-bench"))
-        .args(["run", "fencing-soak", "--quiet", "--duration", "3s", "--url", url])
+        .args(["run", scenario, "--quiet", "--duration", "3s", "--url", url])
         .args(["--shards", &shards.to_string(), "--group", group, "--out"])
         .arg(out)
         .args(extra)
@@ -277,4 +283,129 @@ fn a_split_that_cannot_work_is_refused_before_anything_starts() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("a fleet needs --url"), "{}", stderr(&out));
+}
+
+/// `shared` queues on the 3-primary cluster: shard 0 runs every producer, shards 1 and 2 the
+/// consumers, all on the same three queues. No shard checks on its own; the last one's merge
+/// joins the three histories (each event keeps its shard), checks once with zero violations,
+/// deletes the keys and releases the fleet's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_fleet_produces_on_one_shard_consumes_on_two_and_is_checked_once_at_the_merge() {
+    let cluster = support::cluster::Cluster::start(3).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let url = cluster.url();
+    let out = tmp.path().to_path_buf();
+    let outputs = tokio::task::spawn_blocking(move || {
+        let roles = ["--queue-mode", "shared", "--roles", "p,c,c"];
+        let children: Vec<Child> = (0..3).map(|i| shard(&url, i, 3, "shared", &out, &roles)).collect();
+        children.into_iter().map(|c| c.wait_with_output().unwrap()).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let mut queues = Vec::new();
+    for (i, out) in outputs.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(out));
+        let summary = RunSummary::read(&tmp.path().join(format!("shard-{i:03}/summary.json"))).unwrap();
+        let record = summary.shard.as_ref().unwrap();
+        assert_eq!(record.queues, "shared");
+        let (producers, consumers) = (record.producers[1], record.consumers[1]);
+        assert_eq!((producers, consumers), if i == 0 { (3, 0) } else { (0, 2) }, "shard {i}");
+        assert!(summary.check.is_none(), "shard {i} checked on its own: {:?}", summary.check);
+        assert_eq!(
+            summary.keys.as_ref().unwrap().to_string(),
+            "kept: for the fleet's check at the merge (shared queues)"
+        );
+        let names: Vec<String> = summary.target.topology.nodes.iter().flat_map(|n| n.queues.clone()).collect();
+        assert!(names.iter().all(|q| q.starts_with("bench-")), "no shard prefix: {names:?}");
+        queues.push(names);
+    }
+    assert!(queues.windows(2).all(|w| w[0] == w[1]), "every shard drives the same queues: {queues:?}");
+    let merged = RunSummary::read(&tmp.path().join("merged/summary.json")).expect("merged");
+    assert_eq!(merged.passed(), Some(true), "{:?}", merged.verdict);
+    let check = merged.check.as_ref().expect("the merge checked");
+    assert!(check.with_history && check.violations_total == 0, "{check:?}");
+    let enqueued = merged.jobs["enqueued"];
+    assert!(enqueued > 100 && merged.jobs["completed"] + merged.jobs["failed"] == enqueued, "{:?}", merged.jobs);
+    assert!(merged.drained, "the consumers drained every job the other shard produced");
+    assert_eq!(merged.keys.as_ref().unwrap().to_string(), "deleted");
+    // The fleet's history says which shard made each call.
+    let (header, streams) = emq_bench::history::file::load(&tmp.path().join("merged/history.bin")).unwrap();
+    let history = emq_bench::history::History::merge(header, &streams).unwrap();
+    use emq_bench::history::Kind;
+    let by = |kind: Kind| -> std::collections::BTreeSet<u16> {
+        history.events.iter().filter(|e| e.kind == kind).filter_map(|e| e.shard).collect()
+    };
+    assert_eq!(by(Kind::Enqueue), [0].into());
+    assert_eq!(by(Kind::Claim), [1, 2].into());
+    // Nothing of the run is left on the server: no queue key, no lock.
+    for node in &cluster.nodes {
+        let mut conn = support::cluster::conn(node).await;
+        let left: Vec<String> = redis::cmd("KEYS").arg("*bench-*").query_async(&mut conn).await.unwrap();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+/// A `complete.lua` without its fence on one consumer shard of a `shared` fleet (a rolling
+/// upgrade gone wrong, `--mixed-scripts`): the fleet's check catches I6, naming the shards
+/// whose calls broke it. A merge of a `shared` fleet without the server cannot check it.
+#[test]
+fn a_fenceless_complete_on_one_shard_of_a_shared_fleet_is_caught_by_the_fleets_check() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = support::held_zombie_soak(tmp.path());
+    let broken = support::fenceless_lua(tmp.path(), "lua-broken");
+    let (url, out) = (server.url(), tmp.path().join("fleet"));
+    let scenario = scenario.to_str().unwrap();
+    let common = ["--queue-mode", "shared", "--roles", "p,c,c", "--mixed-scripts"];
+    let lua = ["--lua-dir", broken.to_str().unwrap()];
+    let children: Vec<Child> = (0..3)
+        .map(|i| {
+            let extra: Vec<&str> = common.iter().chain(if i == 2 { &lua[..] } else { &[] }).copied().collect();
+            shard_of(scenario, &url, i, 3, "upgrade", &out, &extra)
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "shard {i} judges no invariant of its own: {}", stderr(&output));
+    }
+    let merged = RunSummary::read(&out.join("merged/summary.json")).expect("merged");
+    assert_eq!(merged.passed(), Some(false));
+    let check = merged.check.as_ref().expect("the merge checked");
+    assert!(check.by_invariant.get("I6").copied().unwrap_or(0) >= 1, "{check:?}");
+    let text = std::fs::read_to_string(out.join("merged/invariants.json")).unwrap();
+    assert!(text.contains("\"I6\"") && text.contains("(shard 2)"), "{text}");
+    let verdict = merged.verdict.as_ref().unwrap();
+    assert!(verdict.findings.iter().any(|f| f.kind == emq_bench::verdict::FindingKind::Violations), "{verdict:?}");
+
+    let again = merge(&out, &tmp.path().join("offline"));
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("its check runs at the merge") && stderr(&again).contains("--url"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+/// `--roles` needs `shared` queues, and one role per shard.
+#[test]
+fn roles_need_shared_queues_and_one_role_per_shard() {
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+            .args(["run", "fencing-soak", "--url", "redis://127.0.0.1:1", "--shards", "3", "--shard", "0"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--roles", "p,c,c"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("need --queue-mode shared"), "{}", stderr(&out));
+    let out = run(&["--queue-mode", "shared", "--roles", "p,c"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("one role (p, c or pc) per shard: 3 of them"), "{}", stderr(&out));
+    let out = run(&["--queue-mode", "shared", "--roles", "p,p,p"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("at least one shard that runs consumers"), "{}", stderr(&out));
+    let out = run(&["--queue-mode", "shared", "--roles", "p,x,c"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("expected p, c or pc"), "{}", stderr(&out));
 }

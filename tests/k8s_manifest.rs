@@ -190,10 +190,15 @@ fn the_fleet_job_runs_one_pod_per_shard_all_at_once_and_never_again() {
 #[test]
 fn the_password_comes_from_the_secret_and_the_secret_is_required() {
     let (manifest, env) = fleet();
-    let path = &manifest.path;
+    assert_password_from_secret(&env, &manifest.path);
+}
+
+/// The manifest's `EMQ_PASSWORD` comes from password-secret.yaml's Secret, required, and its
+/// `EMQ_URL` holds no password.
+fn assert_password_from_secret(env: &[EnvVar], path: &str) {
     let secret = Manifest::read("password-secret.yaml");
     let password = env.iter().find(|v| v.name == "EMQ_PASSWORD").unwrap_or_else(|| {
-        panic!("{path}: no EMQ_PASSWORD env: the shards would connect without a password and fail at the first command")
+        panic!("{path}: no EMQ_PASSWORD env: it would connect without a password and fail at the first command")
     });
     let Source::From { kind, fields } = &password.source else {
         panic!("{path}: EMQ_PASSWORD is a literal value: the password would sit in the Job's spec for anyone who can read it")
@@ -218,7 +223,7 @@ fn the_password_comes_from_the_secret_and_the_secret_is_required() {
         Some("true"),
         "{path}: an optional password Secret lets the pods start without it and fail at AUTH; leave it required"
     );
-    let url = literal(&env, "EMQ_URL", path);
+    let url = literal(env, "EMQ_URL", path);
     let parsed = url::Url::parse(&url).unwrap_or_else(|e| panic!("{path}: EMQ_URL {url:?}: {e}"));
     assert!(parsed.password().is_none(), "{path}: EMQ_URL holds a password: it belongs in the Secret");
 }
@@ -236,7 +241,7 @@ fn the_merge_job_merges_the_folder_the_fleet_writes() {
     let out = fleet_out();
     assert_eq!(
         merge.dirs,
-        [out.clone()],
+        std::slice::from_ref(&out),
         "{}: merges another folder than fleet-job.yaml's EMQ_OUT: it would find no shards (same EMQ_GROUP in both?)",
         manifest.path
     );
@@ -246,6 +251,24 @@ fn the_merge_job_merges_the_folder_the_fleet_writes() {
         "{}: --out is not <EMQ_OUT>/merged, where the fleet's own merge writes",
         manifest.path
     );
+    // A `shared` fleet's merge checks the queues on the fleet's server: the same EMQ_URL,
+    // read by `merge --url`, and the password from the same Secret.
+    let fleet = Manifest::read("fleet-job.yaml");
+    let fleet_url = literal(&expanded_env(&fleet), "EMQ_URL", &fleet.path);
+    assert_eq!(
+        literal(&env, "EMQ_URL", &manifest.path),
+        fleet_url,
+        "{}: EMQ_URL is not fleet-job.yaml's: a shared fleet's merge would check another server",
+        manifest.path
+    );
+    let merge_cmd = Cli::command();
+    let merge_cmd = merge_cmd.find_subcommand("merge").expect("emq-bench has a merge subcommand");
+    assert!(
+        merge_cmd.get_arguments().any(|a| a.get_env().and_then(|e| e.to_str()) == Some("EMQ_URL")),
+        "`emq-bench merge` reads no flag from EMQ_URL: {}'s server would be ignored",
+        manifest.path
+    );
+    assert_password_from_secret(&env, &manifest.path);
 }
 
 #[test]

@@ -298,7 +298,8 @@ fn check_fencing(
         })
         .collect();
     if terminal.len() > 1 {
-        let list: Vec<String> = terminal.iter().map(|e| format!("{} with token {}", e.kind.name(), e.token)).collect();
+        let list: Vec<String> =
+            terminal.iter().map(|e| format!("{} with token {}{}", e.kind.name(), e.token, e.origin())).collect();
         push(
             Invariant::I6,
             "at most one terminal outcome".into(),
@@ -353,7 +354,13 @@ fn check_fencing(
             push(
                 Invariant::I6,
                 format!("{} with token {} refused once token {} was handed out", e.kind.name(), e.token, next.token),
-                format!("{accepted_as} {} µs after token {} was handed out", e.sent_us - next.done_us, next.token),
+                format!(
+                    "{accepted_as}{} {} µs after token {} was handed out{}",
+                    e.origin(),
+                    e.sent_us - next.done_us,
+                    next.token,
+                    next.origin()
+                ),
             );
         }
         // A terminal outcome ends the job: its token must be the last one ever handed out.
@@ -363,7 +370,7 @@ fn check_fencing(
             push(
                 Invariant::I6,
                 format!("{} accepted only with the last token", e.kind.name()),
-                format!("accepted with token {} but token {max_token} was handed out", e.token),
+                format!("accepted{} with token {} but token {max_token} was handed out", e.origin(), e.token),
             );
         }
     }

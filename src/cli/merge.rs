@@ -14,4 +14,12 @@ pub struct MergeArgs {
     /// Print summary.json instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The fleet's server, for a `--queue-mode shared` fleet: the merge checks the invariants
+    /// over every shard's history against it, then deletes the fleet's keys. Not needed for
+    /// a `sharded` fleet (each shard checked and cleaned up its own queues).
+    #[arg(env = "EMQ_URL", long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Authentication and TLS for --url.
+    #[command(flatten)]
+    pub target: super::TargetArgs,
 }

@@ -193,6 +193,20 @@ pub struct RunArgs {
     /// naming the indices that never arrived.
     #[arg(env = "EMQ_BARRIER_TIMEOUT", long, value_parser = parse_barrier_timeout, default_value = "120s")]
     pub barrier_timeout: std::time::Duration,
+    /// How the fleet's shards use the queues: `sharded` (each owns its queues, prefixed
+    /// `s<I>.`) or `shared` (all drive the same queues; the fleet's merge runs the one check
+    /// over every shard's history and deletes the keys).
+    #[arg(env = "EMQ_QUEUE_MODE", long, value_name = "MODE", default_value = "sharded", value_parser = parse_queue_mode)]
+    pub queue_mode: crate::scenario::QueueMode,
+    /// With --queue-mode shared: each shard's tasks, by index, comma-separated: `p`
+    /// (producers), `c` (consumers) or `pc` (both, the default), e.g. `p,c,c`.
+    #[arg(env = "EMQ_ROLES", long, value_name = "ROLES", value_parser = parse_roles)]
+    pub roles: Option<ShardRoles>,
+    /// Shards may run different scripts (a rolling upgrade: a new script on some shards only):
+    /// the scripts' SHA-1s are left out of the configuration the shards must agree on. Each
+    /// shard's summary.json names its own.
+    #[arg(env = "EMQ_MIXED_SCRIPTS", long)]
+    pub mixed_scripts: bool,
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,
@@ -293,6 +307,24 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 }
 
 /// `--barrier-timeout`: 1s..=1d.
+fn parse_queue_mode(text: &str) -> Result<crate::scenario::QueueMode, String> {
+    crate::scenario::QueueMode::from_name(text).ok_or_else(|| format!("expected sharded or shared, found {text:?}"))
+}
+
+/// `--roles`: one role per shard, by index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRoles(pub Vec<crate::scenario::ShardRole>);
+
+fn parse_roles(text: &str) -> Result<ShardRoles, String> {
+    text.split(',')
+        .map(|role| {
+            crate::scenario::ShardRole::from_name(role)
+                .ok_or_else(|| format!("expected p, c or pc for each shard (e.g. p,c,c), found {role:?}"))
+        })
+        .collect::<Result<_, _>>()
+        .map(ShardRoles)
+}
+
 fn parse_barrier_timeout(text: &str) -> Result<Duration, String> {
     bounded(
         text,

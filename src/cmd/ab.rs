@@ -54,6 +54,9 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         shard: None,
         group: None,
         barrier_timeout: crate::cli::DEFAULT_BARRIER_TIMEOUT,
+        queue_mode: crate::scenario::QueueMode::Sharded,
+        roles: None,
+        mixed_scripts: false,
         server: args.server.clone(),
     };
     check_out(run_args.out.as_deref())?;

@@ -47,7 +47,11 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             let mut result = session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0;
             if let Some(fleet) = &options.fleet {
                 // The last shard of the fleet to finish merges (its own verdict stays its exit code).
-                match super::merge::merge_when_complete(&dir, fleet.barrier.shards) {
+                let target = super::merge::FleetTarget {
+                    url: options.url.clone().unwrap_or_default(),
+                    flags: options.flags.clone(),
+                };
+                match super::merge::merge_when_complete(&dir, fleet.barrier.shards, target).await {
                     Some(Ok(merged)) => {
                         result.table.push_str(&format!("\nthe fleet's shards are all done: merged\n{}", merged.table));
                         let said =

@@ -247,7 +247,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
         let dur = r.varint()?;
         let job = u32::try_from(job).map_err(|_| r.error(start, "job number out of range"))?;
         let (sent_us, done_us) = (sent as u64, sent as u64 + dur);
-        events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us });
+        events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us, shard: None });
         r.event += 1;
     }
     Ok(events)
@@ -280,6 +280,7 @@ mod tests {
                 id_ms,
                 sent_us: t,
                 done_us: t + 80,
+                shard: None,
             });
             expected.push(Event {
                 job,
@@ -290,6 +291,7 @@ mod tests {
                 id_ms: 0,
                 sent_us: t + 90,
                 done_us: t + 95,
+                shard: None,
             });
             expected.push(Event {
                 job,
@@ -300,6 +302,7 @@ mod tests {
                 id_ms: 0,
                 sent_us: t + 96,
                 done_us: t + 99,
+                shard: None,
             });
         }
         buf.push(super::super::event::UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, 0, at(5), 2);
@@ -312,6 +315,7 @@ mod tests {
             id_ms: 0,
             sent_us: 5,
             done_us: 7,
+            shard: None,
         });
         let streams = buf.take();
         assert_eq!(streams.len(), 1, "a few KB is one chunk");

@@ -127,4 +127,15 @@ pub struct Event {
     pub sent_us: u64,
     /// When its reply was read (or the call gave up), µs since the run start.
     pub done_us: u64,
+    /// The fleet shard that made the call, in a `shared` fleet's merged history
+    /// ([`super::HistoryHeader::stream_shards`]); `None` in one process's.
+    pub shard: Option<u16>,
+}
+
+impl Event {
+    /// ` (shard N)` when the event carries its shard, else nothing: what a violation adds to
+    /// an event it names.
+    pub fn origin(&self) -> String {
+        self.shard.map(|s| format!(" (shard {s})")).unwrap_or_default()
+    }
 }

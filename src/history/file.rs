@@ -213,6 +213,7 @@ mod tests {
             max_attempts: 3,
             must_finish: true,
             protocol: Default::default(),
+            stream_shards: Vec::new(),
         }
     }
 

@@ -41,6 +41,10 @@ pub struct HistoryHeader {
     /// fenced, and how its failures retry.
     #[serde(default)]
     pub protocol: crate::protocol::Protocol,
+    /// A `shared` fleet's merged history: the shard each stream was recorded on, by stream
+    /// index (its events' [`Event::shard`]). Empty for one process's history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stream_shards: Vec<u16>,
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.
@@ -61,7 +65,11 @@ impl History {
     /// Errors: the first stream that does not decode.
     pub fn merge(header: HistoryHeader, streams: &[Vec<u8>]) -> Result<History, DecodeError> {
         let decoded: Vec<Vec<Event>> = streams.par_iter().map(|s| buffer::decode(s)).collect::<Result<_, _>>()?;
-        let mut events: Vec<Event> = decoded.into_iter().flatten().collect();
+        let mut events: Vec<Event> = Vec::with_capacity(decoded.iter().map(Vec::len).sum());
+        for (index, stream) in decoded.into_iter().enumerate() {
+            let shard = header.stream_shards.get(index).copied();
+            events.extend(stream.into_iter().map(|e| Event { shard, ..e }));
+        }
         events.par_sort_unstable_by_key(|e| (e.job, e.sent_us, e.done_us));
         let encoded_bytes = streams.iter().map(|s| s.len() as u64).sum();
         Ok(History { header, events, encoded_bytes })

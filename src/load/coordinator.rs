@@ -39,6 +39,25 @@ pub struct DriveOptions {
     /// then the clock starts at this moment (at once when it has passed). `None`: as soon as
     /// every thread has connected.
     pub start_at: Option<SystemTime>,
+    /// Set in a `shared` fleet: the producers of other shards fill the queues this process's
+    /// consumers drain, so the drain ends only once every producing shard says it is done.
+    pub fleet_drain: Option<FleetDrain>,
+}
+
+/// How one shard of a `shared` fleet learns that the fleet's producers are done
+/// ([`crate::plane::barrier::producers_done`]).
+#[derive(Debug, Clone)]
+pub struct FleetDrain {
+    /// The fleet's name.
+    pub group: String,
+    /// The fleet's `t0`, ms on the server's clock.
+    pub t0_ms: u64,
+    /// This shard's index.
+    pub index: u32,
+    /// True when this shard runs producers (it says so when they are done).
+    pub produces: bool,
+    /// How many of the fleet's shards run producers.
+    pub producing_shards: u32,
 }
 
 /// Jobs still in the queues: pending, delayed and active summed over the run's queues.
@@ -142,6 +161,22 @@ pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallE
     Ok(d)
 }
 
+/// True once every producing shard of a `shared` fleet has said its producers are done;
+/// says so first for this shard (once, `said`). A failed call is "not yet": the drain's time
+/// limit still ends the wait.
+async fn fleet_producers_done(plane: &Plane, fleet: &FleetDrain, said: &mut bool, drain: Duration) -> bool {
+    use crate::plane::barrier;
+    if fleet.produces && !*said {
+        *said = barrier::producers_done(plane, &fleet.group, fleet.t0_ms, fleet.index, drain).await.is_ok();
+        if !*said {
+            return false;
+        }
+    }
+    barrier::shards_done_producing(plane, &fleet.group, fleet.t0_ms)
+        .await
+        .is_ok_and(|done| done >= fleet.producing_shards)
+}
+
 /// Drives `plan` against the target until it finishes or `stop` is asked for.
 ///
 /// `plane` is the coordinator's own control plane (depth polling). `progress` is called
@@ -242,6 +277,9 @@ pub async fn drive(
     drop(sink);
 
     let mut drained = false;
+    // A `shared` fleet's shard: whether it has said its producers are done.
+    let mut said_done = false;
+    let mut fleet_total = None;
     let mut empty_readings = 0;
     let mut last_depths = None;
     let mut drain_started = None;
@@ -310,7 +348,24 @@ pub async fn drive(
                 }
             }
             Phase::Drain => {
-                let producers_done = shared.producers_live.load(Ordering::Relaxed) == 0;
+                let mut producers_done = shared.producers_live.load(Ordering::Relaxed) == 0;
+                if let (Some(fleet), true) = (&opts.fleet_drain, producers_done) {
+                    // Cut short by a stop, as the depth read is.
+                    let heard = tokio::select! {
+                        heard = fleet_producers_done(&plane, fleet, &mut said_done, plan.drain) => heard,
+                        _ = stop.stopped() => false,
+                    };
+                    producers_done = heard;
+                    // While the fleet's producers still send (the jobs in the queues, finished
+                    // or not, still grow), the drain's clock waits for them: a jobs budget ends
+                    // at different moments on different shards. Once nothing grows the clock
+                    // runs, so a producing shard that died cannot hold the drain.
+                    let total = last_depths.map(|d| d.unfinished() + d.completed + d.failed);
+                    if !heard && total.is_some() && total != fleet_total {
+                        fleet_total = total;
+                        drain_started = Some(now);
+                    }
+                }
                 // Two empty readings in a row (50 ms apart): one reading may fall between a
                 // reply the server sent and the consumer that has yet to read it.
                 let empty = producers_done && last_depths.is_some_and(|d| d.unfinished() == 0);

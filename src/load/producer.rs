@@ -37,8 +37,9 @@ use std::time::{Duration, Instant};
 const PHASE_POLL: Duration = Duration::from_millis(50);
 /// Job numbers a producer reserves at once from the run-wide counter: one atomic add per 16
 /// jobs instead of one per job (a shared atomic per enqueue is a measurable cost), while the
-/// last producers to run out of a `jobs = N` budget hold at most 16 each.
-const NUMBER_BLOCK: u64 = 16;
+/// last producers to run out of a `jobs = N` budget hold at most 16 each. A `shared` fleet's
+/// shards interleave these blocks ([`crate::scenario::shard::JobNumbers`]).
+use crate::scenario::shard::NUMBER_BLOCK;
 
 /// One producer: its id generator, schedule and draws.
 pub struct Producer {
@@ -98,12 +99,17 @@ impl Producer {
                 let number = match self.numbers.next() {
                     Some(number) => number,
                     None => {
+                        let numbering = ctx.plan.job_numbers();
+                        let limit = numbering.local_limit();
                         let budget = match ctx.plan.stop {
-                            Stop::Jobs(budget) => budget.min(u64::from(u32::MAX)),
-                            Stop::Duration(_) => u64::from(u32::MAX),
+                            Stop::Jobs(budget) => budget.min(limit),
+                            Stop::Duration(_) => limit,
                         };
                         let first = ctx.shared.issued.fetch_add(NUMBER_BLOCK, Ordering::Relaxed);
-                        self.numbers = first..(first + NUMBER_BLOCK).min(budget);
+                        let end = (first + NUMBER_BLOCK).min(budget).max(first);
+                        // A block is contiguous in the fleet's numbering too.
+                        let global = numbering.global(first);
+                        self.numbers = global..global + (end - first);
                         self.numbers.next()?
                     }
                 };

@@ -191,7 +191,8 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
             tokio::task::spawn_local(consumer::lane(ctx.clone(), ops.clone(), spread, seed));
         }
     }
-    if let Some(client) = mconn.into_iter().next() {
+    // A `shared` fleet's chores run on one shard: the others' would only add load.
+    if let Some(client) = mconn.into_iter().next().filter(|_| plan.runs_maintenance()) {
         let ops = Q::new(client, routes.clone(), shared.clone());
         for queue in 0..queues {
             for &chore in Q::CHORES {

@@ -195,6 +195,54 @@ pub fn keys(group: &str) -> [String; 2] {
     [format!("emq-fleet:{{{group}}}:arrived"), format!("emq-fleet:{{{group}}}:t0")]
 }
 
+/// The set of shards of the fleet started at `t0_ms` whose producers are done
+/// (`emq-fleet:{G}:produced:<t0>`: a later fleet of the same group starts from an empty one).
+fn produced_key(group: &str, t0_ms: u64) -> String {
+    format!("emq-fleet:{{{group}}}:produced:{t0_ms}")
+}
+
+/// How long the set of shards done producing outlives its last entry, on top of the drain:
+/// time for every consumer shard to read it.
+const PRODUCED_KEPT: Duration = Duration::from_secs(60);
+
+/// Says that shard `index`'s producers are done (every reply in): a `shared` fleet's
+/// consumers on other shards drain only once every producing shard has said so. Saying it
+/// again (a retry) counts once. The set expires `drain` + a minute after the last entry.
+///
+/// Errors: a failed call.
+pub async fn producers_done(
+    plane: &Plane,
+    group: &str,
+    t0_ms: u64,
+    index: u32,
+    drain: Duration,
+) -> Result<(), CallError> {
+    let key = produced_key(group, t0_ms);
+    let mut conn = plane.conn_for_key(&key);
+    let ttl_ms = (drain + PRODUCED_KEPT).as_millis() as u64;
+    redis::pipe()
+        .cmd("SADD")
+        .arg(&key)
+        .arg(index)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(&key)
+        .arg(ttl_ms)
+        .ignore()
+        .exec_async(&mut conn)
+        .await
+        .map_err(|e| CallError::from_redis(&e))
+}
+
+/// How many shards of the fleet started at `t0_ms` have said their producers are done.
+///
+/// Errors: a failed call.
+pub async fn shards_done_producing(plane: &Plane, group: &str, t0_ms: u64) -> Result<u32, CallError> {
+    let key = produced_key(group, t0_ms);
+    let mut conn = plane.conn_for_key(&key);
+    redis::cmd("SCARD").arg(&key).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))
+}
+
 /// The group's `t0` when it has started (ms on the server's clock), else `None`: a shard
 /// checks it before it deletes anything (`--force`), so a shard arriving late never destroys
 /// the keys of the fleet that started without it.

@@ -22,6 +22,12 @@ const RENEW: &str = "local holder = redis.call('GET', KEYS[1]) \
 const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
     return redis.call('DEL', KEYS[1]) else return 0 end";
 
+/// The run id under which every shard of a `shared` fleet (and its merge) holds the queues'
+/// lock: the group's (its barrier refuses shards of another configuration).
+pub fn fleet_run_id(group: &str) -> String {
+    format!("emq-bench fleet {group}")
+}
+
 /// The held locks of one run. The renewal runs on a thread of its own with its own
 /// connections, so a long check (rayon, blocking the command's runtime) cannot let a lease
 /// expire. Dropping it stops the renewal (the leases then expire); [`RunLock::release`]
@@ -120,6 +126,11 @@ async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), Plane
     let mut conn = plane.conn_for(keys);
     let holder: Option<String> =
         redis::cmd("GET").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+    // Another shard of the same `shared` fleet took it: the lease is the fleet's, renewed by
+    // every shard that holds it.
+    if holder.as_deref() == Some(run_id) {
+        return Ok(());
+    }
     let ttl_ms: i64 =
         redis::cmd("PTTL").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
     Err(PlaneError::Locked {

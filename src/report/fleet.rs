@@ -19,7 +19,8 @@ pub struct ShardRecord {
     pub index: u32,
     /// The fleet's size.
     pub shards: u32,
-    /// `sharded`: each shard owns its queues (prefixed `s<I>.`).
+    /// `sharded` (each shard owns its queues, prefixed `s<I>.`) or `shared` (every shard drives
+    /// the same queues; the merge checks them).
     pub queues: String,
     /// The shard's producers: the first's global index, how many, the fleet's total.
     pub producers: [u32; 3],
@@ -40,7 +41,8 @@ pub struct ShardRecord {
     /// Time spent at the barrier, s.
     pub waited_s: f64,
     /// The configuration hash every shard of the fleet agreed on at the barrier (scenario,
-    /// flags, version, scripts): `merge` refuses shards of different ones.
+    /// flags, version, and the scripts unless `--mixed-scripts`): `merge` refuses shards of
+    /// different ones.
     pub config: String,
 }
 

@@ -48,7 +48,7 @@ pub use maintenance::Maintenance;
 pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
 pub use producers::{Arrival, Producers};
 pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
-pub use shard::{Shard, TaskRange};
+pub use shard::{FleetLayout, JobNumbers, QueueMode, Shard, ShardRole, TaskRange};
 pub use target::{redact_url, TargetTable};
 pub use units::{Count, HumanDuration, HumanSize};
 

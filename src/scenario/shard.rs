@@ -7,9 +7,16 @@
 //! uniform arrivals de-phased by its global index), so the union of the shards' intended sends
 //! is one process's schedule. A `jobs` budget is split as the producers are.
 //!
-//! Queues are `sharded`: each shard owns its own queues (the scenario's names with the prefix
-//! `s<I>.`), so its consumers drain what its producers send and its check, its run lock and
-//! its cleanup concern its keys only.
+//! Two queue modes ([`QueueMode`]):
+//! - `sharded` (the default): each shard owns its own queues (the scenario's names with the
+//!   prefix `s<I>.`), so its consumers drain what its producers send, and its check, its run
+//!   lock and its cleanup concern its keys only.
+//! - `shared`: every shard drives the same queues, and a shard may hold producers only,
+//!   consumers only or both (`--roles`): a claim on one machine, the completion on another.
+//!   Producers split over the shards that produce, consumers over those that consume. The
+//!   fleet mints one kind of job id (one run tag) and each shard its own job numbers (blocks
+//!   interleaved by shard index), so the shards' histories join into one; the check and the
+//!   cleanup wait for the fleet's merge, and one shard runs the maintenance chores.
 
 use super::error::ScenarioError;
 use super::file::Queues;
@@ -18,6 +25,97 @@ use super::validate::is_valid_name;
 
 /// Most shards a fleet may have.
 pub const MAX_SHARDS: u32 = 1024;
+
+/// How a fleet's shards share the queues (see the module doc).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueMode {
+    /// Each shard owns its queues (`s<I>.` prefixed).
+    #[default]
+    Sharded,
+    /// Every shard drives the same queues.
+    Shared,
+}
+
+impl QueueMode {
+    /// The name flags and summary.json use: `sharded`, `shared`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueMode::Sharded => "sharded",
+            QueueMode::Shared => "shared",
+        }
+    }
+
+    /// The mode of this name.
+    pub fn from_name(name: &str) -> Option<QueueMode> {
+        [QueueMode::Sharded, QueueMode::Shared].into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// What one shard runs of the fleet's tasks: producers, consumers or both (`--roles`, one
+/// `p`, `c` or `pc` per shard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardRole {
+    /// The shard takes a share of the producers.
+    pub produces: bool,
+    /// The shard takes a share of the consumers.
+    pub consumes: bool,
+}
+
+impl ShardRole {
+    /// Producers and consumers: every shard's role unless `--roles` says otherwise.
+    pub const BOTH: ShardRole = ShardRole { produces: true, consumes: true };
+
+    /// The role of `p`, `c` or `pc` (`cp`); `None` for anything else.
+    pub fn from_name(name: &str) -> Option<ShardRole> {
+        match name.trim() {
+            "p" => Some(ShardRole { produces: true, consumes: false }),
+            "c" => Some(ShardRole { produces: false, consumes: true }),
+            "pc" | "cp" => Some(ShardRole::BOTH),
+            _ => None,
+        }
+    }
+
+    /// `p`, `c` or `pc`.
+    pub fn name(self) -> &'static str {
+        match (self.produces, self.consumes) {
+            (true, false) => "p",
+            (false, true) => "c",
+            (true, true) => "pc",
+            (false, false) => "-",
+        }
+    }
+}
+
+/// How a fleet is laid out: its size, its queue mode and each shard's role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetLayout {
+    /// The fleet's size (`--shards`).
+    pub count: u32,
+    /// `--queue-mode`.
+    pub mode: QueueMode,
+    /// One role per shard, by index (`--roles`; every shard [`ShardRole::BOTH`] by default).
+    pub roles: Vec<ShardRole>,
+}
+
+impl FleetLayout {
+    /// `count` shards of `mode`, each running producers and consumers.
+    pub fn new(count: u32, mode: QueueMode) -> FleetLayout {
+        FleetLayout { count, mode, roles: vec![ShardRole::BOTH; count as usize] }
+    }
+
+    /// The roles as `--roles` spells them (`p,c,c`).
+    pub fn roles_text(&self) -> String {
+        self.roles.iter().map(|r| r.name()).collect::<Vec<_>>().join(",")
+    }
+
+    /// Shard `index`'s position among the shards of one role, and how many have it:
+    /// `None` when the shard does not have the role.
+    fn place(&self, index: u32, has: impl Fn(&ShardRole) -> bool) -> Option<(u32, u32)> {
+        let with: Vec<u32> = (0..self.count).filter(|&i| has(&self.roles[i as usize])).collect();
+        let at = with.iter().position(|&i| i == index)?;
+        Some((at as u32, with.len() as u32))
+    }
+}
 
 /// Where a process sits in its fleet, and which tasks of the whole plan are its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +126,11 @@ pub struct Shard {
     pub count: u32,
     /// The fleet's name (`--group`): its barrier's keys, its results folder.
     pub group: String,
+    /// How the fleet's shards share the queues.
+    pub mode: QueueMode,
+    /// The lowest index of a shard that runs consumers (0 when none does): in `shared` mode
+    /// it alone runs the maintenance chores.
+    pub maintainer: u32,
     /// This shard's producers in the fleet's numbering.
     pub producers: TaskRange,
     /// This shard's consumers in the fleet's numbering.
@@ -57,62 +160,152 @@ pub fn queue_prefix(index: u32) -> String {
     format!("s{index}.")
 }
 
+/// Job numbers a producer takes at a time from its process's counter.
+pub const NUMBER_BLOCK: u64 = 16;
+
+/// How a shard's job numbers sit among the fleet's: its process counts `0, 1, 2, ..` and
+/// block `b` of [`NUMBER_BLOCK`] numbers is the fleet's block `b · stride + offset`. Outside
+/// a `shared` fleet the numbers are the process's own (stride 1, offset 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobNumbers {
+    /// The fleet's size in a `shared` fleet, else 1.
+    pub stride: u64,
+    /// The shard's index in a `shared` fleet, else 0.
+    pub offset: u64,
+}
+
+impl JobNumbers {
+    /// The fleet's number of the process's `local` number.
+    pub fn global(self, local: u64) -> u64 {
+        ((local / NUMBER_BLOCK) * self.stride + self.offset) * NUMBER_BLOCK + local % NUMBER_BLOCK
+    }
+
+    /// How many numbers the process may issue: their fleet numbers stay below `u32::MAX` (ids
+    /// carry 32 bits, and `u32::MAX` marks an unknown job in a history).
+    pub fn local_limit(self) -> u64 {
+        u64::from(u32::MAX) / self.stride / NUMBER_BLOCK * NUMBER_BLOCK
+    }
+
+    /// One past the highest fleet number a process that issued `local` numbers can have used.
+    pub fn issued_bound(self, local: u64) -> u64 {
+        match local {
+            0 => 0,
+            n => self.global((n - 1) / NUMBER_BLOCK * NUMBER_BLOCK) + NUMBER_BLOCK,
+        }
+    }
+}
+
 impl Plan {
-    /// This plan's part for shard `index` of `count` in `group` (see the module doc).
+    /// This plan's part for shard `index` of `count` in `group`, queues `sharded`, every shard
+    /// running producers and consumers (see [`Plan::for_fleet_shard`]).
     ///
     /// # Errors
-    /// [`ScenarioError::Override`] naming `--shards` when a shard would get producers but no
-    /// consumers (its queues would never drain) or nothing to do at all, or when a queue name
-    /// with the shard's prefix is longer than 64 bytes.
+    /// As [`Plan::for_fleet_shard`].
     pub fn for_shard(self, index: u32, count: u32, group: &str) -> Result<Plan, ScenarioError> {
-        let refuse = |expected: String| ScenarioError::Override {
+        self.for_fleet_shard(index, group, &FleetLayout::new(count, QueueMode::Sharded))
+    }
+
+    /// This plan's part for shard `index` of the fleet `layout` in `group` (see the module doc).
+    ///
+    /// # Errors
+    /// [`ScenarioError::Override`] naming `--shards` or `--roles` when a shard would get
+    /// producers but no consumers in `sharded` mode (its queues would never drain), when a
+    /// shard of a role would get none of its tasks, when a role's tasks have no shard, when a
+    /// shard has nothing to do, or when a queue name with the shard's prefix is longer than
+    /// 64 bytes.
+    pub fn for_fleet_shard(self, index: u32, group: &str, layout: &FleetLayout) -> Result<Plan, ScenarioError> {
+        let count = layout.count;
+        let refuse = |flag: &str, found: String, expected: String| ScenarioError::Override {
             path: self.source.clone(),
-            flag: "--shards".to_owned(),
-            found: count.to_string(),
+            flag: flag.to_owned(),
+            found,
             expected,
         };
-        let range = |total: u32| {
-            let (first, len) = share(u64::from(total), index, count);
-            TaskRange { first: first as u32, count: len as u32, total }
+        if layout.roles.len() != count as usize {
+            return Err(refuse(
+                "--roles",
+                layout.roles_text(),
+                format!("one role (p, c or pc) per shard: {count} of them, comma-separated"),
+            ));
+        }
+        if layout.mode == QueueMode::Sharded && layout.roles.iter().any(|r| *r != ShardRole::BOTH) {
+            return Err(refuse(
+                "--roles",
+                layout.roles_text(),
+                "pc for every shard with --queue-mode sharded (each shard owns its queues and drains them itself); \
+                 producers and consumers on different shards need --queue-mode shared"
+                    .to_owned(),
+            ));
+        }
+        let (producers_total, consumers_total) = (self.producers.count, self.consumers.count);
+        // The share of one role's `total` tasks for shard `i`: `(first, len)` among the shards
+        // that have the role; `(0, 0)` for the others.
+        let part = |i: u32, total: u32, produces: bool| {
+            let place = layout.place(i, |r| if produces { r.produces } else { r.consumes });
+            place.map_or((0, 0), |(at, of)| {
+                let (first, len) = share(u64::from(total), at, of);
+                (first as u32, len as u32)
+            })
+        };
+        let shards = |produces: bool| {
+            layout.roles.iter().filter(|r| if produces { r.produces } else { r.consumes }).count() as u32
         };
         // Every shard's part is checked, not only this one's: each shard of a fleet refuses the
         // same split with the same message.
-        for i in 0..count {
-            let part = |total: u32| share(u64::from(total), i, count).1;
-            let (p, c) = (part(self.producers.count), part(self.consumers.count));
-            if p > 0 && c == 0 && self.consumers.count > 0 {
-                return Err(refuse(format!(
-                    "at most consumers.count = {} shards: each shard owns its queues, and shard {i} would have \
-                     producers but no consumer to drain them",
-                    self.consumers.count
-                )));
+        let (flag, found) = match layout.mode {
+            QueueMode::Sharded => ("--shards", count.to_string()),
+            QueueMode::Shared => ("--roles", layout.roles_text()),
+        };
+        for (produces, total, what) in [(true, producers_total, "producers"), (false, consumers_total, "consumers")] {
+            if total > 0 && shards(produces) == 0 {
+                return Err(refuse(
+                    flag,
+                    found,
+                    format!("at least one shard that runs {what} ({what}.count = {total})"),
+                ));
             }
-            if p == 0 && self.producers.count > 0 {
-                return Err(refuse(format!(
-                    "at most producers.count = {} shards: each shard owns its queues, and shard {i} would have no \
-                     producer to fill them",
-                    self.producers.count
-                )));
-            }
-            if p == 0 && c == 0 {
-                return Err(refuse(format!(
-                    "at most consumers.count = {} shards: shard {i} would have nothing to do",
-                    self.consumers.count
-                )));
+            if shards(produces) > total && total > 0 {
+                return Err(refuse(
+                    flag,
+                    found,
+                    format!("at most {what}.count = {total} shards running {what}: one would get none"),
+                ));
             }
         }
-        let producers = range(self.producers.count);
-        let consumers = range(self.consumers.count);
-        let prefix = queue_prefix(index);
-        let queues: Vec<String> = self.queues.iter().map(|q| format!("{prefix}{q}")).collect();
+        for i in 0..count {
+            let (p, c) = (part(i, producers_total, true).1, part(i, consumers_total, false).1);
+            if layout.mode == QueueMode::Sharded && p > 0 && c == 0 && consumers_total > 0 {
+                return Err(refuse(
+                    flag,
+                    found,
+                    format!(
+                        "at most consumers.count = {consumers_total} shards: each shard owns its queues, and shard {i} \
+                         would have producers but no consumer to drain them"
+                    ),
+                ));
+            }
+            if p == 0 && c == 0 {
+                return Err(refuse(flag, found, format!("a task for every shard: shard {i} would have nothing to do")));
+            }
+        }
+        let range = |total: u32, produces: bool| {
+            let (first, count) = part(index, total, produces);
+            TaskRange { first, count, total }
+        };
+        let producers = range(producers_total, true);
+        let consumers = range(consumers_total, false);
+        let queues: Vec<String> = match layout.mode {
+            QueueMode::Sharded => self.queues.iter().map(|q| format!("{}{q}", queue_prefix(index))).collect(),
+            QueueMode::Shared => self.queues.clone(),
+        };
         if let Some(long) = queues.iter().find(|q| !is_valid_name(q)) {
-            return Err(refuse(format!("queue names of at most 64 bytes with the shard prefix: {long}")));
+            return Err(refuse(flag, found, format!("queue names of at most 64 bytes with the shard prefix: {long}")));
         }
         // Connections split as the tasks are, at least one for a shard with any task, never
         // more than its tasks.
-        let connections = |total: u32, tasks: u32| {
-            let (_, len) = share(u64::from(total), index, count);
-            (len as u32).clamp(u32::from(tasks > 0), tasks.max(1))
+        let connections = |total: u32, tasks: TaskRange, produces: bool| {
+            let (_, len) = part(index, total, produces);
+            len.clamp(u32::from(tasks.count > 0), tasks.count.max(1))
         };
         let mut plan = self;
         let fleet_producers = plan.producers.count.max(1);
@@ -127,12 +320,14 @@ impl Plan {
             }
             stop => stop,
         };
-        plan.producers.connections = connections(plan.producers.connections, producers.count);
-        plan.consumers.connections = connections(plan.consumers.connections, consumers.count);
+        plan.producers.connections = connections(plan.producers.connections, producers, true);
+        plan.consumers.connections = connections(plan.consumers.connections, consumers, false);
         plan.producers.count = producers.count;
         plan.consumers.count = consumers.count;
         plan.queues = queues;
-        plan.shard = Some(Shard { index, count, group: group.to_owned(), producers, consumers });
+        let maintainer = layout.roles.iter().position(|r| r.consumes).unwrap_or(0) as u32;
+        plan.shard =
+            Some(Shard { index, count, group: group.to_owned(), mode: layout.mode, maintainer, producers, consumers });
         Ok(plan)
     }
 
@@ -150,18 +345,52 @@ impl Plan {
         self.shard.as_ref().map_or(c, |shard| shard.consumers.first as usize + c)
     }
 
-    /// The seed of the run's job ids (their run tag): the scenario's seed, mixed with the
-    /// shard's index in a fleet so no two shards mint the same id.
-    pub fn id_seed(&self) -> u64 {
+    /// The queue mode of this process's fleet (`None` outside a fleet).
+    pub fn queue_mode(&self) -> Option<QueueMode> {
+        self.shard.as_ref().map(|s| s.mode)
+    }
+
+    /// True when the fleet's shards share their queues: the check and the cleanup are the
+    /// merge's.
+    pub fn shares_queues(&self) -> bool {
+        self.queue_mode() == Some(QueueMode::Shared)
+    }
+
+    /// True when this process runs the maintenance chores (reap, promote): always, except in
+    /// a `shared` fleet, where one shard does it for all.
+    pub fn runs_maintenance(&self) -> bool {
+        self.shard.as_ref().is_none_or(|s| s.mode == QueueMode::Sharded || s.index == s.maintainer)
+    }
+
+    /// Where this process's job numbers sit among its fleet's (see [`JobNumbers`]).
+    pub fn job_numbers(&self) -> JobNumbers {
         match &self.shard {
-            Some(shard) => self.seed ^ (u64::from(shard.index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            None => self.seed,
+            Some(shard) if shard.mode == QueueMode::Shared => {
+                JobNumbers { stride: u64::from(shard.count), offset: u64::from(shard.index) }
+            }
+            _ => JobNumbers { stride: 1, offset: 0 },
         }
     }
 
-    /// The prefix of generated queue names (`bench-N` on a cluster): the shard's, else none.
+    /// The seed of the run's job ids (their run tag): the scenario's seed, mixed with the
+    /// shard's index in a `sharded` fleet so no two shards mint the same id. A `shared`
+    /// fleet's shards keep one run tag (their job numbers differ).
+    pub fn id_seed(&self) -> u64 {
+        match &self.shard {
+            Some(shard) if shard.mode == QueueMode::Sharded => {
+                self.seed ^ (u64::from(shard.index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            }
+            _ => self.seed,
+        }
+    }
+
+    /// The prefix of generated queue names (`bench-N` on a cluster): a `sharded` fleet's
+    /// shard's, else none.
     pub fn queue_prefix(&self) -> String {
-        self.shard.as_ref().map(|s| queue_prefix(s.index)).unwrap_or_default()
+        match &self.shard {
+            Some(shard) if shard.mode == QueueMode::Sharded => queue_prefix(shard.index),
+            _ => String::new(),
+        }
     }
 
     /// True when the scenario names its queues by count (`queues = N`), so a cluster may
@@ -254,5 +483,42 @@ mod tests {
         let err = whole.clone().for_shard(0, 3, "g").unwrap_err().to_string();
         assert!(err.contains("--shards = 3") && err.contains("at most consumers.count = 2"), "{err}");
         assert!(whole.for_shard(0, 2, "g").is_ok());
+    }
+
+    /// A `shared` fleet's shards interleave their job numbers: no two shards mint the same
+    /// one, each shard's numbers increase, and the issued bound covers every number used.
+    #[test]
+    fn shared_job_numbers_interleave_and_never_collide() {
+        for count in [1u64, 2, 3, 7, 64] {
+            let mut seen = std::collections::HashSet::new();
+            for index in 0..count {
+                let numbers = JobNumbers { stride: count, offset: index };
+                let globals: Vec<u64> = (0..500).map(|local| numbers.global(local)).collect();
+                assert!(globals.windows(2).all(|w| w[0] < w[1]), "increasing on shard {index} of {count}");
+                assert!(globals.iter().all(|g| seen.insert(*g)), "shard {index} of {count} repeats a number");
+                assert!(numbers.issued_bound(500) > *globals.last().unwrap());
+                let last = numbers.global(numbers.local_limit() - 1);
+                assert!(last < u64::from(u32::MAX), "{last} fits a job number below the unknown-job mark");
+            }
+        }
+    }
+
+    /// `shared` queues with `p,c,c`: the producers all on shard 0, the consumers split over 1
+    /// and 2, one set of queue names and one run tag, the chores on shard 1 only.
+    #[test]
+    fn a_shared_fleet_splits_by_role() {
+        let whole = plan("[producers]\ncount = 3\n[consumers]\ncount = 4\n");
+        let roles = ["p", "c", "c"].map(|r| ShardRole::from_name(r).unwrap()).to_vec();
+        let layout = FleetLayout { count: 3, mode: QueueMode::Shared, roles };
+        let parts: Vec<Plan> = (0..3).map(|i| whole.clone().for_fleet_shard(i, "g", &layout).unwrap()).collect();
+        let counts: Vec<(u32, u32)> = parts.iter().map(|p| (p.producers.count, p.consumers.count)).collect();
+        assert_eq!(counts, [(3, 0), (0, 2), (0, 2)]);
+        assert!(parts.iter().all(|p| p.queues == whole.queues && p.id_seed() == whole.seed));
+        let chores: Vec<bool> = parts.iter().map(Plan::runs_maintenance).collect();
+        assert_eq!(chores, [false, true, false]);
+        assert_eq!(parts[2].consumer_index(0), 2);
+        let sharded = FleetLayout { mode: QueueMode::Sharded, ..layout };
+        let err = whole.for_fleet_shard(0, "g", &sharded).unwrap_err().to_string();
+        assert!(err.contains("--roles") && err.contains("--queue-mode shared"), "{err}");
     }
 }

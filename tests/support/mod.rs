@@ -125,6 +125,9 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         shard: None,
         group: None,
         barrier_timeout: emq_bench::cli::DEFAULT_BARRIER_TIMEOUT,
+        queue_mode: emq_bench::scenario::QueueMode::Sharded,
+        roles: None,
+        mixed_scripts: false,
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
     }
 }
@@ -263,4 +266,44 @@ pub fn assert_summary_round_trips(dir: &Path) {
     let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let read = emq_bench::report::run_summary::RunSummary::read(&path).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(serde_json::to_value(&read).unwrap(), written, "summary.json round trip through RunSummary");
+}
+
+/// The fencing soak, retuned so that every zombie lands while another worker holds its job,
+/// written to `dir/held-zombie-soak.toml`.
+///
+/// In the shipped soak most zombies find their job already completed again (work is mostly
+/// 0 ms), so their refusal is EMQSTATE, which a fence-less `complete.lua` still returns; only
+/// the few that hit a re-claimed, still active job prove the fence. A test cannot rest on a few:
+/// here a stall's lease expires at 50 ms, the reaper (every 10 ms) and a free consumer re-claim
+/// the job by ~61 ms, the new holder works 30 ms (until ~80 ms), and the zombie comes at 70 ms.
+#[allow(dead_code)] // not every test file that includes support uses it
+pub fn held_zombie_soak(dir: &Path) -> PathBuf {
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml");
+    let mut soak: toml::Table = std::fs::read_to_string(shipped).unwrap().parse().unwrap();
+    let consumers = soak["consumers"].as_table_mut().unwrap();
+    for (field, value) in [
+        ("work", toml::Value::from("30ms")),
+        ("batch", 1.into()), // the zombie's clock starts at its claim, not behind batch-mates
+        ("stall", 0.1.into()),
+        ("zombie", 1.0.into()),
+        ("zombie_delay", "70ms".into()),
+    ] {
+        assert!(consumers.insert(field.into(), value).is_some(), "fencing-soak.toml lost consumers.{field}");
+    }
+    // 8 consumer lanes at ~32 ms a job serve ~250 jobs/s: 150/s keeps a lane free to re-claim.
+    soak["producers"].as_table_mut().unwrap().insert("rate".into(), 150.0.into());
+    let path = dir.join("held-zombie-soak.toml");
+    std::fs::write(&path, toml::to_string(&soak).unwrap()).unwrap();
+    path
+}
+
+/// A copy of the project's `lua/` under `dir/name` whose `complete.lua` has lost its fence
+/// check: a stale worker's completion is accepted (I6).
+#[allow(dead_code)] // not every test file that includes support uses it
+pub fn fenceless_lua(dir: &Path, name: &str) -> PathBuf {
+    let fence = "if attempts ~= token then";
+    lua_copy(dir, name, "complete", |source| {
+        assert!(source.contains(fence), "the fence check moved; update this test");
+        source.replace(fence, "if false then")
+    })
 }

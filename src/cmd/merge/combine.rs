@@ -161,6 +161,11 @@ fn sum_counters<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, u64>>) -> BT
     out
 }
 
+/// True when the shard ran consumers.
+fn has_consumers(summary: &RunSummary) -> bool {
+    summary.shard.as_ref().is_some_and(|r| r.consumers[1] > 0)
+}
+
 /// The fleet's shard table, its missing indices and its start spread.
 fn fleet(shards: &[ShardFolder], group: &str, count: u32) -> FleetRecord {
     let rows: Vec<ShardRow> = shards
@@ -235,7 +240,12 @@ pub(super) fn merge_shards(
     let mut target = first.target.clone();
     for s in all.iter().skip(1) {
         for (node, other) in target.topology.nodes.iter_mut().zip(&s.target.topology.nodes) {
-            node.queues.extend(other.queues.iter().cloned());
+            // A `shared` fleet's shards name the same queues.
+            for queue in &other.queues {
+                if !node.queues.contains(queue) {
+                    node.queues.push(queue.clone());
+                }
+            }
         }
     }
     let interrupted: Vec<String> = all
@@ -247,6 +257,7 @@ pub(super) fn merge_shards(
         })
         .collect();
     let fleet = fleet(shards, group, count);
+    let shared = first.shard.as_ref().is_some_and(|r| r.queues == crate::scenario::QueueMode::Shared.name());
     RunSummary {
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
@@ -262,7 +273,11 @@ pub(super) fn merge_shards(
         keys: Some(keys(shards, &fleet)),
         verdict: None,
         write_errors: Vec::new(),
-        drained: all.iter().all(|s| s.drained),
+        // A shard without consumers has nothing to drain (`shared` mode's producer shards).
+        drained: match all.iter().any(|s| has_consumers(s)) {
+            true => all.iter().filter(|s| has_consumers(s)).all(|s| s.drained),
+            false => all.iter().all(|s| s.drained),
+        },
         measured_secs: all.iter().map(|s| s.measured_secs).fold(0.0, f64::max),
         warmup_secs: first.warmup_secs,
         target,
@@ -277,7 +292,15 @@ pub(super) fn merge_shards(
         jobs,
         jobs_measured: sum_counters(all.iter().map(|s| &s.jobs_measured)),
         producers: producers(&all, plan),
-        depths_end: depths(&all),
+        depths_end: match shared {
+            // Every shard read the same queues at its end: the last reading is the fleet's.
+            true => all
+                .iter()
+                .filter_map(|s| s.depths_end.map(|d| (s.ended.clone(), d)))
+                .max_by(|a, b| a.0.cmp(&b.0))
+                .map(|(_, d)| d),
+            false => depths(&all),
+        },
         harness: harness(&all),
         check: check(&all),
         history_bytes_per_job: (enqueued > 0.0 && history_bytes > 0.0).then(|| history_bytes / enqueued),

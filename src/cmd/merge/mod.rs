@@ -4,13 +4,18 @@
 //! added (HdrHistogram's own `add`; shards of different precision are refused), so a merged
 //! percentile is the percentile of every shard's values together, never an average of
 //! percentiles; counters are summed; the thresholds and the default gates are judged on the
-//! merged figures only. Each shard owns its queues (`sharded` mode), so the invariants, which
+//! merged figures only. In `sharded` mode each shard owns its queues, so the invariants, which
 //! hold per job, hold over the fleet when they hold in every shard: the fleet's check is the
-//! union of the shards' checks. A missing shard, an interrupted one or one whose check did not
-//! run makes the verdict fail (exit 1): a partial fleet never passes.
+//! union of the shards' checks. In `shared` mode the merge runs the one check itself, over the
+//! union of the shards' histories ([`shared`]), and then deletes the keys; it needs the
+//! server (`--url`). A missing shard, an interrupted one or one whose check did not run makes
+//! the verdict fail (exit 1): a partial fleet never passes.
 
 mod combine;
 mod series;
+mod shared;
+
+pub use shared::FleetTarget;
 
 use super::session::judge::{self, CheckFate, Facts, Rules};
 use super::Outcome;
@@ -20,7 +25,8 @@ use crate::report::fleet::FleetRecord;
 use crate::report::hlog::{read_log, write_entries};
 use crate::report::run_summary::{RunSummary, SUMMARY_FILE};
 use crate::report::{write_json, write_scripts_csv};
-use crate::verdict::{Finding, FindingKind, Verdict};
+use crate::scenario::QueueMode;
+use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
 use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -234,7 +240,15 @@ fn fleet_findings(shards: &[ShardFolder], fleet: &FleetRecord, unreadable: &[Str
 /// different fleets (group, size, `t0` or configuration), the same index twice, histograms of
 /// different precision, an `--out` holding results; [`AppError::Report`] / [`AppError::Io`]
 /// (exit 1) when the merged folder cannot be written.
-pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
+pub async fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
+    let target = args.url.clone().map(|url| FleetTarget { url, flags: args.target.flags() });
+    merge_with(args, target).await
+}
+
+/// [`merge`], reaching the server (a `shared` fleet's check) at `target`.
+///
+/// Errors: as [`merge`].
+pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<MergeResult, AppError> {
     let dirs = shard_dirs(&args.dirs)?;
     if args.out.join(SUMMARY_FILE).exists() {
         return Err(AppError::Usage(format!(
@@ -252,11 +266,46 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
     let fleet = summary.fleet.clone().expect("merge_shards sets it");
     let mut findings = fleet_findings(&shards, &fleet, &unreadable);
     summary.thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &summary.scripts);
-    let check = match &summary.check {
-        Some(union) => CheckFate::Ran { violations: union.violations_total },
-        // Each shard without a check has its finding above.
-        None => CheckFate::Skipped,
+    // A `shared` fleet's check: the merge's own, over every shard's history.
+    let shared = record.queues == QueueMode::Shared.name();
+    let mut fleet_check = None;
+    let check = if shared {
+        let checked = match &target {
+            None => Err(format!(
+                "fleet {}'s queues are shared: its check runs at the merge, over every shard's history, and needs                  the server: emq-bench merge ... --url URL (the keys stay on the server until then)",
+                record.group
+            )),
+            Some(target) => match shared::union_history(&shards) {
+                Ok((history, streams)) => {
+                    shared::check_shared(&history, &streams, target, &record.group, &args.out).await
+                }
+                Err(err) => Err(err),
+            },
+        };
+        match checked {
+            Ok(checked) => {
+                let outcome = &checked.outcome;
+                summary.check = Some(outcome.summary(true));
+                summary
+                    .jobs
+                    .insert(crate::metrics::JobCounter::FailedByStall.name().to_string(), outcome.failed_by_stall);
+                crate::report::write_json(&args.out.join(crate::check::report::INVARIANTS_FILE), &outcome.report)?;
+                let violations = outcome.report.violations_total;
+                fleet_check = Some(checked);
+                CheckFate::Ran { violations }
+            }
+            Err(reason) => CheckFate::NotRun(reason),
+        }
+    } else {
+        match &summary.check {
+            Some(union) => CheckFate::Ran { violations: union.violations_total },
+            // Each shard without a check has its finding above.
+            None => CheckFate::Skipped,
+        }
     };
+    if shared {
+        summary.keys = Some(shared_keys(&shards, &fleet, fleet_check.is_some()));
+    }
     let facts = Facts {
         interrupted: None,
         scripts: summary.scripts.clone(),
@@ -275,11 +324,51 @@ pub fn merge(args: MergeArgs) -> Result<MergeResult, AppError> {
     summary.verdict = Some(verdict.clone());
     let dirs: Vec<&Path> = shards.iter().map(|s| s.dir.as_path()).collect();
     let start = humantime::parse_rfc3339(&summary.started).unwrap_or(std::time::UNIX_EPOCH);
-    summary.target.unavailable.extend(series::merge_series(&dirs, &args.out, start)?);
+    summary.target.unavailable.extend(series::merge_series(&dirs, &args.out, start, shared)?);
     write_merged(&args.out, &summary, &histograms, &fleet)?;
+    let mut verdict = verdict;
+    if let Some(checked) = fleet_check {
+        // The folder is written: the keys are no longer the only evidence.
+        if summary.keys == Some(KeysFate::Deleted) {
+            if let Err(err) = shared::delete_keys(&checked).await {
+                summary.keys = Some(KeysFate::Kept(KeptBecause::DeletionFailed(err.clone())));
+                let mut findings = verdict.findings.clone();
+                findings.push(Finding::new(FindingKind::CleanupFailed, format!("the fleet's keys: {err}")));
+                verdict = Verdict::of(findings);
+                summary.verdict = Some(verdict.clone());
+                write_json(&args.out.join(SUMMARY_FILE), &summary).map_err(AppError::Report)?;
+            }
+        }
+        checked.lock.release().await;
+    }
     let table = table(&summary, &fleet, &args.out);
     let outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
     Ok(MergeResult { dir: args.out, summary, table, outcome, failures: verdict.lines() })
+}
+
+/// What becomes of a `shared` fleet's keys: deleted once its check ran, every shard is there
+/// and complete, and none kept them for a reason of its own (`--keep`, an abort, a lost lock).
+fn shared_keys(shards: &[ShardFolder], fleet: &FleetRecord, checked: bool) -> KeysFate {
+    let mut kept: Vec<String> = shards
+        .iter()
+        .filter_map(|s| {
+            let index = s.index();
+            match (&s.summary.keys, s.done) {
+                (Some(KeysFate::Kept(KeptBecause::FleetCheck)), true) => None,
+                (Some(KeysFate::Kept(why)), true) => Some(format!("shard {index}: {why}")),
+                (_, false) => Some(format!("shard {index}: its folder is incomplete")),
+                (_, true) => Some(format!("shard {index}: its summary does not say it kept them for the fleet")),
+            }
+        })
+        .collect();
+    kept.extend(fleet.missing.iter().map(|i| format!("shard {i}: missing")));
+    if !checked {
+        kept.push("the fleet's check did not run".to_string());
+    }
+    match kept.is_empty() {
+        true => KeysFate::Deleted,
+        false => KeysFate::Kept(KeptBecause::Other(kept.join("; "))),
+    }
 }
 
 /// The marker a shard writes into its folder once the folder is complete.
@@ -293,7 +382,11 @@ const MERGE_CLAIM: &str = "merge.claim";
 /// volume (a Kubernetes PVC) the last pod to finish merges.
 ///
 /// Errors: as [`merge`]; the marker not written is [`AppError::Io`].
-pub fn merge_when_complete(shard_dir: &Path, shards: u32) -> Option<Result<MergeResult, AppError>> {
+pub async fn merge_when_complete(
+    shard_dir: &Path,
+    shards: u32,
+    target: FleetTarget,
+) -> Option<Result<MergeResult, AppError>> {
     let fleet = shard_dir.parent()?;
     if let Err(source) = std::fs::write(shard_dir.join(SHARD_DONE), b"") {
         return Some(Err(AppError::Io { path: shard_dir.join(SHARD_DONE).display().to_string(), source }));
@@ -308,7 +401,14 @@ pub fn merge_when_complete(shard_dir: &Path, shards: u32) -> Option<Result<Merge
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return None,
         Err(source) => return Some(Err(AppError::Io { path: fleet.join(MERGE_CLAIM).display().to_string(), source })),
     }
-    Some(merge(MergeArgs { dirs: vec![fleet.to_path_buf()], out: fleet.join("merged"), json: false }))
+    let args = MergeArgs {
+        dirs: vec![fleet.to_path_buf()],
+        out: fleet.join("merged"),
+        json: false,
+        url: None,
+        target: Default::default(),
+    };
+    Some(merge_with(args, Some(target)).await)
 }
 
 /// Findings a shard's end made that the merged figures cannot make again.
@@ -403,8 +503,12 @@ fn table(summary: &RunSummary, fleet: &FleetRecord, dir: &Path) -> String {
     let jobs = super::session::render::jobs_array(&summary.jobs);
     out.push_str(&crate::report::format_table(&summary.scripts, &jobs, summary.warmup_secs));
     if let Some(check) = &summary.check {
+        let how = match fleet.merged.first().is_some_and(|r| r.shard.queues == QueueMode::Shared.name()) {
+            true => "the fleet's check over every shard's history",
+            false => "union of the shards' checks",
+        };
         out.push_str(&format!(
-            "invariants (union of the shards' checks): {} jobs checked, {} violation(s)\n",
+            "invariants ({how}): {} jobs checked, {} violation(s)\n",
             check.checked_jobs, check.violations_total
         ));
     }

@@ -13,6 +13,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+/// Per second and script of intervals.csv: (ok, errors, ops/s, faults).
+type IntervalSums = BTreeMap<(u64, String), (u64, u64, f64, Vec<String>)>;
+/// Per second of queue.csv: (shards that reported it, the depths with `None` once any shard
+/// lacked one, the counters).
+type QueueSums = BTreeMap<u64, (usize, [Option<u64>; 5], [u64; 4])>;
+
 /// One row of a shard's intervals.csv (the columns the fleet adds up).
 #[derive(Debug, Deserialize)]
 struct IntervalRow {
@@ -35,12 +41,13 @@ fn rows<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, AppError> {
 }
 
 /// Writes the fleet's `latency.hlog`, `intervals.csv` and `queue.csv` into `out` from the
-/// shards' folders `dirs`, its time base `start` (the earliest shard's start). A file that
+/// shards' folders `dirs`, its time base `start` (the earliest shard's start); `shared` when
+/// the shards drove the same queues (their depths are one reading, not a sum). A file that
 /// no shard has is not written (report.html says it is missing); one that some shards lack is
 /// named in the returned notes, and the sums are of the shards that have it.
 ///
 /// Errors: a shard's file that is there but does not read, or a merged file not written.
-pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec<String>, AppError> {
+pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool) -> Result<Vec<String>, AppError> {
     let mut notes = Vec::new();
     let present = |name: &str, notes: &mut Vec<String>| -> Vec<std::path::PathBuf> {
         let (have, lack): (Vec<_>, Vec<_>) = dirs.iter().map(|d| d.join(name)).partition(|p| p.is_file());
@@ -82,7 +89,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
     if !interval_files.is_empty() {
         // (ok, errors, ops/s, faults): each shard's ops/s is over its own interval's length (its last one
         // shorter than a second), so their sum is the fleet's rate in that second.
-        let mut sums: BTreeMap<(u64, String), (u64, u64, f64, Vec<String>)> = BTreeMap::new();
+        let mut sums = IntervalSums::new();
         for path in interval_files {
             for r in rows::<IntervalRow>(&path)? {
                 let entry = sums.entry((r.t_s, r.script)).or_default();
@@ -117,14 +124,15 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime) -> Result<Vec
     let queue_files = present("queue.csv", &mut notes);
     if !queue_files.is_empty() {
         let shards = queue_files.len();
-        // Per second: (shards that reported it, depth sums with None once any shard lacked it, counters).
-        let mut sums: BTreeMap<u64, (usize, [Option<u64>; 5], [u64; 4])> = BTreeMap::new();
+        let mut sums = QueueSums::new();
         for path in queue_files {
             for r in rows::<QueueRow>(&path)? {
                 let entry = sums.entry(r.t_s).or_insert((0, [Some(0); 5], [0; 4]));
                 entry.0 += 1;
                 for (sum, v) in entry.1.iter_mut().zip([r.pending, r.active, r.delayed, r.completed, r.failed]) {
-                    *sum = sum.zip(v).map(|(a, b)| a + b);
+                    // Shards of a `shared` fleet read the same queues: the deepest reading
+                    // of the second, not a sum that counts every job once per shard.
+                    *sum = sum.zip(v).map(|(a, b)| if shared { a.max(b) } else { a + b });
                 }
                 for (sum, v) in entry.2.iter_mut().zip([r.enqueued, r.completed_calls, r.reaped, r.stale_refused]) {
                     *sum += v;

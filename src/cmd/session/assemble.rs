@@ -212,7 +212,7 @@ pub(super) fn shard_record(
         group: shard.group.clone(),
         index: shard.index,
         shards: shard.count,
-        queues: "sharded".into(),
+        queues: shard.mode.name().into(),
         producers: range(&shard.producers),
         consumers: range(&shard.consumers),
         t0_unix_ms: t0,

@@ -237,8 +237,7 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     for error in &facts.write_errors {
         say(FindingKind::WriteError, format!("results folder incomplete: {error}"));
     }
-    let kept_for_a_look =
-        matches!(&facts.keys, Some(KeysFate::Kept(why)) if !matches!(why, KeptBecause::DeletionFailed(_)));
+    let kept_for_a_look = matches!(&facts.keys, Some(KeysFate::Kept(why)) if !matches!(why, KeptBecause::DeletionFailed(_) | KeptBecause::FleetCheck));
     if kept_for_a_look && !rules.keep {
         let hint = &facts.kept_hint;
         say(

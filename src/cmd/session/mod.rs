@@ -17,7 +17,7 @@ pub use options::RunOptions;
 use super::Outcome;
 use crate::error::AppError;
 use crate::faults::Nemesis;
-use crate::load::coordinator::{drive, DriveOptions};
+use crate::load::coordinator::{drive, DriveOptions, FleetDrain};
 use crate::load::stop::StopSignal;
 use crate::metrics::{JobCounter, RunMetrics};
 use crate::net::{Connector, Endpoint, Topology};
@@ -130,11 +130,15 @@ impl Session {
         for keys in &queues {
             topology.nodes[plane.node_of(keys)].queues.push(keys.queue.to_string());
         }
-        let run_id = format!(
-            "emq-bench pid {} since {}",
-            std::process::id(),
-            humantime::format_rfc3339_seconds(SystemTime::now())
-        );
+        // A `shared` fleet's shards hold the queues' lock together, under the fleet's id.
+        let run_id = match &options.fleet {
+            Some(fleet) if plan.shares_queues() => plane::lock::fleet_run_id(&fleet.barrier.group),
+            _ => format!(
+                "emq-bench pid {} since {}",
+                std::process::id(),
+                humantime::format_rfc3339_seconds(SystemTime::now())
+            ),
+        };
         let lock = RunLock::acquire(&plane, &queues, &run_id).await?;
         // A shard arriving after its fleet started is refused before --force deletes anything:
         // the keys it would delete are the evidence of the shard it replaces.
@@ -183,7 +187,9 @@ impl Session {
     /// which may be the very thing that does not answer.
     pub async fn close(mut self, stop: &StopSignal) {
         if let Some(lock) = self.lock.take() {
-            if !stop.is_aborted() {
+            // A `shared` fleet's lock is the fleet's: the merge, which checks and deletes the
+            // keys, releases it (else it expires).
+            if !stop.is_aborted() && !self.options.plan.shares_queues() {
                 lock.release().await;
             }
         }
@@ -229,8 +235,10 @@ impl Session {
                 // Shards that run other scripts must not be merged as one fleet: the scripts'
                 // SHA-1s join the configuration every shard must agree on.
                 let mut me = fleet.barrier.clone();
-                let shas: Vec<&str> = registry.scripts().iter().map(|s| registry.sha(*s)).collect();
-                me.config = format!("{}-{:08x}", me.config, crc32fast::hash(shas.join(",").as_bytes()));
+                if !fleet.mixed_scripts {
+                    let shas: Vec<&str> = registry.scripts().iter().map(|s| registry.sha(*s)).collect();
+                    me.config = format!("{}-{:08x}", me.config, crc32fast::hash(shas.join(",").as_bytes()));
+                }
                 let say = |line: &str| eprintln!("emq-bench: {line}");
                 match plane::barrier::wait(&self.plane, &me, stop.stopped(), say).await {
                     Ok(Some(start)) => Some((start, me.config)),
@@ -260,6 +268,16 @@ impl Session {
             give_up: opts.give_up,
             nemesis: self.nemesis.clone(),
             start_at: fleet_start.as_ref().map(|(start, _)| start.local_t0()),
+            fleet_drain: match (&plan.shard, &fleet_start) {
+                (Some(shard), Some((start, _))) if plan.shares_queues() => Some(FleetDrain {
+                    group: shard.group.clone(),
+                    t0_ms: start.t0_ms,
+                    index: shard.index,
+                    produces: shard.producers.count > 0,
+                    producing_shards: opts.fleet.as_ref().map_or(1, |f| f.producing_shards),
+                }),
+                _ => None,
+            },
         };
         let driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
@@ -313,8 +331,10 @@ impl Session {
                 .collect(),
         };
         let header = observe::history_header(&plan, &driven);
+        // A `shared` fleet's check needs every shard's history: the merge runs it.
+        let no_check = !opts.check || plan.shares_queues();
         let checked =
-            match stop.unless_aborted(observe::check_run(&header, &driven, &self.plane, &queues, !opts.check)).await {
+            match stop.unless_aborted(observe::check_run(&header, &driven, &self.plane, &queues, no_check)).await {
                 Some(checked) => checked,
                 None => Err("the run was aborted".to_string()),
             };
@@ -330,6 +350,8 @@ impl Session {
         let lost = self.lock.as_ref().map(RunLock::lost).unwrap_or_default();
         let keys = if keep {
             KeysFate::Kept(KeptBecause::Keep)
+        } else if plan.shares_queues() {
+            KeysFate::Kept(KeptBecause::FleetCheck)
         } else if aborted {
             KeysFate::Kept(KeptBecause::Aborted)
         } else if driven.depths.is_none() {

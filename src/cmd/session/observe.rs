@@ -23,6 +23,7 @@ pub(super) fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
         max_attempts: plan.producers.max_attempts,
         must_finish: plan.consumers.count > 0 && driven.interrupted.is_none(),
         protocol: plan.protocol,
+        stream_shards: Vec::new(),
     }
 }
 

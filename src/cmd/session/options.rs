@@ -62,6 +62,10 @@ pub struct RunOptions {
 pub struct FleetOptions {
     /// Where it waits for the others.
     pub barrier: crate::plane::barrier::Arrival,
+    /// `--mixed-scripts`: the scripts' SHA-1s stay out of the configuration the shards agree on.
+    pub mixed_scripts: bool,
+    /// How many of the fleet's shards run producers (`--roles`).
+    pub producing_shards: u32,
 }
 
 /// `t0` is this long after the last shard arrives: time for every shard to read it (they poll
@@ -71,12 +75,16 @@ pub const START_MARGIN: Duration = Duration::from_secs(2);
 /// What every shard of a fleet must agree on, hashed: the scenario as resolved (its password
 /// masked), the fleet's size, the emq-bench version, the target's host and port, the timeout,
 /// the transport and whether the check runs (the scripts' SHA-1s join it once they are read). Two CRC-32s of different seeds: a check against a mistake, not an attack.
-fn fleet_config(plan: &Plan, shards: u32, url: &str, args: &RunArgs) -> String {
+fn fleet_config(plan: &Plan, layout: &crate::scenario::FleetLayout, url: &str, args: &RunArgs) -> String {
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
     let text = format!(
-        "{}|{shards}|{}|{}|{:?}|{:?}|check {}",
+        "{}|{}|{}|{}|mixed scripts {}|{}|{}|{:?}|{:?}|check {}",
         serde_json::to_string(&scenario).unwrap_or_default(),
+        layout.count,
+        layout.mode.name(),
+        layout.roles_text(),
+        args.mixed_scripts,
         env!("CARGO_PKG_VERSION"),
         crate::scenario::redact_url(url),
         args.timeout,
@@ -91,11 +99,19 @@ fn fleet_config(plan: &Plan, shards: u32, url: &str, args: &RunArgs) -> String {
 /// Resolves `--shards`, `--shard` and `--group`: `None` for one process, else the shard's plan
 /// and its place at the barrier.
 fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan, Option<FleetOptions>), AppError> {
-    if args.shards <= 1 {
-        return Ok((plan, None));
-    }
     let scenario = args.scenario.display();
     let usage = |message: String| AppError::Usage(format!("{scenario}: {message}"));
+    if args.shards <= 1 {
+        let fleet_only = [
+            (args.queue_mode == crate::scenario::QueueMode::Shared, "--queue-mode shared"),
+            (args.roles.is_some(), "--roles"),
+            (args.mixed_scripts, "--mixed-scripts"),
+        ];
+        if let Some((_, flag)) = fleet_only.iter().find(|(given, _)| *given) {
+            return Err(usage(format!("{flag}: a fleet's flag; expected --shards N (N > 1) with it")));
+        }
+        return Ok((plan, None));
+    }
     let Some(url) = url else {
         return Err(usage(format!(
             "--shards {}: a fleet needs --url (or [target] url): every shard must drive the same server, and \
@@ -125,8 +141,12 @@ fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan,
     if !crate::scenario::validate::is_valid_name(&group) {
         return Err(usage(format!("--group {group:?}: expected 1-64 bytes of [A-Za-z0-9_.-]")));
     }
-    let config = fleet_config(&plan, args.shards, url, args);
-    let plan = plan.for_shard(index, args.shards, &group)?;
+    let mut layout = crate::scenario::FleetLayout::new(args.shards, args.queue_mode);
+    if let Some(roles) = &args.roles {
+        layout.roles = roles.0.clone();
+    }
+    let config = fleet_config(&plan, &layout, url, args);
+    let plan = plan.for_fleet_shard(index, &group, &layout)?;
     let barrier = crate::plane::barrier::Arrival {
         group,
         index,
@@ -135,7 +155,8 @@ fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan,
         margin: START_MARGIN,
         timeout: args.barrier_timeout,
     };
-    Ok((plan, Some(FleetOptions { barrier })))
+    let producing_shards = layout.roles.iter().filter(|r| r.produces).count() as u32;
+    Ok((plan, Some(FleetOptions { barrier, mixed_scripts: args.mixed_scripts, producing_shards })))
 }
 
 impl RunOptions {

@@ -1,0 +1,156 @@
+//! The check of a `shared` fleet, run by its merge: every shard drove the same queues, so no
+//! shard's history alone says what happened to a job (its claim may be on one machine, its
+//! completion on another). The shards' histories join into one, on the server's clock; the
+//! invariants I1–I8 are checked once against it and the server's final state; then the keys
+//! are deleted and the fleet's run lock released.
+//!
+//! Times: each shard's events count µs from its own start, which it measured against the
+//! server's clock (`start_offset_ms`, good to its `clock_uncertainty_ms`). Adding the offset
+//! puts every event on one axis, µs since the fleet's `t0`. The check needs order only within
+//! one job's events; two events of one job on different shards closer than the shards'
+//! clock uncertainties may be ordered either way, and the check judges what the server kept
+//! (tokens, states), not which machine was first.
+
+use super::ShardFolder;
+use crate::check::{self, CheckOutcome};
+use crate::history::{self, History, HistoryBuf, HistoryHeader, Kind};
+use crate::net::{Connector, Endpoint, TargetFlags};
+use crate::plane::{self, Plane, Route, RunLock};
+use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
+use crate::scenario::JobNumbers;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Where the merge reaches the fleet's server: `merge --url` with its flags, or the last
+/// shard's own target when it merges.
+#[derive(Debug, Clone)]
+pub struct FleetTarget {
+    /// The server's URL (any node of a cluster).
+    pub url: String,
+    /// Authentication and TLS.
+    pub flags: TargetFlags,
+}
+
+/// What the fleet's check found, and the connection and lock its cleanup needs.
+pub(super) struct SharedCheck {
+    pub(super) outcome: CheckOutcome,
+    pub(super) plane: Plane,
+    pub(super) queues: Vec<QueueKeys>,
+    pub(super) lock: RunLock,
+}
+
+/// One reply may carry 100 000 set members; allow it time on a loaded machine.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The union of the shards' histories (each shard's `history.bin`), on the fleet's clock,
+/// with the header of the whole fleet; and its encoded streams (what the merged folder's
+/// `history.bin` holds).
+///
+/// Errors: a shard without a readable `history.bin`, or shards of different runs (run tag,
+/// queues or protocol), named.
+pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<u8>>), String> {
+    let mut header: Option<HistoryHeader> = None;
+    let (mut issued, mut drained, mut must_finish) = (0u64, true, false);
+    let mut consumer_shards = 0;
+    // Each shard's events encoded again (the offset moved every time) into streams of its
+    // own, so the merged file says which shard made each call.
+    let mut streams: Vec<Vec<u8>> = Vec::new();
+    let mut stream_shards: Vec<u16> = Vec::new();
+    let base = Instant::now();
+    for shard in shards {
+        let record = shard.summary.shard.as_ref().expect("read_fleet checks it");
+        let path = shard.dir.join("history.bin");
+        let (own, own_streams) = history::file::load(&path).map_err(|e| e.to_string())?;
+        let decoded = History::merge(own.clone(), &own_streams).map_err(|e| format!("{}: {e}", path.display()))?;
+        match &header {
+            None => header = Some(own.clone()),
+            Some(first) => {
+                let same = (first.run_tag, &first.queues, first.protocol) == (own.run_tag, &own.queues, own.protocol);
+                if !same {
+                    return Err(format!(
+                        "{}: another run's history (run tag, queues or protocol differ from the first shard's)",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        let numbers = JobNumbers { stride: u64::from(record.shards), offset: u64::from(record.index) };
+        issued = issued.max(numbers.issued_bound(own.issued));
+        if record.consumers[1] > 0 {
+            consumer_shards += 1;
+            drained &= own.drained;
+        }
+        must_finish |= own.must_finish;
+        let offset_us = (record.start_offset_ms * 1000.0).round() as i64;
+        let shift = |us: u64| (us as i64 + offset_us).max(0) as u64;
+        let mut buf = HistoryBuf::new(base);
+        for e in &decoded.events {
+            let (sent_us, done_us) = (shift(e.sent_us), shift(e.done_us));
+            let sent = base + Duration::from_micros(sent_us);
+            let id_ms = if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) { e.id_ms } else { 0 };
+            buf.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, id_ms, sent, done_us - sent_us);
+        }
+        for stream in buf.take() {
+            streams.push(stream);
+            stream_shards.push(record.index as u16);
+        }
+    }
+    let first = header.ok_or("no shard to merge")?;
+    let interrupted = shards.iter().any(|s| s.summary.interrupted);
+    let header = HistoryHeader {
+        issued,
+        drained: consumer_shards > 0 && drained,
+        must_finish: must_finish && !interrupted,
+        stream_shards,
+        ..first
+    };
+    let history = History::merge(header, &streams).map_err(|e| format!("the fleet's history: {e}"))?;
+    Ok((history, streams))
+}
+
+/// Checks the fleet's queues against `history` on `target`, holding the fleet's run lock
+/// (group `group`) while it reads; writes the fleet's `history.bin` into `out`.
+///
+/// Errors: why the check could not run (the server unreachable, the lock held by another
+/// run, the scan failing, the history not written).
+pub(super) async fn check_shared(
+    history: &History,
+    streams: &[Vec<u8>],
+    target: &FleetTarget,
+    group: &str,
+    out: &Path,
+) -> Result<SharedCheck, String> {
+    history::file::save(&out.join("history.bin"), &history.header, streams).map_err(|e| e.to_string())?;
+    let endpoint =
+        Endpoint::resolve(&target.url, &target.flags, |name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
+    let connector = Connector::new(endpoint).map_err(|e| e.to_string())?;
+    let opts = ConnectOptions { response_timeout: RESPONSE_TIMEOUT, client_name: None, ..ConnectOptions::default() };
+    let plane = Plane::open(&connector, opts).await.map_err(|e| e.to_string())?;
+    let queues = history
+        .header
+        .queues
+        .iter()
+        .map(|q| QueueName::new(q).map(|name| QueueKeys::for_protocol(name, history.header.protocol)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    // The shards' lease may still run (the same id joins it), else it is taken again: no other
+    // run may start on the queues between the fleet's end and its cleanup.
+    let lock = RunLock::acquire(&plane, &queues, &plane::lock::fleet_run_id(group)).await.map_err(|e| e.to_string())?;
+    match check::check(&plane, &queues, Some(history)).await {
+        Ok(outcome) => Ok(SharedCheck { outcome, plane, queues, lock }),
+        Err(err) => {
+            lock.release().await;
+            Err(err.to_string())
+        }
+    }
+}
+
+/// Deletes the fleet's keys; returns the first failure.
+pub(super) async fn delete_keys(checked: &SharedCheck) -> Result<(), String> {
+    for keys in &checked.queues {
+        plane::delete_queue(&mut checked.plane.conn_for(keys), keys)
+            .await
+            .map_err(|err| format!("queue {}: {err}", keys.queue))?;
+    }
+    Ok(())
+}
