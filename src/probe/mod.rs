@@ -21,9 +21,20 @@ use tokio::sync::watch;
 /// How often the server is sampled.
 pub const EVERY: Duration = Duration::from_secs(1);
 
+/// How the probe is told to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Not yet: sample on.
+    Running,
+    /// The run ended: finish the round in flight, then stop.
+    Finish,
+    /// The run was aborted: stop at once.
+    Abort,
+}
+
 /// The probe thread of one run; [`Probe::finish`] stops it and returns what it sampled.
 pub struct Probe {
-    stop: watch::Sender<bool>,
+    stop: watch::Sender<Ending>,
     thread: std::thread::JoinHandle<ServerSeries>,
 }
 
@@ -33,29 +44,32 @@ impl Probe {
     ///
     /// Panics when the OS cannot start a thread.
     pub fn start(plane: &Plane, every: Duration) -> Probe {
-        let (stop, stopped) = watch::channel(false);
+        let (stop, stopped) = watch::channel(Ending::Running);
         let plane = plane.clone();
         let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped));
         Probe { stop, thread }
     }
 
-    /// Stops the probe (after the call set in flight, if any) and returns its series.
-    pub async fn finish(self) -> ServerSeries {
-        let _ = self.stop.send(true);
+    /// Stops the probe and returns its series. The round of INFO calls in flight, if any,
+    /// completes (each call is bounded by the sampling interval), so the last second has a
+    /// row for every node; after an abort (`aborted`) it is cut short: an abort never waits on
+    /// the server.
+    pub async fn finish(self, aborted: bool) -> ServerSeries {
+        let _ = self.stop.send(if aborted { Ending::Abort } else { Ending::Finish });
         let thread = self.thread;
         tokio::task::spawn_blocking(move || thread.join()).await.ok().and_then(Result::ok).unwrap_or_default()
     }
 }
 
 /// The probe's loop: a first reading per node as the baseline, then one row per node per tick.
-async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<bool>) -> ServerSeries {
+async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<Ending>) -> ServerSeries {
     let mut series = ServerSeries::default();
     // Cut short by the stop: a server frozen while these connections open (a slow start on a
     // loaded machine puts the open late) would otherwise hold `finish`, and so the run's end,
     // for the connect and reply timeouts.
     let opened = tokio::select! {
         opened = plane.open_again() => opened,
-        _ = stopped.wait_for(|s| *s) => {
+        _ = stopped.wait_for(|s| *s != Ending::Running) => {
             series.note("the server was not sampled: the run ended before the probe's connections opened".into());
             return series;
         }
@@ -75,7 +89,7 @@ async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<bool
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stopped.wait_for(|s| *s) => break,
+            _ = stopped.wait_for(|s| *s != Ending::Running) => break,
         }
         let began = Instant::now();
         let t_s = epoch_secs(SystemTime::now());
@@ -93,10 +107,10 @@ async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<bool
             });
         }
         loop {
-            // The round is cut short by the stop too: `finish` never waits out an INFO.
+            // An abort cuts the round short: it never waits out an INFO.
             let done = tokio::select! {
                 done = calls.join_next() => done,
-                _ = stopped.wait_for(|s| *s) => None,
+                _ = stopped.wait_for(|s| *s == Ending::Abort) => None,
             };
             let Some(done) = done else { break };
             let Ok((index, at, reply)) = done else { continue };

@@ -288,7 +288,7 @@ impl Session {
             })
             .await;
         progress.finish();
-        let mut server = probe.finish().await;
+        let mut server = probe.finish(stop.is_aborted()).await;
         server.rebase(driven.metrics.start_wall);
         let zero = crate::probe::epoch_secs(driven.metrics.start_wall);
         depth_log.iter_mut().for_each(|d| d.t_s -= zero);
