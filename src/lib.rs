@@ -10,6 +10,8 @@
 //! - [`side_thread`]: a thread with a runtime of its own, for work beside the run.
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 //! - [`verdict`]: a run's typed end (verdict, findings, the keys' fate).
+//! - [`lua`]: the scripts' catalog (EchoMQ's and BullMQ's), protocols, outcome codes, built-in
+//!   sources.
 //! - [`net`]: endpoint, TLS, connector and stream, the control connection, slots, topology, INFO.
 //!
 //! The queue protocols and what they measure:
@@ -47,6 +49,7 @@ pub mod faults;
 pub mod history;
 pub mod html;
 pub mod load;
+pub mod lua;
 pub mod metrics;
 pub mod net;
 pub mod output;

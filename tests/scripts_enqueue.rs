@@ -2,7 +2,8 @@
 
 mod support;
 
-use emq_bench::protocol::{CallError, EnqueueReply, ErrorCode, JobIdGen, Script};
+use emq_bench::lua::{ErrorCode, Script};
+use emq_bench::protocol::{CallError, EnqueueReply, JobIdGen};
 use support::*;
 
 fn emq(result: Result<redis::Value, CallError>) -> ErrorCode {

@@ -3,10 +3,9 @@
 
 mod support;
 
+use emq_bench::lua::{ErrorCode, Script};
 use emq_bench::protocol::EchoClient;
-use emq_bench::protocol::{
-    CallError, CompleteReply, ErrorCode, FailArgs, FailReply, JobId, JobIdGen, QueueKeys, Script,
-};
+use emq_bench::protocol::{CallError, CompleteReply, FailArgs, FailReply, JobId, JobIdGen, QueueKeys};
 use std::time::Duration;
 use support::*;
 

@@ -5,8 +5,9 @@
 
 mod support;
 
+use emq_bench::lua::{ErrorCode, Protocol, Script};
 use emq_bench::net::Control;
-use emq_bench::protocol::{CallError, EchoClient, ErrorCode, JobId, JobIdGen, Protocol, QueueKeys, Script};
+use emq_bench::protocol::{CallError, EchoClient, JobId, JobIdGen, QueueKeys};
 use std::time::Duration;
 use support::*;
 

@@ -99,11 +99,11 @@ pub struct CheckArgs {
     /// The queues' protocol, whose keyspace is read: echomq-v1 or bullmq (default: the
     /// history's, else echomq-v1).
     #[arg(long, value_name = "NAME", value_parser = parse_protocol)]
-    pub protocol: Option<crate::protocol::Protocol>,
+    pub protocol: Option<crate::lua::Protocol>,
 }
 
-fn parse_protocol(name: &str) -> Result<crate::protocol::Protocol, String> {
-    crate::protocol::Protocol::from_name(name).ok_or_else(|| format!("{name:?}: expected echomq-v1 or bullmq"))
+fn parse_protocol(name: &str) -> Result<crate::lua::Protocol, String> {
+    crate::lua::Protocol::from_name(name).ok_or_else(|| format!("{name:?}: expected echomq-v1 or bullmq"))
 }
 
 /// `emq-bench run`.

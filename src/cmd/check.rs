@@ -8,9 +8,10 @@ use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
+use crate::lua::Protocol;
 use crate::net::{Connector, Endpoint};
 use crate::plane::{Plane, PlaneError};
-use crate::protocol::{ConnectOptions, Protocol, QueueKeys, QueueName};
+use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.

@@ -9,8 +9,9 @@ use crate::compare::verdict::{compare_metric, compare_paired, MetricComparison, 
 use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MIN_CALLS};
 use crate::error::AppError;
+use crate::lua::{Protocol, Script};
 use crate::net::{Connector, Control, Endpoint, TargetFlags};
-use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Protocol, Script, ScriptRegistry};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, ScriptRegistry};
 use crate::report::{write_atomic, ReportError};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;

@@ -24,10 +24,11 @@
 //! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
 
+use crate::lua::Script;
 use crate::net::info::info;
 use crate::net::Control;
 use crate::payload::PayloadPool;
-use crate::protocol::{CallError, EchoClient, FailArgs, JobIdGen, PipeConn, QueueKeys, QueueName, Script};
+use crate::protocol::{CallError, EchoClient, FailArgs, JobIdGen, PipeConn, QueueKeys, QueueName};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

@@ -40,7 +40,7 @@ pub struct HistoryHeader {
     /// The queue protocol the run drove (EchoMQ in older files): which of its calls are
     /// fenced, and how its failures retry.
     #[serde(default)]
-    pub protocol: crate::protocol::Protocol,
+    pub protocol: crate::lua::Protocol,
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.

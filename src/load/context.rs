@@ -3,9 +3,10 @@
 //! `RefCell`: no lock and no atomic read-modify-write on the per-request path.
 
 use crate::history::{HistoryBuf, Kind, Outcome};
+use crate::lua::Script;
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
 use crate::payload::PayloadPool;
-use crate::protocol::{CallError, Script};
+use crate::protocol::CallError;
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};

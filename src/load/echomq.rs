@@ -3,11 +3,12 @@
 use super::maintenance::Chore;
 use super::ops::{Driver, QueueOps, Verb};
 use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::lua::Script;
 use crate::protocol::{
     enqueue_reply, CallError, Claimed, CompleteReply, EchoClient, EnqueueFrames, EnqueueReply, FailArgs, FailReply,
     JobId,
 };
-use crate::protocol::{QueueKeys, Script, ScriptRegistry, Wire};
+use crate::protocol::{QueueKeys, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::rc::Rc;

@@ -12,12 +12,11 @@ use super::pacing::Schedule;
 use super::producer::{self, Producer};
 use super::routes::Routes;
 use crate::history::HistoryBuf;
+use crate::lua::Protocol;
 use crate::metrics::{JobCounter, MetricsSink, Recorder};
 use crate::net::{Connector, Control};
 use crate::payload::PayloadPool;
-use crate::protocol::{
-    CallError, ConnectOptions, EchoClient, PipeConn, Protocol, QueueKeys, ScriptRegistry, Transport, Wire,
-};
+use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, QueueKeys, ScriptRegistry, Transport, Wire};
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use super::{elapsed_us, interval_index, new_histogram, Flush, IntervalData, MetricsSink};
 use super::{CompactHistogram, IntervalRecord, IntervalScript, JobCounter, RunMetrics};
 use super::{ScriptTotals, INTERVAL_US};
-use crate::protocol::Script;
+use crate::lua::Script;
 
 /// Seconds an interval stays open after its end for slow tasks' data, before it is folded into the
 /// totals and compacted (a task flushes at its first reply after the boundary). Later data for a

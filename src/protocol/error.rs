@@ -1,7 +1,7 @@
 //! The typed outcome of a failed script call: the protocol's five `EMQ*` codes, other server
 //! errors, malformed replies, and the two *unknown* outcomes (timeout, lost connection).
 
-use super::script::ErrorCode;
+use crate::lua::ErrorCode;
 use std::path::PathBuf;
 
 /// Why a script call did not return a protocol success reply.

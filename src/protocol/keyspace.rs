@@ -195,7 +195,7 @@ pub struct QueueKeys {
     /// The queue's checked name.
     pub queue: QueueName,
     /// The protocol whose keyspace the run writes.
-    pub protocol: super::script::Protocol,
+    pub protocol: crate::lua::Protocol,
     /// `emq:{q}:job:`, the prefix of every job row and the prefix ARGV of claim/reap/promote.
     pub job_prefix: String,
     /// `emq:{q}:pending` (ZSET, score = priority).
@@ -217,11 +217,11 @@ pub struct QueueKeys {
 impl QueueKeys {
     /// Builds the EchoMQ keys of queue `queue`.
     pub fn new(queue: QueueName) -> QueueKeys {
-        QueueKeys::for_protocol(queue, super::script::Protocol::EchoMqV1)
+        QueueKeys::for_protocol(queue, crate::lua::Protocol::EchoMqV1)
     }
 
     /// Builds the keys of queue `queue` for a run of `protocol`.
-    pub fn for_protocol(queue: QueueName, protocol: super::script::Protocol) -> QueueKeys {
+    pub fn for_protocol(queue: QueueName, protocol: crate::lua::Protocol) -> QueueKeys {
         let base = format!("emq:{{{}}}:", queue.as_str());
         QueueKeys {
             protocol,
@@ -255,8 +255,8 @@ impl QueueKeys {
     /// named `{q}`, docs/bullmq-mapping.md).
     pub fn scan_pattern(&self) -> String {
         match self.protocol {
-            super::script::Protocol::EchoMqV1 => format!("emq:{{{}}}:*", self.queue.as_str()),
-            super::script::Protocol::BullMq => format!("bull:{{{}}}:*", self.queue.as_str()),
+            crate::lua::Protocol::EchoMqV1 => format!("emq:{{{}}}:*", self.queue.as_str()),
+            crate::lua::Protocol::BullMq => format!("bull:{{{}}}:*", self.queue.as_str()),
         }
     }
 
@@ -265,14 +265,14 @@ impl QueueKeys {
     /// and `prioritized` (pending), `delayed`, `active` (a list), `completed`, `failed`.
     pub fn depth_keys(&self) -> Vec<(Depth, String, bool)> {
         match self.protocol {
-            super::script::Protocol::EchoMqV1 => vec![
+            crate::lua::Protocol::EchoMqV1 => vec![
                 (Depth::Pending, self.pending.clone(), false),
                 (Depth::Delayed, self.delayed.clone(), false),
                 (Depth::Active, self.active.clone(), false),
                 (Depth::Completed, self.completed.clone(), false),
                 (Depth::Failed, self.failed.clone(), false),
             ],
-            super::script::Protocol::BullMq => {
+            crate::lua::Protocol::BullMq => {
                 let key = |suffix: &str| format!("bull:{{{}}}:{suffix}", self.queue.as_str());
                 vec![
                     (Depth::Pending, key("wait"), true),

@@ -1,7 +1,6 @@
 //! The EchoMQ v1.1 protocol client (PROTOCOL.md): gated keyspace builders, job-id minting, the
 //! script registry (`SCRIPT LOAD`, `EVALSHA`, NOSCRIPT recovery) and one typed function per verb.
 
-pub mod builtin;
 pub mod bullmq;
 pub mod bullmq_data;
 pub mod client;
@@ -13,7 +12,6 @@ pub mod pipe;
 pub mod registry;
 pub mod release;
 pub mod request;
-pub mod script;
 pub mod verbs;
 pub mod wire;
 
@@ -26,6 +24,5 @@ pub use lane::{Laned, ReplyLane};
 pub use pipe::PipeConn;
 pub use registry::ScriptRegistry;
 pub use request::Request;
-pub use script::{ErrorCode, Protocol, Script};
 pub use verbs::{enqueue_reply, Claimed, CompleteReply, EnqueueFrames, EnqueueReply, FailArgs, FailReply};
 pub use wire::Wire;

@@ -3,11 +3,11 @@
 //! own edited scripts), loads them with `SCRIPT LOAD`, calls them with `EVALSHA`, and on
 //! `NOSCRIPT` (server restarted, `SCRIPT FLUSH`) reloads and retries once.
 
-use super::builtin;
 use super::error::{CallError, RegistryError};
 use super::request::Request;
-use super::script::{Protocol, Script};
 use super::wire::Wire;
+use crate::lua::builtin;
+use crate::lua::{Protocol, Script};
 use redis::Value;
 use std::path::{Path, PathBuf};
 

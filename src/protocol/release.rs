@@ -44,7 +44,7 @@ pub fn bullmq_release(registry: &ScriptRegistry, install: &Path) -> Option<Relea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Protocol, Script};
+    use crate::lua::{Protocol, Script};
 
     #[test]
     fn the_installed_release_matches_its_own_scripts_and_names_an_edited_one() {

@@ -4,12 +4,12 @@ use super::codes::{code_of, refused};
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
 use super::policy::Backoff;
+use crate::lua::Script;
 use crate::protocol::bullmq_data::{encode_data, encoded_len};
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::JobId;
 use crate::protocol::request::Request;
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 use redis::Value;
 

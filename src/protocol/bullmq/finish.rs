@@ -4,10 +4,10 @@ use super::claim::BullClaimed;
 use super::codes::zero_or_refusal;
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
+use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
 use crate::protocol::request::Request;
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 
 /// The return value every emq-bench completion stores (`returnvalue`, JSON as BullMQ's

@@ -2,7 +2,7 @@
 //! `moveToFailed`, `backoffs.py`; docs/bullmq-mapping.md 3.4). A pure function, so the load
 //! driver can name the script it will time before it sends anything.
 
-use crate::protocol::script::Script;
+use crate::lua::Script;
 
 /// A job's retry delay, as BullMQ's client normalises `opts.backoff` (`Backoffs.normalize`):
 /// packed into the job's `opts` at add time and used when an attempt fails.

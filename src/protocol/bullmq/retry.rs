@@ -8,9 +8,9 @@ use super::finish::failure_fields;
 use super::keys::BullKeys;
 use super::pack::arg_written;
 use super::policy::{Backoff, FailStep};
+use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 
 /// How a job is retried: its options as the add packed them.

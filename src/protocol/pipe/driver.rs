@@ -2,12 +2,12 @@
 //! silent server, reconnect when the connection is lost.
 
 use super::{reply, DialSpec, Shared, State};
+use crate::lua::Script;
 use crate::net::ConnectOptions;
 use crate::net::{Connector, Stream};
 use crate::protocol::error::CallError;
 use crate::protocol::registry::ScriptRegistry;
 use crate::protocol::request::Request;
-use crate::protocol::script::Script;
 use redis::Value;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;

@@ -105,7 +105,7 @@ fn nested(frame: RangeFrame, buf: &[u8]) -> Result<Value, CallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ErrorCode;
+    use crate::lua::ErrorCode;
 
     #[test]
     fn whole_replies_decode_and_partial_ones_wait() {

@@ -1,9 +1,9 @@
 //! `complete`: finish an active job, fenced by its token.
 
+use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 
 /// What a complete did (PROTOCOL.md: reply 1 or 0).

@@ -1,12 +1,12 @@
 //! `enqueue` and `enqueue_delayed`: a new job row, pending or delayed.
 
+use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
 use crate::protocol::lane::ReplyLane;
 use crate::protocol::registry::ScriptRegistry;
 use crate::protocol::request::{pack_arg_with, pack_int, Request};
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 
 /// What an enqueue did (PROTOCOL.md: reply 1 or 0).

@@ -1,9 +1,9 @@
 //! `extend`: renew the lease of an active job, fenced by its token.
 
+use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 
 impl<W: Wire> EchoClient<W> {

@@ -1,9 +1,9 @@
 //! `fail`: end an attempt with an error; retry (pending or delayed) or give up (failed).
 
+use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
 use crate::protocol::keyspace::{JobId, QueueKeys};
-use crate::protocol::script::Script;
 use crate::protocol::wire::Wire;
 use redis::Value;
 
