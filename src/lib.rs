@@ -15,6 +15,8 @@
 //! - [`net`]: endpoint, TLS, connector and stream, the control connection, slots, topology, INFO.
 //!
 //! The queue protocols and what they measure:
+//! - [`keyspace`]: checked queue names and job ids, a queue's keys and depth places, job-id
+//!   minting with the run's tag.
 //! - [`protocol`]: the RESP transports (pipe, redis-rs), EchoMQ's and BullMQ's keys, scripts and
 //!   verbs, typed call errors.
 //! - [`payload`]: job payloads that carry their id and checksum (I4).
@@ -48,6 +50,7 @@ pub mod error;
 pub mod faults;
 pub mod history;
 pub mod html;
+pub mod keyspace;
 pub mod load;
 pub mod lua;
 pub mod metrics;

@@ -5,9 +5,10 @@
 mod support;
 
 use emq_bench::check::{check_structural, checked_jobs, scan, Invariant, Location, StateField, Violation};
+use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::net::Control;
 use emq_bench::payload::PayloadPool;
-use emq_bench::protocol::{EchoClient, FailArgs, FailReply, JobId, JobIdGen, QueueKeys};
+use emq_bench::protocol::{EchoClient, FailArgs, FailReply};
 use emq_bench::server::EmbeddedServer;
 use std::process::{Command, Output};
 use support::*;

@@ -5,11 +5,10 @@
 
 mod support;
 
+use emq_bench::keyspace::JobIdGen;
 use emq_bench::lua::ErrorCode;
 use emq_bench::protocol::pipe::take_times;
-use emq_bench::protocol::{
-    CallError, ConnectOptions, EchoClient, EnqueueReply, JobIdGen, PipeConn, ScriptRegistry, Transport,
-};
+use emq_bench::protocol::{CallError, ConnectOptions, EchoClient, EnqueueReply, PipeConn, ScriptRegistry, Transport};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
 use std::future::Future;
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 
 mod support;
 
+use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
 use emq_bench::lua::{ErrorCode, Protocol, Script};
 use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
 use emq_bench::protocol::bullmq::{
@@ -12,7 +13,7 @@ use emq_bench::protocol::bullmq::{
 };
 use emq_bench::protocol::bullmq_data::encode_data;
 use emq_bench::protocol::lane;
-use emq_bench::protocol::{CallError, EchoClient, JobId, JobIdGen, QueueName, ScriptRegistry};
+use emq_bench::protocol::{CallError, EchoClient, ScriptRegistry};
 use emq_bench::server::EmbeddedServer;
 use redis::AsyncCommands;
 use std::path::PathBuf;

@@ -2,8 +2,9 @@
 
 mod support;
 
+use emq_bench::keyspace::JobIdGen;
 use emq_bench::lua::{ErrorCode, Script};
-use emq_bench::protocol::{CallError, EnqueueReply, JobIdGen};
+use emq_bench::protocol::{CallError, EnqueueReply};
 use support::*;
 
 fn emq(result: Result<redis::Value, CallError>) -> ErrorCode {

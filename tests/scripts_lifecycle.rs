@@ -3,9 +3,10 @@
 
 mod support;
 
+use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::lua::{ErrorCode, Script};
 use emq_bench::protocol::EchoClient;
-use emq_bench::protocol::{CallError, CompleteReply, FailArgs, FailReply, JobId, JobIdGen, QueueKeys};
+use emq_bench::protocol::{CallError, CompleteReply, FailArgs, FailReply};
 use std::time::Duration;
 use support::*;
 

@@ -5,9 +5,10 @@
 
 mod support;
 
+use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::lua::{ErrorCode, Protocol, Script};
 use emq_bench::net::Control;
-use emq_bench::protocol::{CallError, EchoClient, JobId, JobIdGen, QueueKeys};
+use emq_bench::protocol::{CallError, EchoClient};
 use std::time::Duration;
 use support::*;
 

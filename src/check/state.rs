@@ -1,8 +1,8 @@
 //! The server state of the run's queues as the scan read it: compact (no payload bytes kept),
 //! so a million jobs fit in memory.
 
+use crate::keyspace::JobId;
 use crate::payload::PayloadCheck;
-use crate::protocol::JobId;
 use std::collections::HashMap;
 
 /// The places a job id can be: EchoMQ's five location sets and BullMQ's three further ones

@@ -8,10 +8,11 @@ use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
+use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
 use crate::net::{Connector, Endpoint};
 use crate::plane::{Plane, PlaneError};
-use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
+use crate::protocol::ConnectOptions;
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.

@@ -24,11 +24,12 @@
 //! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
 
+use crate::keyspace::{JobIdGen, QueueKeys, QueueName};
 use crate::lua::Script;
 use crate::net::info::info;
 use crate::net::Control;
 use crate::payload::PayloadPool;
-use crate::protocol::{CallError, EchoClient, FailArgs, JobIdGen, PipeConn, QueueKeys, QueueName};
+use crate::protocol::{CallError, EchoClient, FailArgs, PipeConn};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

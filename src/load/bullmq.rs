@@ -9,11 +9,13 @@
 use super::maintenance::Chore;
 use super::ops::{Driver, QueueOps, Verb};
 use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::keyspace::JobId;
+use crate::keyspace::QueueKeys;
 use crate::lua::Script;
 use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
-use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId};
-use crate::protocol::{QueueKeys, ScriptRegistry, Wire};
+use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply};
+use crate::protocol::{ScriptRegistry, Wire};
 use crate::scenario::{self, Plan};
 use redis::Value;
 use std::cell::RefCell;

@@ -5,10 +5,10 @@
 use super::context::{timed_span, Phase, ThreadCtx};
 use super::ops::{QueueOps, Verb};
 use crate::history::{Kind, Outcome, UNKNOWN_JOB};
+use crate::keyspace::ids::job_number;
 use crate::lua::{ErrorCode, Script};
 use crate::metrics::JobCounter;
 use crate::payload::{verify, PayloadCheck};
-use crate::protocol::ids::job_number;
 use crate::protocol::{CallError, Claimed, CompleteReply, FailArgs, FailReply};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -104,7 +104,7 @@ pub struct WallClock {
 impl WallClock {
     /// Anchors at the current time.
     pub fn now() -> WallClock {
-        WallClock { at: Instant::now(), unix_ms: crate::protocol::ids::unix_ms_now() }
+        WallClock { at: Instant::now(), unix_ms: crate::keyspace::ids::unix_ms_now() }
     }
 
     /// `instant` in ms since the Unix epoch (the anchor's, for instants before it).

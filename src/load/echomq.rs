@@ -3,12 +3,13 @@
 use super::maintenance::Chore;
 use super::ops::{Driver, QueueOps, Verb};
 use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::keyspace::JobId;
+use crate::keyspace::QueueKeys;
 use crate::lua::Script;
 use crate::protocol::{
     enqueue_reply, CallError, Claimed, CompleteReply, EchoClient, EnqueueFrames, EnqueueReply, FailArgs, FailReply,
-    JobId,
 };
-use crate::protocol::{QueueKeys, ScriptRegistry, Wire};
+use crate::protocol::{ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::rc::Rc;

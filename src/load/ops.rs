@@ -5,11 +5,11 @@
 
 use super::maintenance::Chore;
 use super::routes::Routes;
+use crate::keyspace::JobId;
+use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::{
-    CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, JobId, ReplyLane,
-};
-use crate::protocol::{QueueKeys, ScriptRegistry, Wire};
+use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, ReplyLane};
+use crate::protocol::{ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::future::Future;

@@ -4,7 +4,8 @@
 
 use super::PlaneError;
 use super::{Plane, Route};
-use crate::protocol::{CallError, QueueKeys};
+use crate::keyspace::QueueKeys;
+use crate::protocol::CallError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -14,10 +14,11 @@ pub mod lock;
 pub use keys::{delete_queue, ensure_clean, queue_keys};
 pub use lock::RunLock;
 
+use crate::keyspace::QueueKeys;
 use crate::net::slot::slot;
 use crate::net::topology::{discover, Topology};
 use crate::net::{ConnectOptions, Connector, Control, NetError};
-use crate::protocol::{CallError, QueueKeys};
+use crate::protocol::CallError;
 use std::sync::{Arc, Mutex};
 
 /// Why the control plane refused or could not serve a run (all exit 2: the run did not start).

@@ -8,7 +8,6 @@
 //! front. Arguments still go through redis-rs' `ToRedisArgs`, so numbers and strings are
 //! formatted exactly as redis-rs formats them; the tests hold the bytes equal to `Cmd`'s.
 
-use super::keyspace::{JobId, QueueKeys};
 use redis::{Cmd, RedisWrite, ToRedisArgs};
 use std::io::Write;
 
@@ -74,13 +73,6 @@ impl Request {
     pub fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Request {
         arg.write_redis_args(self);
         self
-    }
-
-    /// Appends the row key `emq:{q}:job:<id>` of `id` in `keys`' queue as one argument, framed
-    /// straight from its two pieces: the verbs send a key per request, and this keeps a
-    /// `String` off that path.
-    pub fn arg_job_key(&mut self, keys: &QueueKeys, id: &JobId) -> &mut Request {
-        self.arg_concat(&keys.job_key_parts(id))
     }
 
     /// Appends one argument made of `parts` back to back, framed straight into the request.
@@ -241,7 +233,7 @@ impl Drop for PendingArg<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{JobIdGen, QueueKeys, QueueName};
+    use crate::keyspace::{JobIdGen, QueueKeys, QueueName};
 
     #[test]
     fn packed_requests_parse_back_and_anything_else_does_not() {
@@ -272,7 +264,7 @@ mod tests {
         let mut cmd = Cmd::new();
         request.arg("EVALSHA").arg("0123456789abcdef").arg(2usize);
         cmd.arg("EVALSHA").arg("0123456789abcdef").arg(2usize);
-        request.arg_job_key(&keys, &id).arg(&keys.pending).arg(id.as_bytes());
+        request.arg_concat(&keys.job_key_parts(&id)).arg(&keys.pending).arg(id.as_bytes());
         request.arg_with(0, |_| {}).arg(-7i64);
         cmd.arg(keys.job_key(&id)).arg(&keys.pending).arg(id.as_bytes()).arg(&b""[..]).arg(-7i64);
         request.arg(u64::MAX).arg(vec![0u8, 13, 10, 255]).arg(1.5f64).arg(&["a", "bc"][..]);

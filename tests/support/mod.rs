@@ -4,9 +4,10 @@
 
 pub mod cluster;
 
+use emq_bench::keyspace::{QueueKeys, QueueName};
 use emq_bench::lua::Script;
 use emq_bench::net::Control;
-use emq_bench::protocol::{CallError, EchoClient, QueueKeys, QueueName, ScriptRegistry};
+use emq_bench::protocol::{CallError, EchoClient, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;

@@ -4,8 +4,8 @@
 
 use crate::check::scan::{parse_attempts, reduce_reply, Reduced};
 use crate::check::state::{BullRow, Row, BULL_BORN_FIELDS, BULL_LATER_FIELDS};
+use crate::keyspace::JobId;
 use crate::protocol::bullmq_data::decode_data;
-use crate::protocol::JobId;
 use redis::Value;
 
 /// The `defa` text moveStalledJobsToWait writes for a job stalled past `maxStalledCount`; the
@@ -62,9 +62,9 @@ fn reduce_bull_pairs<'a>(id: &JobId, pairs: &mut dyn Iterator<Item = Option<(&'a
 mod tests {
     use super::*;
     use crate::check::state::StateField;
+    use crate::keyspace::JobIdGen;
     use crate::payload::{header_crc, PayloadCheck, PayloadPool};
     use crate::protocol::bullmq_data::encode_data;
-    use crate::protocol::JobIdGen;
 
     fn reply(pairs: &[(&str, &[u8])]) -> Value {
         let bulk = |s: &[u8]| Value::BulkString(s.to_vec());

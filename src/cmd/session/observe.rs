@@ -4,11 +4,12 @@
 use crate::check::{self, CheckOutcome};
 use crate::error::AppError;
 use crate::history::{History, HistoryHeader};
+use crate::keyspace::ids::run_tag;
+use crate::keyspace::{QueueKeys, QueueName};
 use crate::load::coordinator::Driven;
 use crate::net::{self, Connector, Endpoint, InfoSnapshot, Topology};
 use crate::plane::Plane;
-use crate::protocol::ids::run_tag;
-use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
+use crate::protocol::ConnectOptions;
 use crate::scenario::Plan;
 use crate::server::{EmbeddedServer, ServerOptions};
 

@@ -4,11 +4,11 @@ use super::keys::BullKeys;
 use super::pack::{self, arg_written};
 use super::policy::{claim_fail_step, Backoff, FailStep};
 use super::token::LockToken;
+use crate::keyspace::JobId;
 use crate::lua::Script;
 use crate::protocol::bullmq_data::decode_data;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::JobId;
 use crate::protocol::wire::Wire;
 use redis::Value;
 

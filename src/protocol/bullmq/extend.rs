@@ -3,10 +3,10 @@
 use super::codes::refused;
 use super::keys::BullKeys;
 use super::token::LockToken;
+use crate::keyspace::JobId;
 use crate::lua::{ErrorCode, Script};
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::JobId;
 use crate::protocol::wire::Wire;
 use redis::Value;
 

@@ -1,6 +1,6 @@
 //! One queue's BullMQ keys (docs/bullmq-mapping.md section 1), built once per queue.
 
-use crate::protocol::keyspace::{JobId, QueueName};
+use crate::keyspace::{JobId, QueueName};
 
 /// Every key of one BullMQ queue that the ten driven scripts take, as `bull:{Q}:<suffix>`.
 ///

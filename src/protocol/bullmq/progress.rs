@@ -2,10 +2,10 @@
 
 use super::codes::zero_or_refusal;
 use super::keys::BullKeys;
+use crate::keyspace::JobId;
 use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::JobId;
 use crate::protocol::wire::Wire;
 
 impl<W: Wire> EchoClient<W> {

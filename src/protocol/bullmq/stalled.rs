@@ -1,10 +1,10 @@
 //! `moveStalledJobsToWait`: BullMQ's stalled-jobs check, the reaper (docs/bullmq-mapping.md 3.6).
 
 use super::keys::BullKeys;
+use crate::keyspace::JobId;
 use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::JobId;
 use crate::protocol::wire::Wire;
 use redis::Value;
 

@@ -1,9 +1,9 @@
 //! `claim`: pop up to `count` pending jobs and lease them; each claim hands out a fencing token.
 
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::wire::Wire;
 use redis::Value;
 

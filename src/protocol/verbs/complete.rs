@@ -1,9 +1,9 @@
 //! `complete`: finish an active job, fenced by its token.
 
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::wire::Wire;
 
 /// What a complete did (PROTOCOL.md: reply 1 or 0).
@@ -22,7 +22,7 @@ impl<W: Wire> EchoClient<W> {
     /// [`CallError::Emq`], or a transport error.
     pub async fn complete(&mut self, keys: &QueueKeys, id: &JobId, token: u64) -> Result<CompleteReply, CallError> {
         let cmd = self.evalsha(Script::Complete, 3);
-        cmd.arg_job_key(keys, id).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
+        cmd.arg_concat(&keys.job_key_parts(id)).arg(&keys.active).arg(&keys.completed).arg(id.as_bytes()).arg(token);
         let value = self.call(Script::Complete).await?;
         match int_reply(Script::Complete, &value)? {
             1 => Ok(CompleteReply::Completed),

@@ -1,9 +1,9 @@
 //! `enqueue` and `enqueue_delayed`: a new job row, pending or delayed.
 
+use crate::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
 use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
 use crate::protocol::lane::ReplyLane;
 use crate::protocol::registry::ScriptRegistry;
 use crate::protocol::request::{pack_arg_with, pack_int, Request};
@@ -198,7 +198,7 @@ fn frame_enqueue(
         None => (Script::Enqueue, &keys.pending),
     };
     registry.push_evalsha(cmd, script, 2);
-    cmd.arg_job_key(keys, id).arg(set).arg(id.as_bytes()).arg_with(payload_len, write_payload);
+    cmd.arg_concat(&keys.job_key_parts(id)).arg(set).arg(id.as_bytes()).arg_with(payload_len, write_payload);
     if let Some(option) = option_arg(priority, delay_ms) {
         cmd.arg(option);
     }
@@ -208,8 +208,8 @@ fn frame_enqueue(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keyspace::{JobIdGen, QueueName};
     use crate::protocol::pipe::PipeConn;
-    use crate::protocol::{JobIdGen, QueueName};
 
     /// The producers' framing from pre-built pieces sends the same bytes as the verb's own.
     #[test]

@@ -1,9 +1,9 @@
 //! `extend`: renew the lease of an active job, fenced by its token.
 
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::wire::Wire;
 
 impl<W: Wire> EchoClient<W> {
@@ -14,7 +14,7 @@ impl<W: Wire> EchoClient<W> {
     /// a reply other than 1, or a transport error.
     pub async fn extend(&mut self, keys: &QueueKeys, id: &JobId, token: u64, lease_ms: u64) -> Result<(), CallError> {
         let cmd = self.evalsha(Script::Extend, 2);
-        cmd.arg_job_key(keys, id).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
+        cmd.arg_concat(&keys.job_key_parts(id)).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
         let value = self.call(Script::Extend).await?;
         match int_reply(Script::Extend, &value)? {
             1 => Ok(()),

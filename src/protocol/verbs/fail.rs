@@ -1,9 +1,9 @@
 //! `fail`: end an attempt with an error; retry (pending or delayed) or give up (failed).
 
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::protocol::client::EchoClient;
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::wire::Wire;
 use redis::Value;
 
@@ -43,7 +43,7 @@ impl<W: Wire> EchoClient<W> {
         args: FailArgs<'_>,
     ) -> Result<FailReply, CallError> {
         let cmd = self.evalsha(Script::Fail, 5);
-        cmd.arg_job_key(keys, id)
+        cmd.arg_concat(&keys.job_key_parts(id))
             .arg(&keys.active)
             .arg(&keys.pending)
             .arg(&keys.delayed)

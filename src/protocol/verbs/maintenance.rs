@@ -1,9 +1,9 @@
 //! `reap` and `promote`: the maintenance verbs that move jobs whose time has come.
 
+use crate::keyspace::QueueKeys;
 use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::QueueKeys;
 use crate::protocol::wire::Wire;
 
 impl<W: Wire> EchoClient<W> {

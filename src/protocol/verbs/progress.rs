@@ -1,9 +1,9 @@
 //! `progress`: store a progress note on an active job, fenced by its token.
 
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::protocol::client::{int_reply, EchoClient};
 use crate::protocol::error::CallError;
-use crate::protocol::keyspace::{JobId, QueueKeys};
 use crate::protocol::wire::Wire;
 
 impl<W: Wire> EchoClient<W> {
@@ -20,7 +20,7 @@ impl<W: Wire> EchoClient<W> {
         progress: &[u8],
     ) -> Result<(), CallError> {
         let cmd = self.evalsha(Script::Progress, 1);
-        cmd.arg_job_key(keys, id).arg(id.as_bytes()).arg(token).arg(progress);
+        cmd.arg_concat(&keys.job_key_parts(id)).arg(id.as_bytes()).arg(token).arg(progress);
         let value = self.call(Script::Progress).await?;
         match int_reply(Script::Progress, &value)? {
             1 => Ok(()),

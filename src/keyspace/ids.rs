@@ -5,7 +5,7 @@
 //! ULID, and the harness can map any id it finds on the server back to its history record by
 //! number, and tell ids of its own run (same tag) from foreign ones.
 
-use super::keyspace::JobId;
+use super::JobId;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::{SystemTime, UNIX_EPOCH};
