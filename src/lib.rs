@@ -15,6 +15,8 @@
 //! - [`net`]: endpoint, TLS, connector and stream, the control connection, slots, topology, INFO.
 //!
 //! The queue protocols and what they measure:
+//! - [`resp`]: the RESP transport: request framing, the pipe and control connections, lanes,
+//!   the script registry and NOSCRIPT reload, call errors, the script client, cluster routes.
 //! - [`keyspace`]: checked queue names and job ids, a queue's keys and depth places, job-id
 //!   minting with the run's tag.
 //! - [`protocol`]: the RESP transports (pipe, redis-rs), EchoMQ's and BullMQ's keys, scripts and
@@ -61,6 +63,7 @@ pub mod plane;
 pub mod probe;
 pub mod protocol;
 pub mod report;
+pub mod resp;
 pub mod scenario;
 pub mod server;
 pub mod side_thread;

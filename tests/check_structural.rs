@@ -8,7 +8,8 @@ use emq_bench::check::{check_structural, checked_jobs, scan, Invariant, Location
 use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::net::Control;
 use emq_bench::payload::PayloadPool;
-use emq_bench::protocol::{EchoClient, FailArgs, FailReply};
+use emq_bench::protocol::{FailArgs, FailReply};
+use emq_bench::resp::ScriptClient;
 use emq_bench::server::EmbeddedServer;
 use std::process::{Command, Output};
 use support::*;
@@ -28,7 +29,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let server = server();
-    let mut c: EchoClient = client(&server).await;
+    let mut c: ScriptClient = client(&server).await;
     let q = keys("q");
     let mut ids = JobIdGen::new(11);
     let all: Vec<JobId> = (0..6).map(|_| ids.next_id()).collect();

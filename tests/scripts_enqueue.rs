@@ -4,7 +4,8 @@ mod support;
 
 use emq_bench::keyspace::JobIdGen;
 use emq_bench::lua::{ErrorCode, Script};
-use emq_bench::protocol::{CallError, EnqueueReply};
+use emq_bench::protocol::EnqueueReply;
+use emq_bench::resp::CallError;
 use support::*;
 
 fn emq(result: Result<redis::Value, CallError>) -> ErrorCode {

@@ -5,8 +5,9 @@ mod support;
 
 use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::lua::{ErrorCode, Script};
-use emq_bench::protocol::EchoClient;
-use emq_bench::protocol::{CallError, CompleteReply, FailArgs, FailReply};
+use emq_bench::protocol::{CompleteReply, FailArgs, FailReply};
+use emq_bench::resp::CallError;
+use emq_bench::resp::ScriptClient;
 use std::time::Duration;
 use support::*;
 
@@ -20,7 +21,7 @@ fn code<T: std::fmt::Debug>(result: Result<T, CallError>) -> ErrorCode {
 const FAIL_NOW: FailArgs<'static> = FailArgs { error: "boom", max_attempts: 3, backoff_ms: 0, priority: 0 };
 
 /// Enqueues one job and claims it: returns its id and token (1).
-async fn active_job(c: &mut EchoClient, q: &QueueKeys, seed: u64) -> (JobId, u64) {
+async fn active_job(c: &mut ScriptClient, q: &QueueKeys, seed: u64) -> (JobId, u64) {
     let id = JobIdGen::new(seed).next_id();
     c.enqueue(q, &id, b"work", None).await.unwrap();
     let claimed = c.claim(q, 60_000, 1).await.unwrap();

@@ -10,7 +10,7 @@ use crate::history::History;
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
 use crate::plane::Route;
-use crate::protocol::CallError;
+use crate::resp::CallError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -20,8 +20,8 @@ use super::scan::{classify, reduce_pairs, set_key, KeyKind, Reduced, RANGE_CHUNK
 use super::state::{Location, QueueState};
 use crate::keyspace::{JobId, QueueKeys};
 use crate::net::Stream;
-use crate::protocol::pipe::reply::error_reply;
-use crate::protocol::{CallError, Request};
+use crate::resp::pipe::reply::error_reply;
+use crate::resp::{CallError, Request};
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
 use std::collections::{HashSet, VecDeque};

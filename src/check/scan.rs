@@ -12,8 +12,8 @@ use super::state::{Location, QueueState, Row, ServerState, StateField};
 use crate::keyspace::{JobId, QueueKeys};
 use crate::net::Control;
 use crate::plane::Route;
-use crate::protocol::pipe::open_stream;
-use crate::protocol::CallError;
+use crate::resp::pipe::open_stream;
+use crate::resp::CallError;
 use redis::aio::ConnectionLike;
 use redis::Value;
 

@@ -6,7 +6,7 @@ pub mod cost;
 pub mod merge;
 pub mod report;
 
-use crate::protocol::Transport;
+use crate::net::Transport;
 use crate::scenario::bounds::MAX_RUN;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

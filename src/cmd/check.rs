@@ -10,9 +10,9 @@ use crate::error::AppError;
 use crate::history::{self, History};
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
+use crate::net::ConnectOptions;
 use crate::net::{Connector, Endpoint};
 use crate::plane::{Plane, PlaneError};
-use crate::protocol::ConnectOptions;
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.

@@ -245,7 +245,7 @@ impl QueueKeys {
     }
 
     /// The row key's two pieces, prefix and id, for a command to frame as one argument
-    /// without building a `String` ([`Request::arg_concat`](crate::protocol::Request::arg_concat)).
+    /// without building a `String` ([`Request::arg_concat`](crate::resp::Request::arg_concat)).
     pub fn job_key_parts<'a>(&'a self, id: &'a JobId) -> [&'a [u8]; 2] {
         [self.job_prefix.as_bytes(), id.as_bytes()]
     }

@@ -8,14 +8,15 @@
 
 use super::maintenance::Chore;
 use super::ops::{Driver, QueueOps, Verb};
-use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::keyspace::JobId;
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
 use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
 use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
-use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply};
-use crate::protocol::{ScriptRegistry, Wire};
+use crate::protocol::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::resp::{CallError, ScriptClient};
+use crate::resp::{ScriptRegistry, Wire};
 use crate::scenario::{self, Plan};
 use redis::Value;
 use std::cell::RefCell;
@@ -56,7 +57,7 @@ pub struct BullShared {
 /// The BullMQ implementation: one pipelined client per node, the thread's routes, and what
 /// the thread's verbs share.
 pub struct BullOps<W: Wire> {
-    clients: Vec<EchoClient<W>>,
+    clients: Vec<ScriptClient<W>>,
     routes: Rc<Routes>,
     queues: Rc<[BullKeys]>,
     shared: Rc<BullShared>,
@@ -165,7 +166,7 @@ impl<W: Wire> Driver<W> for BullOps<W> {
         })
     }
 
-    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, shared: Rc<BullShared>) -> Self {
+    fn new(clients: Vec<ScriptClient<W>>, routes: Rc<Routes>, shared: Rc<BullShared>) -> Self {
         BullOps { clients, routes, queues: shared.queues.clone(), shared, payload: Vec::new(), note: Vec::new() }
     }
 }
@@ -209,7 +210,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
     }
 
     fn enqueue_lanes(&self) -> Vec<W::Lane> {
-        self.clients.iter().map(EchoClient::lane).collect()
+        self.clients.iter().map(ScriptClient::lane).collect()
     }
 
     fn queue_enqueue(

@@ -6,7 +6,7 @@ use crate::history::{HistoryBuf, Kind, Outcome};
 use crate::lua::Script;
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
 use crate::payload::PayloadPool;
-use crate::protocol::CallError;
+use crate::resp::CallError;
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -237,7 +237,7 @@ pub async fn timed_span<T>(
     // The pipe transport hands over when the request was written and its reply read (one
     // clock read per write and per read); otherwise the call is timed here. A call that took
     // several requests (a NOSCRIPT reload, a followed redirect) counts from its last send.
-    let (sent, done) = match crate::protocol::pipe::take_times_since(sent) {
+    let (sent, done) = match crate::resp::pipe::take_times_since(sent) {
         Some(t) => (t.sent, t.read),
         None => (sent, Instant::now()),
     };

@@ -2,14 +2,13 @@
 
 use super::maintenance::Chore;
 use super::ops::{Driver, QueueOps, Verb};
-use super::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::keyspace::JobId;
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::{
-    enqueue_reply, CallError, Claimed, CompleteReply, EchoClient, EnqueueFrames, EnqueueReply, FailArgs, FailReply,
-};
-use crate::protocol::{ScriptRegistry, Wire};
+use crate::protocol::{enqueue_reply, Claimed, CompleteReply, EnqueueFrames, EnqueueReply, FailArgs, FailReply};
+use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::resp::{CallError, ScriptClient};
+use crate::resp::{ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::rc::Rc;
@@ -18,7 +17,7 @@ use std::rc::Rc;
 /// thread's routes, and the keys of every queue of the run.
 #[derive(Clone)]
 pub struct EchoOps<W: Wire> {
-    clients: Vec<EchoClient<W>>,
+    clients: Vec<ScriptClient<W>>,
     routes: Rc<Routes>,
     queues: Rc<[QueueKeys]>,
     /// Each queue's pre-framed enqueue pieces, by queue index.
@@ -31,7 +30,7 @@ impl<W: Wire> Driver<W> for EchoOps<W> {
     fn shared(queues: &[QueueKeys], registry: &ScriptRegistry, _plan: &Plan, _thread: usize) -> Self::Shared {
         (queues.iter().cloned().collect(), queues.iter().map(|keys| EnqueueFrames::new(keys, registry)).collect())
     }
-    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, (queues, frames): Self::Shared) -> Self {
+    fn new(clients: Vec<ScriptClient<W>>, routes: Rc<Routes>, (queues, frames): Self::Shared) -> Self {
         EchoOps { clients, routes, queues, frames }
     }
 }
@@ -70,7 +69,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     }
 
     fn enqueue_lanes(&self) -> Vec<W::Lane> {
-        self.clients.iter().map(EchoClient::lane).collect()
+        self.clients.iter().map(ScriptClient::lane).collect()
     }
 
     fn queue_enqueue(

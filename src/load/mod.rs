@@ -11,6 +11,5 @@ pub mod ops;
 pub mod pacer;
 pub mod pacing;
 pub mod producer;
-pub mod routes;
 pub mod stop;
 pub mod thread;

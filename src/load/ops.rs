@@ -4,12 +4,13 @@
 //! [`QueueOps`] and [`Driver`] once.
 
 use super::maintenance::Chore;
-use super::routes::Routes;
 use crate::keyspace::JobId;
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::{CallError, Claimed, CompleteReply, EchoClient, EnqueueReply, FailArgs, FailReply, ReplyLane};
-use crate::protocol::{ScriptRegistry, Wire};
+use crate::protocol::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+use crate::resp::routes::Routes;
+use crate::resp::{CallError, ReplyLane, ScriptClient};
+use crate::resp::{ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::future::Future;
@@ -175,7 +176,7 @@ pub trait Driver<W: Wire>: QueueOps {
     /// scripts are `registry`'s.
     fn shared(queues: &[QueueKeys], registry: &ScriptRegistry, plan: &Plan, thread: usize) -> Self::Shared;
     /// The verbs over `clients` (one per node, in the routes' node order).
-    fn new(clients: Vec<EchoClient<W>>, routes: Rc<Routes>, shared: Self::Shared) -> Self;
+    fn new(clients: Vec<ScriptClient<W>>, routes: Rc<Routes>, shared: Self::Shared) -> Self;
 }
 
 /// True for the replies a queued call ([`QueueOps::queue_enqueue`]) does not follow itself: a

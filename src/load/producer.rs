@@ -25,8 +25,9 @@ use crate::keyspace::{JobId, JobIdGen};
 use crate::lua::Script;
 use crate::metrics::{elapsed_us, JobCounter};
 use crate::payload::PayloadPool;
-use crate::protocol::lane::{self, Laned};
-use crate::protocol::{CallError, EnqueueReply, ReplyLane};
+use crate::protocol::EnqueueReply;
+use crate::resp::lane::{self, Laned};
+use crate::resp::{CallError, ReplyLane};
 use crate::scenario::Stop;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -398,7 +399,7 @@ async fn redo<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight, id: J
     let (priority, delay) = sent.job.args();
     let queue = usize::from(sent.job.queue);
     let result = ops.redo_enqueue(usize::from(sent.node), err, queue, id, &payload, priority, delay).await;
-    let done = crate::protocol::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
+    let done = crate::resp::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
     let start = start.min(done);
     settle::<Q>(&ctx, None, &sent, result, Span { sent: start, done, service_us: elapsed_us(start, done) });
 }
@@ -475,8 +476,8 @@ fn enqueue_outcome(reply: &EnqueueReply) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::lane::Ready;
-    use crate::protocol::Request;
+    use crate::resp::lane::Ready;
+    use crate::resp::Request;
     use std::task::{Context, Poll};
 
     /// A lane with `.0` replies in, the newest read at `.1` (all that [`count_in`] asks of it).

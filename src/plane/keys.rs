@@ -4,7 +4,7 @@
 
 use super::{PlaneError, Route};
 use crate::keyspace::QueueKeys;
-use crate::protocol::CallError;
+use crate::resp::CallError;
 use redis::aio::ConnectionLike;
 
 /// SCAN `COUNT` per call: large, so a big keyspace is walked in few round trips.

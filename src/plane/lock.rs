@@ -5,7 +5,7 @@
 use super::PlaneError;
 use super::{Plane, Route};
 use crate::keyspace::QueueKeys;
-use crate::protocol::CallError;
+use crate::resp::CallError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! `scripts/script-load-check`). A run records the version, and which of its scripts differ
 //! from the release (a user's edited copy through `--lua-dir`).
 
-use super::registry::ScriptRegistry;
+use crate::resp::ScriptRegistry;
 use serde::Serialize;
 use std::path::Path;
 

@@ -15,7 +15,7 @@ use crate::check::scan::{Reduced, RANGE_CHUNK, SCAN_COUNT};
 use crate::check::state::{BullQueue, Location, QueueState, ServerState};
 use crate::keyspace::{JobId, QueueKeys, QueueName};
 use crate::plane::Route;
-use crate::protocol::CallError;
+use crate::resp::CallError;
 use redis::aio::ConnectionLike;
 use redis::Value;
 use std::collections::HashSet;

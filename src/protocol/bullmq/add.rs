@@ -7,10 +7,10 @@ use super::policy::Backoff;
 use crate::keyspace::JobId;
 use crate::lua::Script;
 use crate::protocol::bullmq_data::{encode_data, encoded_len};
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::request::Request;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::request::Request;
+use crate::resp::wire::Wire;
 use redis::Value;
 
 /// The job name every emq-bench add sends (BullMQ's `name`; the official worker passes it to
@@ -91,7 +91,7 @@ pub fn add_reply(script: Script, id: &JobId, value: &Value) -> Result<AddReply, 
     }
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs the add BullMQ's client picks for `opts` ([`AddOpts::script`]), with `id` as the
     /// custom job id, name [`JOB_NAME`], `data` = [`encode_data`] of `payload`, and the
     /// client's clock (ms) as `timestamp`.
@@ -139,7 +139,7 @@ impl<W: Wire> EchoClient<W> {
     }
 }
 
-/// Appends the add's KEYS and ARGV (see [`EchoClient::add_job`]) to `cmd`.
+/// Appends the add's KEYS and ARGV (see [`ScriptClient::add_job`]) to `cmd`.
 fn frame_add(cmd: &mut Request, keys: &BullKeys, id: &JobId, payload: &[u8], opts: &AddOpts) {
     match opts.script() {
         Script::AddDelayedJob => {

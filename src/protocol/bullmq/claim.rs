@@ -7,9 +7,9 @@ use super::token::LockToken;
 use crate::keyspace::JobId;
 use crate::lua::Script;
 use crate::protocol::bullmq_data::decode_data;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 use redis::Value;
 
 /// One job moveToActive handed out, read from the job's hash in its reply.
@@ -44,7 +44,7 @@ impl BullClaimed {
     }
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `moveToActive`: KEYS wait, active, prioritized, events, stalled, limiter, delayed,
     /// paused, meta, pc, marker; ARGV key prefix, timestamp (client ms), msgpack `{token:
     /// lock, lockDuration: lock_ms, limiter: nil}`. The lock is `SET <id>:lock <token> PX

@@ -2,7 +2,7 @@
 //! docs/bullmq-mapping.md section 4) as emq-bench's [`ErrorCode`]s.
 
 use crate::lua::{ErrorCode, Script};
-use crate::protocol::error::CallError;
+use crate::resp::error::CallError;
 
 /// The code of BullMQ's integer reply `n`, `None` for a value that is no refusal of the
 /// pinned scripts (0 and positive replies, and `-8`, `-10`, `-11` of scripts never driven).

@@ -5,12 +5,12 @@ use super::keys::BullKeys;
 use super::token::LockToken;
 use crate::keyspace::JobId;
 use crate::lua::{ErrorCode, Script};
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 use redis::Value;
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `extendLock`: KEYS the lock key `<prefix><id>:lock`, stalled; ARGV token,
     /// `lock_ms`, id. When the lock holds `lock`, it is `SET` again with `PX lock_ms` (server
     /// clock) and the id leaves `stalled` (reply 1); it never looks at `active`.

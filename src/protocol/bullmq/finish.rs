@@ -5,10 +5,10 @@ use super::codes::zero_or_refusal;
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
 use crate::lua::Script;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::request::Request;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::request::Request;
+use crate::resp::wire::Wire;
 
 /// The return value every emq-bench completion stores (`returnvalue`, JSON as BullMQ's
 /// clients send it): small and constant, so a completion formats nothing.
@@ -23,7 +23,7 @@ pub(crate) enum End<'a> {
     Failed(&'a str),
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `moveToFinished` to complete `job`: KEYS wait, active, prioritized, events, stalled,
     /// limiter, delayed, paused, meta, pc, completed, the job key, metrics:completed, marker;
     /// ARGV id, timestamp (client ms), `"returnvalue"`, [`RETURN_VALUE`], `"completed"`, fetch

@@ -86,7 +86,7 @@ impl BullKeys {
     }
 
     /// The job key `bull:{Q}:<id>` in its two pieces, for a command to frame as one argument
-    /// ([`Request::arg_concat`](crate::protocol::Request::arg_concat)) without a `String`.
+    /// ([`Request::arg_concat`](crate::resp::Request::arg_concat)) without a `String`.
     pub fn job_key_parts<'a>(&'a self, id: &'a JobId) -> [&'a [u8]; 2] {
         [self.prefix.as_bytes(), id.as_bytes()]
     }

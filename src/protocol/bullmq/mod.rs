@@ -1,6 +1,6 @@
 //! BullMQ 2.26.0's scripts as emq-bench calls them (docs/bullmq-mapping.md says
 //! which KEYS and ARGV each takes and what it replies). One file per verb, each a method on
-//! [`EchoClient`](crate::protocol::EchoClient) taking the queue's [`BullKeys`]: the client
+//! [`ScriptClient`](crate::resp::ScriptClient) taking the queue's [`BullKeys`]: the client
 //! already owns the connection, the registry's NOSCRIPT reload, the scratch request and the
 //! queued path, and a wrapper would only forward to them.
 //!

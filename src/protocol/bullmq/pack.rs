@@ -7,7 +7,7 @@
 //! into the frame. Both runs are rmp's (or serde_json's) own encoders: the markers are the
 //! library's, never ours, and the shapes are a dozen small values.
 
-use crate::protocol::request::Request;
+use crate::resp::request::Request;
 use std::io;
 
 /// Counts what is written to it.

@@ -4,11 +4,11 @@ use super::codes::zero_or_refusal;
 use super::keys::BullKeys;
 use crate::keyspace::JobId;
 use crate::lua::Script;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `updateProgress`: KEYS the job key, events, meta; ARGV id, `progress` verbatim
     /// (BullMQ's clients send JSON, and the official `Job.fromJSON` parses it: send JSON, e.g.
     /// `b"42"`). HSETs `progress` and XADDs a `progress` event.

@@ -1,5 +1,5 @@
 //! `retryJob` and `moveToDelayed`: a failed attempt that will be retried, and
-//! [`EchoClient::move_to_failed`], which picks the script as BullMQ's client does
+//! [`ScriptClient::move_to_failed`], which picks the script as BullMQ's client does
 //! (docs/bullmq-mapping.md 3.4).
 
 use super::claim::BullClaimed;
@@ -9,9 +9,9 @@ use super::keys::BullKeys;
 use super::pack::arg_written;
 use super::policy::{Backoff, FailStep};
 use crate::lua::Script;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 
 /// How a job is retried: its options as the add packed them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,7 +24,7 @@ pub struct RetryPolicy {
     pub lifo: bool,
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Fails `job`'s attempt with `reason` as BullMQ's client does (`job.py` `moveToFailed`):
     /// [`BullClaimed::fail_step`] decides, then [`retry_job`](Self::retry_job),
     /// [`move_to_delayed`](Self::move_to_delayed) or

@@ -3,9 +3,9 @@
 use super::keys::BullKeys;
 use crate::keyspace::JobId;
 use crate::lua::Script;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 use redis::Value;
 
 /// What one stalled check did.
@@ -20,7 +20,7 @@ pub struct StalledReply {
     pub foreign: usize,
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `moveStalledJobsToWait`: KEYS stalled, wait, active, stalled-check, meta, paused,
     /// marker, events, repeat; ARGV `max_stalled` (maxStalledCount), key prefix, timestamp
     /// (client ms), `check_ms` (the guard's lifetime: the worker's stalledInterval).

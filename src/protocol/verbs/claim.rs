@@ -2,9 +2,9 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 use redis::Value;
 
 /// One claimed job: for EchoMQ the entry `[id, payload, token, priority]` of the claim reply.
@@ -22,7 +22,7 @@ pub struct Claimed<T = u64> {
     pub priority: u64,
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `claim`: KEYS pending, active; ARGV job-key prefix, lease_ms, count (1..=1000).
     /// The lease deadline is the server's time + `lease_ms` milliseconds.
     ///

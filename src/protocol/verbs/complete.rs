@@ -2,9 +2,9 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::protocol::client::{int_reply, EchoClient};
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::{int_reply, ScriptClient};
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 
 /// What a complete did (PROTOCOL.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,7 +15,7 @@ pub enum CompleteReply {
     AlreadyCompleted,
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `complete`: KEYS job, active, completed; ARGV id, token.
     ///
     /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` (stale token) as

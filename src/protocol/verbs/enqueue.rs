@@ -2,12 +2,12 @@
 
 use crate::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
 use crate::lua::Script;
-use crate::protocol::client::{int_reply, EchoClient};
-use crate::protocol::error::CallError;
-use crate::protocol::lane::ReplyLane;
-use crate::protocol::registry::ScriptRegistry;
-use crate::protocol::request::{pack_arg_with, pack_int, Request};
-use crate::protocol::wire::Wire;
+use crate::resp::client::{int_reply, ScriptClient};
+use crate::resp::error::CallError;
+use crate::resp::lane::ReplyLane;
+use crate::resp::registry::ScriptRegistry;
+use crate::resp::request::{pack_arg_with, pack_int, Request};
+use crate::resp::wire::Wire;
 
 /// What an enqueue did (PROTOCOL.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub fn enqueue_reply(script: Script, value: &redis::Value) -> Result<EnqueueRepl
     }
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `enqueue`: KEYS job, pending; ARGV id, payload (bytes, verbatim), priority
     /// (0 = highest; sent only when `Some`, the script's default is 0).
     ///
@@ -119,7 +119,7 @@ impl<W: Wire> EchoClient<W> {
 
 /// The fixed bytes of one queue's enqueue commands, framed once per run: everything before
 /// the payload but the id, which goes in two places. What [`frame_enqueue`] frames argument by
-/// argument, [`EchoClient::queue_enqueue`] (the producers' path) copies at once: framing it
+/// argument, [`ScriptClient::queue_enqueue`] (the producers' path) copies at once: framing it
 /// argument by argument, or even copying it in pieces, is a cost every enqueue would pay.
 #[derive(Debug, Clone)]
 pub struct EnqueueFrames {
@@ -209,7 +209,7 @@ fn frame_enqueue(
 mod tests {
     use super::*;
     use crate::keyspace::{JobIdGen, QueueName};
-    use crate::protocol::pipe::PipeConn;
+    use crate::resp::pipe::PipeConn;
 
     /// The producers' framing from pre-built pieces sends the same bytes as the verb's own.
     #[test]
@@ -230,7 +230,7 @@ mod tests {
             let mut expected_packed = Vec::new();
             expected.write_packed(&mut expected_packed);
             let got = PipeConn::frame_for_test(|conn| {
-                let client = EchoClient::from_connection(conn, std::sync::Arc::new(registry.clone()));
+                let client = ScriptClient::from_connection(conn, std::sync::Arc::new(registry.clone()));
                 let mut lane = client.lane();
                 let write = |out: &mut Vec<u8>| out.extend_from_slice(payload);
                 let queued = client.queue_enqueue(&mut lane, &frames, &id, payload.len(), write, priority, delay);

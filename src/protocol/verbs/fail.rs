@@ -2,9 +2,9 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::protocol::client::EchoClient;
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::ScriptClient;
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 use redis::Value;
 
 /// What a fail did (PROTOCOL.md: the string `retry` or `failed`).
@@ -29,7 +29,7 @@ pub struct FailArgs<'a> {
     pub priority: u64,
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `fail`: KEYS job, active, pending, delayed, failed; ARGV id, token, error,
     /// max_attempts, backoff_ms, priority.
     ///

@@ -2,11 +2,11 @@
 
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::client::{int_reply, EchoClient};
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::{int_reply, ScriptClient};
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `reap`: KEYS active, pending, failed; ARGV job-key prefix, limit, max_attempts.
     /// Looks at up to `limit` expired leases: each goes back to pending (attempts unchanged,
     /// priority 0) or, once its `attempts` reached `max_attempts` (> 0), to failed with

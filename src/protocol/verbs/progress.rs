@@ -2,11 +2,11 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::protocol::client::{int_reply, EchoClient};
-use crate::protocol::error::CallError;
-use crate::protocol::wire::Wire;
+use crate::resp::client::{int_reply, ScriptClient};
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Runs `progress`: KEYS job; ARGV id, token, progress (opaque bytes, stored in the row's
     /// `progress` field).
     ///

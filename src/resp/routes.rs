@@ -1,7 +1,7 @@
 //! Cluster routing of one load thread's calls: which node serves a queue, and following the
 //! redirects (MOVED, ASK, TRYAGAIN) a slot migration answers with.
 
-use crate::protocol::{CallError, EchoClient, Redirect, RedirectKind, Wire};
+use crate::resp::{CallError, Redirect, RedirectKind, ScriptClient, Wire};
 use std::cell::Cell;
 
 /// The queue → node table of one load thread, shared by its lanes (`Rc`, one thread): a
@@ -71,7 +71,7 @@ macro_rules! routed {
                 Err(CallError::Redirect(redirect)) if tries < MAX_REDIRECTS => {
                     tries += 1;
                     let Some(next) =
-                        $crate::load::routes::follow(&$ops.routes, &mut $ops.clients, queue, node, &redirect).await
+                        $crate::resp::routes::follow(&$ops.routes, &mut $ops.clients, queue, node, &redirect).await
                     else {
                         break Err(CallError::Redirect(redirect));
                     };
@@ -89,7 +89,7 @@ pub(crate) use routed;
 /// TRYAGAIN; returns the node to resend to, `None` for a node unknown to the run.
 pub(crate) async fn follow<W: Wire>(
     routes: &Routes,
-    clients: &mut [EchoClient<W>],
+    clients: &mut [ScriptClient<W>],
     queue: usize,
     from: usize,
     redirect: &Redirect,
@@ -104,11 +104,11 @@ pub(crate) async fn follow<W: Wire>(
 }
 
 /// Where a redo of a call queued on node `node` and answered with `err` starts
-/// ([`QueueOps::redo_enqueue`](super::ops::QueueOps::redo_enqueue)): the redirect's target, followed as the routed path follows
+/// ([`QueueOps::redo_enqueue`](crate::load::ops::QueueOps::redo_enqueue)): the redirect's target, followed as the routed path follows
 /// one, or `node` itself after NOSCRIPT; `None` for a redirect to a node unknown to the run.
 pub(crate) async fn redo_node<W: Wire>(
     routes: &Routes,
-    clients: &mut [EchoClient<W>],
+    clients: &mut [ScriptClient<W>],
     queue: usize,
     node: usize,
     err: &CallError,

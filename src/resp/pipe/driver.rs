@@ -5,9 +5,9 @@ use super::{reply, DialSpec, Shared, State};
 use crate::lua::Script;
 use crate::net::ConnectOptions;
 use crate::net::{Connector, Stream};
-use crate::protocol::error::CallError;
-use crate::protocol::registry::ScriptRegistry;
-use crate::protocol::request::Request;
+use crate::resp::error::CallError;
+use crate::resp::registry::ScriptRegistry;
+use crate::resp::request::Request;
 use redis::Value;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -339,8 +339,8 @@ fn hand_out(st: &mut State, inbox: &mut Inbox, budget: &mut usize) -> Result<boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::lane::ReplyLane;
-    use crate::protocol::pipe::PipeConn;
+    use crate::resp::lane::ReplyLane;
+    use crate::resp::pipe::PipeConn;
 
     /// A read that brought more replies than one poll hands out (a window deeper than
     /// [`REPLIES_PER_POLL`]): the first poll stops at the budget and says so, the rest stay in

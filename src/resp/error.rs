@@ -173,6 +173,27 @@ pub enum RegistryError {
     },
 }
 
+/// The network layer's failures as call outcomes: a lost connection and a timeout stay
+/// unknown outcomes, an error reply is classified by its code as any script's would be.
+impl From<crate::net::NetError> for CallError {
+    fn from(err: crate::net::NetError) -> CallError {
+        use crate::net::NetError;
+        match err {
+            NetError::Connection(msg) => CallError::Connection(msg),
+            NetError::Timeout => CallError::Timeout,
+            NetError::NotRedis { addr, answer } => CallError::NotRedis { addr, answer },
+            NetError::Server(text) => {
+                let (code, detail) = text.split_once(' ').unwrap_or((text.as_str(), ""));
+                CallError::from_error_reply(code, detail)
+            }
+            NetError::Reply(msg) => CallError::Reply(msg),
+            other @ (NetError::BadUrl { .. } | NetError::Tls(_) | NetError::Unsupported(_)) => {
+                CallError::Connection(other.to_string())
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,29 +217,8 @@ mod tests {
             let value = redis::parse_redis_value(wire).unwrap();
             let redis::Value::ServerError(err) = value else { panic!("{value:?}") };
             assert_eq!(CallError::from_redis(&err.into()), CallError::Redirect(want.clone()), "redis-rs: {wire:?}");
-            let piped = crate::protocol::pipe::reply::decode(wire).unwrap().unwrap().0;
+            let piped = crate::resp::pipe::reply::decode(wire).unwrap().unwrap().0;
             assert_eq!(piped, Err(CallError::Redirect(want)), "pipe: {wire:?}");
-        }
-    }
-}
-
-/// The network layer's failures as call outcomes: a lost connection and a timeout stay
-/// unknown outcomes, an error reply is classified by its code as any script's would be.
-impl From<crate::net::NetError> for CallError {
-    fn from(err: crate::net::NetError) -> CallError {
-        use crate::net::NetError;
-        match err {
-            NetError::Connection(msg) => CallError::Connection(msg),
-            NetError::Timeout => CallError::Timeout,
-            NetError::NotRedis { addr, answer } => CallError::NotRedis { addr, answer },
-            NetError::Server(text) => {
-                let (code, detail) = text.split_once(' ').unwrap_or((text.as_str(), ""));
-                CallError::from_error_reply(code, detail)
-            }
-            NetError::Reply(msg) => CallError::Reply(msg),
-            other @ (NetError::BadUrl { .. } | NetError::Tls(_) | NetError::Unsupported(_)) => {
-                CallError::Connection(other.to_string())
-            }
         }
     }
 }

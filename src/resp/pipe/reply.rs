@@ -2,7 +2,7 @@
 //! reply (or says it is incomplete), and [`to_value`] turns it into the redis-rs `Value` the
 //! verbs parse. Integer replies (most of the load) allocate nothing.
 
-use crate::protocol::error::CallError;
+use crate::resp::error::CallError;
 use redis::Value;
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;

@@ -1,5 +1,7 @@
-//! The EchoMQ v1 client: one pipelined connection plus the script registry. The verbs live one
-//! per file in `verbs/`, each a typed function over [`EchoClient::call`].
+//! The script client: one connection plus the script registry, and nothing of any protocol.
+//! Each protocol adds its verbs to it, one per file (`echomq/verbs/`, `bullmq/`), each a typed
+//! function that frames its `EVALSHA` into the client's scratch request and sends it through
+//! [`ScriptClient::call`] (NOSCRIPT reload, ASKING) or queues it on a lane.
 
 use super::error::CallError;
 use super::lane::ReplyLane;
@@ -18,7 +20,7 @@ use std::sync::Arc;
 /// Cheap to clone: clones share the socket and the registry, so each load task holds its own
 /// handle and keeps its own requests in flight. Each clone has its own scratch command, which
 /// every verb rebuilds in place ([`Request`]): no allocation per request once it has grown.
-pub struct EchoClient<W: Wire = Control> {
+pub struct ScriptClient<W: Wire = Control> {
     conn: W,
     registry: Arc<ScriptRegistry>,
     scratch: Request,
@@ -26,13 +28,18 @@ pub struct EchoClient<W: Wire = Control> {
     asking: bool,
 }
 
-impl<W: Wire> Clone for EchoClient<W> {
+impl<W: Wire> Clone for ScriptClient<W> {
     fn clone(&self) -> Self {
-        EchoClient { conn: self.conn.clone(), registry: self.registry.clone(), scratch: Request::new(), asking: false }
+        ScriptClient {
+            conn: self.conn.clone(),
+            registry: self.registry.clone(),
+            scratch: Request::new(),
+            asking: false,
+        }
     }
 }
 
-impl EchoClient {
+impl ScriptClient {
     /// Connects to `url` (no flags; a password may come from `$EMQ_PASSWORD`) with the control
     /// connection and `SCRIPT LOAD`s every script of `registry`.
     ///
@@ -41,11 +48,11 @@ impl EchoClient {
         url: &str,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
-    ) -> Result<EchoClient, CallError> {
+    ) -> Result<ScriptClient, CallError> {
         let bad = |e: crate::net::NetError| CallError::Connection(e.to_string());
         let target = Endpoint::resolve(url, &TargetFlags::default(), |name| std::env::var(name).ok()).map_err(bad)?;
         let connector = Connector::new(target).map_err(bad)?;
-        EchoClient::open(&connector, opts, registry).await
+        ScriptClient::open(&connector, opts, registry).await
     }
 
     /// The underlying connection, for plain commands (INFO, SCAN, ...).
@@ -54,7 +61,7 @@ impl EchoClient {
     }
 }
 
-impl<W: Wire> EchoClient<W> {
+impl<W: Wire> ScriptClient<W> {
     /// Connects through `connector` over transport `W` and `SCRIPT LOAD`s every script of
     /// `registry`.
     ///
@@ -63,14 +70,14 @@ impl<W: Wire> EchoClient<W> {
         connector: &Connector,
         opts: ConnectOptions,
         registry: Arc<ScriptRegistry>,
-    ) -> Result<EchoClient<W>, CallError> {
+    ) -> Result<ScriptClient<W>, CallError> {
         let conn = W::open(connector, opts, registry.clone()).await?;
-        Ok(EchoClient::from_connection(conn, registry))
+        Ok(ScriptClient::from_connection(conn, registry))
     }
 
     /// Wraps an open connection without loading anything (calls still survive NOSCRIPT).
-    pub fn from_connection(conn: W, registry: Arc<ScriptRegistry>) -> EchoClient<W> {
-        EchoClient { conn, registry, scratch: Request::new(), asking: false }
+    pub fn from_connection(conn: W, registry: Arc<ScriptRegistry>) -> ScriptClient<W> {
+        ScriptClient { conn, registry, scratch: Request::new(), asking: false }
     }
 
     /// The registry the client calls.
