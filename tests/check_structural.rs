@@ -8,7 +8,7 @@ use emq_bench::check::{check_structural, checked_jobs, scan, Invariant, Location
 use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::net::Control;
 use emq_bench::payload::PayloadPool;
-use emq_bench::protocol::{FailArgs, FailReply};
+use emq_bench::queue::{FailArgs, FailReply};
 use emq_bench::resp::ScriptClient;
 use emq_bench::server::EmbeddedServer;
 use std::process::{Command, Output};

@@ -8,7 +8,7 @@ mod support;
 use emq_bench::keyspace::JobIdGen;
 use emq_bench::lua::ErrorCode;
 use emq_bench::net::{ConnectOptions, Transport};
-use emq_bench::protocol::EnqueueReply;
+use emq_bench::queue::EnqueueReply;
 use emq_bench::resp::pipe::take_times;
 use emq_bench::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};

@@ -1,17 +1,17 @@
-//! BullMQ 2.26.0's scripts as emq-bench calls them (`protocol::bullmq`), against a real
+//! BullMQ 2.26.0's scripts as emq-bench calls them (`bullmq`), against a real
 //! valkey-server, and the cross-check with BullMQ's official Python client (issue 12 item 5).
 //! Needs `scripts/setup` (the scripts) and, for the cross-check, `.tools/bullmq-venv`.
 
 mod support;
 
-use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
-use emq_bench::lua::{ErrorCode, Protocol, Script};
-use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
-use emq_bench::protocol::bullmq::{
+use emq_bench::bullmq::data::encode_data;
+use emq_bench::bullmq::{
     add_reply, client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
     RetryPolicy,
 };
-use emq_bench::protocol::bullmq_data::encode_data;
+use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
+use emq_bench::lua::{ErrorCode, Protocol, Script};
+use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
 use emq_bench::resp::lane;
 use emq_bench::resp::{CallError, ScriptClient, ScriptRegistry};
 use emq_bench::server::EmbeddedServer;
@@ -155,7 +155,7 @@ async fn a_duplicate_id_is_accepted_unchanged_and_only_the_event_stream_tells() 
         redis::cmd("XRANGE").arg(&q.events).arg("-").arg("+").query_async(c.connection()).await.unwrap();
     let named = |name: &str| events.iter().filter(|(_, f)| f.contains(&("event".into(), name.into()))).count();
     assert_eq!((named("added"), named("waiting"), named("duplicated")), (1, 1, 2));
-    assert_eq!(AddReply::Accepted.as_enqueue(true), emq_bench::protocol::EnqueueReply::Duplicate);
+    assert_eq!(AddReply::Accepted.as_enqueue(true), emq_bench::queue::EnqueueReply::Duplicate);
 }
 
 #[tokio::test]

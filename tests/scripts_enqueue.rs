@@ -4,7 +4,7 @@ mod support;
 
 use emq_bench::keyspace::JobIdGen;
 use emq_bench::lua::{ErrorCode, Script};
-use emq_bench::protocol::EnqueueReply;
+use emq_bench::queue::EnqueueReply;
 use emq_bench::resp::CallError;
 use support::*;
 

@@ -5,7 +5,7 @@ mod support;
 
 use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::lua::{ErrorCode, Script};
-use emq_bench::protocol::{CompleteReply, FailArgs, FailReply};
+use emq_bench::queue::{CompleteReply, FailArgs, FailReply};
 use emq_bench::resp::CallError;
 use emq_bench::resp::ScriptClient;
 use std::time::Duration;
@@ -291,7 +291,7 @@ async fn the_registry_survives_script_flush() {
     let mut conn = c.connection().clone();
     redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut conn).await.unwrap();
     let id = JobIdGen::new(23).next_id();
-    assert_eq!(c.enqueue(&q, &id, b"after flush", None).await.unwrap(), emq_bench::protocol::EnqueueReply::Enqueued);
+    assert_eq!(c.enqueue(&q, &id, b"after flush", None).await.unwrap(), emq_bench::queue::EnqueueReply::Enqueued);
     redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut conn).await.unwrap();
     assert_eq!(c.claim(&q, 1000, 1).await.unwrap()[0].id, id);
 }

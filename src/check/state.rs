@@ -186,7 +186,7 @@ pub struct BullRow {
     pub born: u8,
     /// `data` is present but is not a JSON string of standard base64 ([`decode_data`]).
     ///
-    /// [`decode_data`]: crate::protocol::bullmq_data::decode_data
+    /// [`decode_data`]: crate::bullmq::data::decode_data
     pub data_undecodable: bool,
 }
 

@@ -29,7 +29,7 @@ use crate::lua::Script;
 use crate::net::info::info;
 use crate::net::Control;
 use crate::payload::PayloadPool;
-use crate::protocol::FailArgs;
+use crate::queue::FailArgs;
 use crate::resp::{CallError, PipeConn, ScriptClient};
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -18,14 +18,14 @@
 //! the slow node too.
 
 use super::context::{Phase, Span, ThreadCtx};
-use super::ops::{needs_redo, QueueOps};
 use super::pacing::Schedule;
 use crate::history::{Kind, Outcome};
 use crate::keyspace::{JobId, JobIdGen};
 use crate::lua::Script;
 use crate::metrics::{elapsed_us, JobCounter};
 use crate::payload::PayloadPool;
-use crate::protocol::EnqueueReply;
+use crate::queue::EnqueueReply;
+use crate::queue::{needs_redo, QueueOps};
 use crate::resp::lane::{self, Laned};
 use crate::resp::{CallError, ReplyLane};
 use crate::scenario::Stop;

@@ -2,14 +2,13 @@
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
 //! runtime costs markedly less CPU per request than the multi-thread one.
 
-use super::bullmq::BullOps;
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
-use super::echomq::EchoOps;
 use super::maintenance::chore_loop;
-use super::ops::Driver;
 use super::pacing::Schedule;
 use super::producer::{self, Producer};
+use crate::bullmq::BullOps;
+use crate::echomq::EchoOps;
 use crate::history::HistoryBuf;
 use crate::keyspace::QueueKeys;
 use crate::lua::Protocol;
@@ -17,6 +16,7 @@ use crate::metrics::{JobCounter, MetricsSink, Recorder};
 use crate::net::{ConnectOptions, Transport};
 use crate::net::{Connector, Control};
 use crate::payload::PayloadPool;
+use crate::queue::Driver;
 use crate::resp::routes::Routes;
 use crate::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;

@@ -236,7 +236,7 @@ pub enum ErrorCode {
     /// `NOSCRIPT` that survived the registry's reload and retry (a script flush mid-pipeline).
     NoScript,
     // BullMQ's refusals (docs/bullmq-mapping.md section 4): integer replies, not error replies,
-    // mapped by `protocol::bullmq::codes` (appended: the history stores codes by index).
+    // mapped by `bullmq::codes` (appended: the history stores codes by index).
     /// BullMQ `-2` (`JobLockNotExist`): the job has no lock (expired, or released by an
     /// earlier finish): a stale worker whose lease ran out.
     LockMissing,
@@ -352,7 +352,7 @@ impl ErrorCode {
         )
     }
 
-    /// True for BullMQ's refusals (integer replies mapped by `protocol::bullmq::codes`).
+    /// True for BullMQ's refusals (integer replies mapped by `bullmq::codes`).
     pub fn is_bullmq(self) -> bool {
         self.index() >= ErrorCode::LockMissing.index()
     }

@@ -1,5 +1,5 @@
 //! The script client: one connection plus the script registry, and nothing of any protocol.
-//! Each protocol adds its verbs to it, one per file (`echomq/verbs/`, `bullmq/`), each a typed
+//! Each protocol adds its verbs to it, one per file (`echomq/`, `bullmq/`), each a typed
 //! function that frames its `EVALSHA` into the client's scratch request and sends it through
 //! [`ScriptClient::call`] (NOSCRIPT reload, ASKING) or queues it on a lane.
 

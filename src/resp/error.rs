@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
     /// An `EMQ*` error reply (PROTOCOL.md "Errors"), or one of BullMQ's refusals (a negative
-    /// integer reply, extendLock's `0`: `protocol::bullmq::codes`), with an empty `message`
+    /// integer reply, extendLock's `0`: `bullmq::codes`), with an empty `message`
     /// (no allocation: the code says it all).
     #[error("{} {message}", code.name())]
     Emq {

@@ -104,7 +104,7 @@ pub(crate) async fn follow<W: Wire>(
 }
 
 /// Where a redo of a call queued on node `node` and answered with `err` starts
-/// ([`QueueOps::redo_enqueue`](crate::load::ops::QueueOps::redo_enqueue)): the redirect's target, followed as the routed path follows
+/// ([`QueueOps::redo_enqueue`](crate::queue::QueueOps::redo_enqueue)): the redirect's target, followed as the routed path follows
 /// one, or `node` itself after NOSCRIPT; `None` for a redirect to a node unknown to the run.
 pub(crate) async fn redo_node<W: Wire>(
     routes: &Routes,

@@ -15,6 +15,7 @@ pub use folder::{check_out, results_dir};
 pub use options::RunOptions;
 
 use super::Outcome;
+use crate::bullmq::release;
 use crate::error::AppError;
 use crate::faults::Nemesis;
 use crate::keyspace::QueueKeys;
@@ -27,7 +28,6 @@ use crate::net::{Connector, Endpoint, Topology};
 use crate::output::Progress;
 use crate::plane::{self, Plane, PlaneError, Route, RunLock};
 use crate::probe::Probe;
-use crate::protocol::release;
 use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
 use crate::report::{write_all, DepthSample, RunResults};
 use crate::resp::ScriptRegistry;

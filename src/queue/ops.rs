@@ -1,13 +1,13 @@
 //! The verbs the driver speaks: the protocol seam. Producers, consumers and maintenance call
-//! these, never key names, so each queue protocol (EchoMQ in `echomq.rs`, BullMQ in
-//! `bullmq.rs`) is driven by the same load, histograms and checker by implementing
+//! these, never key names, so each queue protocol (EchoMQ in `echomq/ops.rs`, BullMQ in
+//! `bullmq/ops.rs`) is driven by the same load, histograms and checker by implementing
 //! [`QueueOps`] and [`Driver`] once.
 
-use super::maintenance::Chore;
+use super::chore::Chore;
 use crate::keyspace::JobId;
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
 use crate::resp::routes::Routes;
 use crate::resp::{CallError, ReplyLane, ScriptClient};
 use crate::resp::{ScriptRegistry, Wire};

@@ -1,12 +1,12 @@
 //! `moveToActive`: take the next job and lock it (docs/bullmq-mapping.md 3.2).
 
+use super::data::decode_data;
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
 use super::policy::{claim_fail_step, Backoff, FailStep};
 use super::token::LockToken;
 use crate::keyspace::JobId;
 use crate::lua::Script;
-use crate::protocol::bullmq_data::decode_data;
 use crate::resp::client::ScriptClient;
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;

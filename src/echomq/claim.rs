@@ -2,25 +2,11 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
+use crate::queue::Claimed;
 use crate::resp::client::ScriptClient;
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
 use redis::Value;
-
-/// One claimed job: for EchoMQ the entry `[id, payload, token, priority]` of the claim reply.
-/// `T` is the protocol's fencing token: EchoMQ's `u64`, BullMQ's lock token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claimed<T = u64> {
-    /// The job's id.
-    pub id: JobId,
-    /// The stored payload bytes.
-    pub payload: Vec<u8>,
-    /// The fencing token: EchoMQ's is the job's `attempts` after this claim (1 on the first
-    /// claim).
-    pub token: T,
-    /// The pending score the job had (0 = highest).
-    pub priority: u64,
-}
 
 impl<W: Wire> ScriptClient<W> {
     /// Runs `claim`: KEYS pending, active; ARGV job-key prefix, lease_ms, count (1..=1000).

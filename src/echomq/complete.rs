@@ -2,18 +2,10 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
+use crate::queue::CompleteReply;
 use crate::resp::client::{int_reply, ScriptClient};
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
-
-/// What a complete did (PROTOCOL.md: reply 1 or 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompleteReply {
-    /// The job moved from active to completed (reply 1).
-    Completed,
-    /// The job was already completed with this same token: a safe retry (reply 0).
-    AlreadyCompleted,
-}
 
 impl<W: Wire> ScriptClient<W> {
     /// Runs `complete`: KEYS job, active, completed; ARGV id, token.

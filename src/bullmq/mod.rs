@@ -2,7 +2,10 @@
 //! which KEYS and ARGV each takes and what it replies). One file per verb, each a method on
 //! [`ScriptClient`](crate::resp::ScriptClient) taking the queue's [`BullKeys`]: the client
 //! already owns the connection, the registry's NOSCRIPT reload, the scratch request and the
-//! queued path, and a wrapper would only forward to them.
+//! queued path, and a wrapper would only forward to them. Beside the verbs, [`BullOps`] drives
+//! them behind the load's seam ([`QueueOps`](crate::queue::QueueOps)), the job's `data` field
+//! is written and read as BullMQ's clients do ([`data`]), and [`release`] says which published
+//! release a run's scripts are.
 //!
 //! The hot calls (add, claim, complete) allocate nothing per request: keys are built once per
 //! queue, job and lock keys framed from their pieces, MessagePack written in place by rmp
@@ -13,12 +16,15 @@
 mod add;
 mod claim;
 pub mod codes;
+pub mod data;
 mod extend;
 mod finish;
 mod keys;
+mod ops;
 mod pack;
 mod policy;
 mod progress;
+pub mod release;
 mod retry;
 mod stalled;
 mod token;
@@ -27,6 +33,7 @@ pub use add::{add_reply, AddOpts, AddReply, JOB_NAME};
 pub use claim::BullClaimed;
 pub use finish::RETURN_VALUE;
 pub use keys::BullKeys;
+pub use ops::{backoff_of, BullOps, BullShared, BullToken};
 pub use policy::{claim_fail_step, fail_step, Backoff, FailStep};
 pub use retry::RetryPolicy;
 pub use stalled::StalledReply;

@@ -2,21 +2,13 @@
 
 use crate::keyspace::{JobId, QueueKeys, JOB_ID_LEN};
 use crate::lua::Script;
+use crate::queue::EnqueueReply;
 use crate::resp::client::{int_reply, ScriptClient};
 use crate::resp::error::CallError;
 use crate::resp::lane::ReplyLane;
 use crate::resp::registry::ScriptRegistry;
 use crate::resp::request::{pack_arg_with, pack_int, Request};
 use crate::resp::wire::Wire;
-
-/// What an enqueue did (PROTOCOL.md: reply 1 or 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnqueueReply {
-    /// A new row was born (reply 1).
-    Enqueued,
-    /// The row already existed and was left untouched (reply 0).
-    Duplicate,
-}
 
 /// Reads `script`'s reply (`enqueue` or `enqueue_delayed`): 1 or 0.
 ///

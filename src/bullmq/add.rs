@@ -1,12 +1,12 @@
 //! `addStandardJob`, `addDelayedJob`, `addPrioritizedJob`: a new job (docs/bullmq-mapping.md 3.1).
 
 use super::codes::{code_of, refused};
+use super::data::{encode_data, encoded_len};
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
 use super::policy::Backoff;
 use crate::keyspace::JobId;
 use crate::lua::Script;
-use crate::protocol::bullmq_data::{encode_data, encoded_len};
 use crate::resp::client::ScriptClient;
 use crate::resp::error::CallError;
 use crate::resp::request::Request;
@@ -70,11 +70,11 @@ impl AddReply {
     /// and accepted then (the producer's deliberate duplicate). The reply itself cannot
     /// tell, so a redo after an unknown outcome reads as [`EnqueueReply::Enqueued`] here.
     ///
-    /// [`EnqueueReply::Enqueued`]: crate::protocol::EnqueueReply::Enqueued
-    pub fn as_enqueue(self, resent: bool) -> crate::protocol::EnqueueReply {
+    /// [`EnqueueReply::Enqueued`]: crate::queue::EnqueueReply::Enqueued
+    pub fn as_enqueue(self, resent: bool) -> crate::queue::EnqueueReply {
         match (self, resent) {
-            (AddReply::Accepted, false) => crate::protocol::EnqueueReply::Enqueued,
-            (AddReply::Accepted, true) => crate::protocol::EnqueueReply::Duplicate,
+            (AddReply::Accepted, false) => crate::queue::EnqueueReply::Enqueued,
+            (AddReply::Accepted, true) => crate::queue::EnqueueReply::Duplicate,
         }
     }
 }

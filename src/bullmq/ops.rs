@@ -1,19 +1,19 @@
 //! BullMQ behind the load's protocol seam: [`QueueOps`] over BullMQ's own scripts, called as
-//! its clients call them (`protocol::bullmq`, docs/bullmq-mapping.md). Producers add with the
+//! its clients call them (`bullmq/`, docs/bullmq-mapping.md). Producers add with the
 //! opts mix, consumers take one job per `moveToActive` under a lock of the scenario's lease,
 //! finish with the lock token (a stale one is refused), fail as BullMQ's client decides
 //! (retry, delay by the backoff, or fail for good), and maintenance runs the stalled-jobs
 //! check on the reap interval. BullMQ promotes due delayed jobs inside `moveToActive`, so it
 //! has no promote chore.
 
-use super::maintenance::Chore;
-use super::ops::{Driver, QueueOps, Verb};
+use super::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
+use super::{claim_fail_step, FailStep, RetryPolicy};
 use crate::keyspace::JobId;
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::bullmq::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
-use crate::protocol::bullmq::{claim_fail_step, FailStep, RetryPolicy};
-use crate::protocol::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+use crate::queue::Chore;
+use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+use crate::queue::{Driver, QueueOps, Verb};
 use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient};
 use crate::resp::{ScriptRegistry, Wire};
@@ -110,7 +110,7 @@ impl<W: Wire> BullOps<W> {
         }
     }
 
-    /// The claim as `protocol::bullmq`'s calls take it (no payload: finishes never send it).
+    /// The claim as `bullmq`'s verbs take it (no payload: finishes never send it).
     fn claimed(id: JobId, token: BullToken) -> BullClaimed {
         BullClaimed {
             id,

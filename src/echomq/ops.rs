@@ -1,11 +1,12 @@
 //! EchoMQ v1.1's verbs: the nine scripts of `lua/` behind [`QueueOps`].
 
-use super::maintenance::Chore;
-use super::ops::{Driver, QueueOps, Verb};
+use super::{enqueue_reply, EnqueueFrames};
 use crate::keyspace::JobId;
 use crate::keyspace::QueueKeys;
 use crate::lua::Script;
-use crate::protocol::{enqueue_reply, Claimed, CompleteReply, EnqueueFrames, EnqueueReply, FailArgs, FailReply};
+use crate::queue::Chore;
+use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
+use crate::queue::{Driver, QueueOps, Verb};
 use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient};
 use crate::resp::{ScriptRegistry, Wire};

@@ -2,32 +2,11 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
+use crate::queue::{FailArgs, FailReply};
 use crate::resp::client::ScriptClient;
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
 use redis::Value;
-
-/// What a fail did (PROTOCOL.md: the string `retry` or `failed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailReply {
-    /// attempts < max_attempts: back to pending, or to delayed when backoff_ms > 0.
-    Retry,
-    /// attempts reached max_attempts: the job is failed for good.
-    Failed,
-}
-
-/// The policy arguments of a `fail` call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FailArgs<'a> {
-    /// Text stored in the row's `last_error` field.
-    pub error: &'a str,
-    /// Attempts allowed in all (≥ 1); the job fails for good when `attempts` reaches it.
-    pub max_attempts: u32,
-    /// Retry delay in ms; 0 sends the retry straight back to pending.
-    pub backoff_ms: u64,
-    /// The retry's pending score (0 = highest).
-    pub priority: u64,
-}
 
 impl<W: Wire> ScriptClient<W> {
     /// Runs `fail`: KEYS job, active, pending, delayed, failed; ARGV id, token, error,
