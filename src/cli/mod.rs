@@ -232,17 +232,10 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// The flags as the target seam takes them.
     pub fn flags(&self) -> crate::net::TargetFlags {
+        let TargetArgs { user, pass, tls, cacert, cert, key, sni, tls_skip_verify } = self.clone();
         crate::net::TargetFlags {
-            user: self.user.clone(),
-            pass: self.pass.clone().map(crate::net::Secret::new),
-            tls: crate::net::TlsSettings {
-                enabled: self.tls,
-                ca_file: self.cacert.clone(),
-                cert_file: self.cert.clone(),
-                key_file: self.key.clone(),
-                sni: self.sni.clone(),
-                skip_verify: self.tls_skip_verify,
-            },
+            pass: pass.map(crate::net::Secret::new),
+            ..crate::net::TargetFlags::new(user, tls, cacert, cert, key, sni, tls_skip_verify)
         }
     }
 }
