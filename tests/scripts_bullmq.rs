@@ -12,8 +12,7 @@ use emq_bench::bullmq::{
 use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
 use emq_bench::lua::{ErrorCode, Protocol, Script};
 use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
-use emq_bench::resp::lane;
-use emq_bench::resp::{CallError, ScriptClient, ScriptRegistry};
+use emq_bench::resp::{lane, CallError, ScriptClient, ScriptRegistry};
 use emq_bench::server::EmbeddedServer;
 use redis::AsyncCommands;
 use std::path::PathBuf;

@@ -6,8 +6,7 @@ mod support;
 use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::lua::{ErrorCode, Script};
 use emq_bench::queue::{CompleteReply, FailArgs, FailReply};
-use emq_bench::resp::CallError;
-use emq_bench::resp::ScriptClient;
+use emq_bench::resp::{CallError, ScriptClient};
 use std::time::Duration;
 use support::*;
 

@@ -6,17 +6,15 @@
 //! check on the reap interval. BullMQ promotes due delayed jobs inside `moveToActive`, so it
 //! has no promote chore.
 
-use super::{add_reply, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, LockToken, LockTokens};
-use super::{claim_fail_step, FailStep, RetryPolicy};
-use crate::keyspace::JobId;
-use crate::keyspace::QueueKeys;
+use super::{
+    add_reply, claim_fail_step, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
+    RetryPolicy,
+};
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::queue::Chore;
-use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
-use crate::queue::{Driver, QueueOps, Verb};
+use crate::queue::{Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, QueueOps, Verb};
 use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
-use crate::resp::{CallError, ScriptClient};
-use crate::resp::{ScriptRegistry, Wire};
+use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::{self, Plan};
 use redis::Value;
 use std::cell::RefCell;

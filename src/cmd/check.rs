@@ -10,8 +10,7 @@ use crate::error::AppError;
 use crate::history::{self, History};
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
-use crate::net::ConnectOptions;
-use crate::net::{Connector, Endpoint};
+use crate::net::{ConnectOptions, Connector, Endpoint};
 use crate::plane::{Plane, PlaneError};
 use std::time::{Duration, Instant};
 

@@ -1,15 +1,11 @@
 //! EchoMQ v1.1's verbs: the nine scripts of `lua/` behind [`QueueOps`].
 
 use super::{enqueue_reply, EnqueueFrames};
-use crate::keyspace::JobId;
-use crate::keyspace::QueueKeys;
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::queue::Chore;
-use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
-use crate::queue::{Driver, QueueOps, Verb};
+use crate::queue::{Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, QueueOps, Verb};
 use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
-use crate::resp::{CallError, ScriptClient};
-use crate::resp::{ScriptRegistry, Wire};
+use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::rc::Rc;

@@ -2,8 +2,7 @@
 //! while the run lives and deleted at its end, so a second run started on the same queues is
 //! refused instead of both corrupting each other. A run that dies leaves it to expire.
 
-use super::PlaneError;
-use super::{Plane, Route};
+use super::{Plane, PlaneError, Route};
 use crate::keyspace::QueueKeys;
 use crate::resp::CallError;
 use std::sync::{Arc, Mutex};

@@ -4,13 +4,11 @@
 //! [`QueueOps`] and [`Driver`] once.
 
 use super::chore::Chore;
-use crate::keyspace::JobId;
-use crate::keyspace::QueueKeys;
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
 use crate::resp::routes::Routes;
-use crate::resp::{CallError, ReplyLane, ScriptClient};
-use crate::resp::{ScriptRegistry, Wire};
+use crate::resp::{CallError, ReplyLane, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
 use std::future::Future;

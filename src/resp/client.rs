@@ -9,8 +9,7 @@ use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::wire::Wire;
 use crate::lua::Script;
-use crate::net::ConnectOptions;
-use crate::net::{Connector, Control, Endpoint, TargetFlags};
+use crate::net::{ConnectOptions, Connector, Control, Endpoint, TargetFlags};
 use redis::Value;
 use std::sync::Arc;
 

@@ -6,8 +6,7 @@
 use super::error::{CallError, RegistryError};
 use super::request::Request;
 use super::wire::Wire;
-use crate::lua::builtin;
-use crate::lua::{Protocol, Script};
+use crate::lua::{builtin, Protocol, Script};
 use redis::Value;
 use std::path::{Path, PathBuf};
 

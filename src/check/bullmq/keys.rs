@@ -2,8 +2,7 @@
 //! which keys under `bull:{q}:` are BullMQ's own, and which are strays.
 
 use crate::check::state::Location;
-use crate::keyspace::JOB_ID_LEN;
-use crate::keyspace::{JobId, QueueName};
+use crate::keyspace::{JobId, QueueName, JOB_ID_LEN};
 
 /// The key prefix of queue `queue`, `bull:{q}:`: BullMQ's default prefix `bull` and the official
 /// client's queue name `{q}`, whose braces make every key of the queue one cluster slot (the

@@ -3,8 +3,7 @@
 
 use super::{reply, DialSpec, Shared, State};
 use crate::lua::Script;
-use crate::net::ConnectOptions;
-use crate::net::{Connector, Stream};
+use crate::net::{ConnectOptions, Connector, Stream};
 use crate::resp::error::CallError;
 use crate::resp::registry::ScriptRegistry;
 use crate::resp::request::Request;
