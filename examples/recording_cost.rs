@@ -3,8 +3,8 @@
 //! is ≤ 50 ns per request for both together. Not a test: a timing, printed.
 
 use emq_bench::history::{HistoryBuf, Kind, Outcome};
+use emq_bench::lua::Script;
 use emq_bench::metrics::{Recorder, Reporter};
-use emq_bench::protocol::Script;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,8 @@
 //! input error; STYLE.md habit 1: only `main` exits).
 
 use crate::plane::PlaneError;
-use crate::protocol::{CallError, RegistryError};
 use crate::report::ReportError;
+use crate::resp::{CallError, RegistryError};
 use crate::scenario::ScenarioError;
 use crate::server::ServerError;
 

@@ -11,10 +11,16 @@
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 //! - [`verdict`]: a run's typed end (verdict, findings, the keys' fate).
 //! - [`net`]: endpoint, TLS, connector and stream, the control connection, slots, topology, INFO.
+//! - [`lua`]: the scripts by identity: EchoMQ's and BullMQ's catalog, protocols, outcome codes,
+//!   EchoMQ's built-in sources.
+//!
+//! The transport and the names of a queue (over `net` and `lua`, no protocol):
+//! - [`resp`]: the RESP transport: request framing, the pipe and control connections, lanes,
+//!   the script registry and NOSCRIPT reload, call errors, the script client, cluster routes.
+//! - [`keyspace`]: checked queue names and job ids, a queue's keys and depth places, job-id
+//!   minting with the run's tag.
 //!
 //! The queue protocols and what they measure:
-//! - [`protocol`]: the RESP transports (pipe, redis-rs), EchoMQ's and BullMQ's keys, scripts and
-//!   verbs, typed call errors.
 //! - [`payload`]: job payloads that carry their id and checksum (I4).
 //! - [`plane`]: the queue-aware control plane: routing by slot, the run lock, the run's own keys.
 //! - [`metrics`]: per-thread recorders, the interval swap and merge, job counters.
@@ -22,8 +28,13 @@
 //! - [`probe`]: the server sampled every second on its own thread (`server.csv`).
 //! - [`scenario`]: one struct per TOML table, validation, the resolved plan and its samplers.
 //! - [`faults`]: the record of faults injected and seen, and the nemesis that injects them.
-//! - [`load`]: the driver: producers, consumers, maintenance, pacing, load threads, the
-//!   coordinator, stop signals.
+//! - [`queue`]: the queue-protocol seam the load drives (`QueueOps`, `Driver`, verbs, chores)
+//!   and the typed replies both protocols answer with.
+//! - [`echomq`]: EchoMQ v1.1's verbs, one per file, and `EchoOps`, its side of the seam.
+//! - [`bullmq`]: BullMQ's verbs as its clients call them, its keys, data field and pinned
+//!   release, and `BullOps`, its side of the seam.
+//! - [`load`]: the driver: producers, consumers, maintenance, pacing, load threads (where a
+//!   thread picks `EchoOps` or `BullOps`), the coordinator, stop signals.
 //! - [`cost`]: each script's server cost per call, one phase per script.
 //! - [`check`]: the invariants I1–I8 against the server's state and the run's history.
 //!
@@ -37,24 +48,29 @@
 //! file per subcommand; the run's stages and composition roots).
 
 pub mod atomic;
+pub mod bullmq;
 pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
 pub mod cost;
+pub mod echomq;
 pub mod error;
 pub mod faults;
 pub mod history;
 pub mod html;
+pub mod keyspace;
 pub mod load;
+pub mod lua;
 pub mod metrics;
 pub mod net;
 pub mod output;
 pub mod payload;
 pub mod plane;
 pub mod probe;
-pub mod protocol;
+pub mod queue;
 pub mod report;
+pub mod resp;
 pub mod scenario;
 pub mod server;
 pub mod side_thread;

@@ -15,7 +15,7 @@
 //! in full would cost a pass over all its bytes on every enqueue.
 //! Copying from a pool instead of drawing fresh random bytes keeps the hot path cheap.
 
-use crate::protocol::JobId;
+use crate::keyspace::JobId;
 use rand::{RngCore, SeedableRng};
 use std::cell::RefCell;
 
@@ -200,7 +200,7 @@ fn checksum_identity_first(payload: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::JobIdGen;
+    use crate::keyspace::JobIdGen;
 
     #[test]
     fn built_payloads_verify_and_any_change_is_caught() {

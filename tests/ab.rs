@@ -25,7 +25,7 @@ fn args(a: PathBuf, b: PathBuf, out: &Path) -> AbArgs {
         force: false,
         quiet: true,
         threads: 1,
-        transport: emq_bench::protocol::Transport::Pipe,
+        transport: emq_bench::net::Transport::Pipe,
         compare: CompareFlags { latency: LatencyKind::Intended, ..CompareFlags::default() },
         server: ServerArgs { server_bin: None, server_config: Vec::new() },
     }

@@ -7,13 +7,13 @@
 
 mod support;
 
+use emq_bench::bullmq::data::encode_data;
 use emq_bench::check::{
     check_bullmq, check_structural, check_structural_bullmq, scan_bullmq, Invariant, Location, ServerState,
 };
+use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
 use emq_bench::net::Control;
 use emq_bench::payload::{PayloadCheck, PayloadPool};
-use emq_bench::protocol::bullmq_data::encode_data;
-use emq_bench::protocol::{JobId, JobIdGen, QueueName};
 use emq_bench::server::EmbeddedServer;
 use std::path::PathBuf;
 use std::process::Command;

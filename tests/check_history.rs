@@ -9,8 +9,8 @@ use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::run;
 use emq_bench::cmd::Outcome;
 use emq_bench::history::{file, Event, History, Kind, Outcome as Seen};
-use emq_bench::protocol::ids::job_number;
-use emq_bench::protocol::{QueueKeys, QueueName};
+use emq_bench::keyspace::ids::job_number;
+use emq_bench::keyspace::{QueueKeys, QueueName};
 use redis::AsyncCommands;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -71,7 +71,7 @@ async fn a_clean_run_checks_clean_and_planted_history_violations_are_named() {
     assert!(check_now(&server, &history).await.is_empty());
 
     let (id, _, token) = completed_job(&server).await;
-    let number = job_number(&emq_bench::protocol::JobId::parse(id.as_bytes()).unwrap());
+    let number = job_number(&emq_bench::keyspace::JobId::parse(id.as_bytes()).unwrap());
     // A second completion accepted for the same job (I6).
     let last = *history.events.iter().rfind(|e| e.job == number).unwrap();
     history.events.push(Event {
@@ -105,7 +105,7 @@ async fn planted_server_state_violations_are_named() {
     payload[last] ^= 0x20;
     let _: () = conn.hset(key(&completed[2]), "payload", payload).await.unwrap();
     // a row nobody enqueued, with this run's tag and an unused job number (I1).
-    let stranger = emq_bench::protocol::JobIdGen::new(5).mint(999_999).to_string();
+    let stranger = emq_bench::keyspace::JobIdGen::new(5).mint(999_999).to_string();
     let _: () = conn
         .hset_multiple(
             key(&stranger),

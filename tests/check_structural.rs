@@ -5,9 +5,11 @@
 mod support;
 
 use emq_bench::check::{check_structural, checked_jobs, scan, Invariant, Location, StateField, Violation};
+use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
 use emq_bench::net::Control;
 use emq_bench::payload::PayloadPool;
-use emq_bench::protocol::{EchoClient, FailArgs, FailReply, JobId, JobIdGen, QueueKeys};
+use emq_bench::queue::{FailArgs, FailReply};
+use emq_bench::resp::ScriptClient;
 use emq_bench::server::EmbeddedServer;
 use std::process::{Command, Output};
 use support::*;
@@ -27,7 +29,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let server = server();
-    let mut c: EchoClient = client(&server).await;
+    let mut c: ScriptClient = client(&server).await;
     let q = keys("q");
     let mut ids = JobIdGen::new(11);
     let all: Vec<JobId> = (0..6).map(|_| ids.next_id()).collect();

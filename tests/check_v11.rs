@@ -8,7 +8,7 @@ use emq_bench::check::Invariant;
 use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::run;
 use emq_bench::cmd::Outcome;
-use emq_bench::protocol::JobIdGen;
+use emq_bench::keyspace::JobIdGen;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -134,7 +134,7 @@ async fn a_job_evicted_with_every_trace_is_named_by_its_id() {
     let _: () = redis::cmd("ZREM").arg("emq:{bench}:completed").arg(&id).query_async(&mut conn).await.unwrap();
     let (header, streams) = emq_bench::history::file::load(&out.join("history.bin")).unwrap();
     let history = emq_bench::history::History::merge(header, &streams).unwrap();
-    let queues = [emq_bench::protocol::QueueKeys::new(emq_bench::protocol::QueueName::new("bench").unwrap())];
+    let queues = [emq_bench::keyspace::QueueKeys::new(emq_bench::keyspace::QueueName::new("bench").unwrap())];
     let violations = emq_bench::check::check(&conn, &queues, Some(&history)).await.unwrap().report.violations;
     let lost: Vec<_> = violations.iter().filter(|v| v.invariant == Invariant::I7).collect();
     assert_eq!(lost.len(), 1, "{violations:#?}");

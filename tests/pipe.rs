@@ -5,10 +5,12 @@
 
 mod support;
 
-use emq_bench::protocol::pipe::take_times;
-use emq_bench::protocol::{
-    CallError, ConnectOptions, EchoClient, EnqueueReply, ErrorCode, JobIdGen, PipeConn, ScriptRegistry, Transport,
-};
+use emq_bench::keyspace::JobIdGen;
+use emq_bench::lua::ErrorCode;
+use emq_bench::net::{ConnectOptions, Transport};
+use emq_bench::queue::EnqueueReply;
+use emq_bench::resp::pipe::take_times;
+use emq_bench::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
 use std::future::Future;
 use std::sync::Arc;
@@ -24,13 +26,13 @@ fn opts(response_timeout: Duration) -> ConnectOptions {
     ConnectOptions { response_timeout, transport: Transport::Pipe, ..ConnectOptions::default() }
 }
 
-async fn pipe(url: &str, timeout: Duration) -> EchoClient<PipeConn> {
+async fn pipe(url: &str, timeout: Duration) -> ScriptClient<PipeConn> {
     let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
-    EchoClient::open(&connector(url), opts(timeout), registry).await.unwrap()
+    ScriptClient::open(&connector(url), opts(timeout), registry).await.unwrap()
 }
 
 /// Retries `enqueue` of fresh ids until one is accepted, or panics after `within`.
-async fn until_accepted(c: &mut EchoClient<PipeConn>, ids: &mut JobIdGen, within: Duration) -> Vec<ErrorCode> {
+async fn until_accepted(c: &mut ScriptClient<PipeConn>, ids: &mut JobIdGen, within: Duration) -> Vec<ErrorCode> {
     let q = keys("q");
     let deadline = Instant::now() + within;
     let mut errors = Vec::new();
@@ -228,7 +230,7 @@ async fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
             let port = not_redis(reply);
             let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
             let url = format!("redis://127.0.0.1:{port}");
-            let err = EchoClient::<PipeConn>::open(&connector(&url), opts(Duration::from_secs(5)), registry)
+            let err = ScriptClient::<PipeConn>::open(&connector(&url), opts(Duration::from_secs(5)), registry)
                 .await
                 .err()
                 .expect("refused");
@@ -240,8 +242,8 @@ async fn a_port_that_does_not_speak_resp_is_named_not_a_server() {
 
 /// A lane on a new pipe connection after one round trip on it: the driver has run, nothing is
 /// waiting, and it waits on the socket.
-async fn idle_lane(url: &str, timeout: Duration) -> <PipeConn as emq_bench::protocol::Wire>::Lane {
-    use emq_bench::protocol::{lane, ReplyLane, Request};
+async fn idle_lane(url: &str, timeout: Duration) -> <PipeConn as emq_bench::resp::Wire>::Lane {
+    use emq_bench::resp::{lane, ReplyLane, Request};
     let mut lane = pipe(url, timeout).await.lane();
     lane.queue(&Request::from_args(&["PING"]));
     lane.flush();
@@ -251,7 +253,7 @@ async fn idle_lane(url: &str, timeout: Duration) -> <PipeConn as emq_bench::prot
 
 #[tokio::test]
 async fn a_lane_batch_goes_out_at_its_flush_and_comes_back_in_order() {
-    use emq_bench::protocol::{lane, ReplyLane, Request};
+    use emq_bench::resp::{lane, ReplyLane, Request};
     let server = support::server();
     local(async {
         let mut lane = idle_lane(&server.url(), Duration::from_secs(10)).await;
@@ -279,7 +281,7 @@ async fn a_lane_batch_goes_out_at_its_flush_and_comes_back_in_order() {
 
 #[tokio::test]
 async fn a_silent_server_times_out_a_lanes_flushed_batch_too() {
-    use emq_bench::protocol::{lane, ReplyLane, Request};
+    use emq_bench::resp::{lane, ReplyLane, Request};
     let server = support::server();
     local(async {
         let mut lane = idle_lane(&server.url(), Duration::from_millis(300)).await;

@@ -5,11 +5,12 @@
 
 mod support;
 
+use emq_bench::bullmq::release::BULLMQ_INSTALL;
 use emq_bench::check::Invariant;
 use emq_bench::cmd::run::run;
 use emq_bench::cmd::Outcome;
-use emq_bench::protocol::release::BULLMQ_INSTALL;
-use emq_bench::protocol::{Protocol, Transport};
+use emq_bench::lua::Protocol;
+use emq_bench::net::Transport;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {

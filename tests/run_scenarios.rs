@@ -7,7 +7,7 @@ mod support;
 use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::{run, RunResult};
 use emq_bench::cmd::Outcome;
-use emq_bench::protocol::Transport;
+use emq_bench::net::Transport;
 use emq_bench::report::ScriptSummary;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,19 +1,18 @@
-//! BullMQ 2.26.0's scripts as emq-bench calls them (`protocol::bullmq`), against a real
+//! BullMQ 2.26.0's scripts as emq-bench calls them (`bullmq`), against a real
 //! valkey-server, and the cross-check with BullMQ's official Python client (issue 12 item 5).
 //! Needs `scripts/setup` (the scripts) and, for the cross-check, `.tools/bullmq-venv`.
 
 mod support;
 
-use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
-use emq_bench::protocol::bullmq::{
+use emq_bench::bullmq::data::encode_data;
+use emq_bench::bullmq::{
     add_reply, client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
     RetryPolicy,
 };
-use emq_bench::protocol::bullmq_data::encode_data;
-use emq_bench::protocol::lane;
-use emq_bench::protocol::{
-    CallError, EchoClient, ErrorCode, JobId, JobIdGen, Protocol, QueueName, Script, ScriptRegistry,
-};
+use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
+use emq_bench::lua::{ErrorCode, Protocol, Script};
+use emq_bench::payload::{verify, PayloadCheck, PayloadPool};
+use emq_bench::resp::{lane, CallError, ScriptClient, ScriptRegistry};
 use emq_bench::server::EmbeddedServer;
 use redis::AsyncCommands;
 use std::path::PathBuf;
@@ -25,11 +24,11 @@ fn root() -> PathBuf {
 }
 
 /// A client of `server` with BullMQ's ten scripts loaded from `.tools/bullmq/current/commands`.
-async fn bull_client(server: &EmbeddedServer) -> EchoClient {
+async fn bull_client(server: &EmbeddedServer) -> ScriptClient {
     let dir = root().join(".tools/bullmq/current/commands");
     let registry = ScriptRegistry::for_protocol(Protocol::BullMq, &dir)
         .unwrap_or_else(|e| panic!("{e} (run scripts/setup: it installs BullMQ's scripts)"));
-    EchoClient::connect(&server.url(), Default::default(), Arc::new(registry)).await.unwrap()
+    ScriptClient::connect(&server.url(), Default::default(), Arc::new(registry)).await.unwrap()
 }
 
 fn bull_keys(name: &str) -> BullKeys {
@@ -42,15 +41,15 @@ fn payload_of(pool: &PayloadPool, id: &JobId, size: usize) -> Vec<u8> {
     out
 }
 
-async fn field(c: &mut EchoClient, key: &str, name: &str) -> Option<String> {
+async fn field(c: &mut ScriptClient, key: &str, name: &str) -> Option<String> {
     c.connection().hget(key, name).await.unwrap()
 }
 
-async fn list(c: &mut EchoClient, key: &str) -> Vec<String> {
+async fn list(c: &mut ScriptClient, key: &str) -> Vec<String> {
     c.connection().lrange(key, 0, -1).await.unwrap()
 }
 
-async fn zscore(c: &mut EchoClient, key: &str, member: &JobId) -> Option<f64> {
+async fn zscore(c: &mut ScriptClient, key: &str, member: &JobId) -> Option<f64> {
     c.connection().zscore(key, member.as_str()).await.unwrap()
 }
 
@@ -155,7 +154,7 @@ async fn a_duplicate_id_is_accepted_unchanged_and_only_the_event_stream_tells() 
         redis::cmd("XRANGE").arg(&q.events).arg("-").arg("+").query_async(c.connection()).await.unwrap();
     let named = |name: &str| events.iter().filter(|(_, f)| f.contains(&("event".into(), name.into()))).count();
     assert_eq!((named("added"), named("waiting"), named("duplicated")), (1, 1, 2));
-    assert_eq!(AddReply::Accepted.as_enqueue(true), emq_bench::protocol::EnqueueReply::Duplicate);
+    assert_eq!(AddReply::Accepted.as_enqueue(true), emq_bench::queue::EnqueueReply::Duplicate);
 }
 
 #[tokio::test]
@@ -189,7 +188,7 @@ async fn claims_come_lifo_head_then_wait_then_by_priority() {
 }
 
 /// Adds one job and claims it with `lock_ms`.
-async fn one_claimed(c: &mut EchoClient, q: &BullKeys, seed: u64, opts: &AddOpts, lock_ms: u64) -> BullClaimed {
+async fn one_claimed(c: &mut ScriptClient, q: &BullKeys, seed: u64, opts: &AddOpts, lock_ms: u64) -> BullClaimed {
     let id = JobIdGen::new(seed).next_id();
     c.add_job(q, &id, &payload_of(&PayloadPool::new(seed), &id, 40), opts).await.unwrap();
     let job = c.move_to_active(q, LockTokens::new(seed as u16).mint(), lock_ms).await.unwrap().unwrap();
@@ -297,7 +296,7 @@ async fn extend_moves_the_locks_ttl_and_progress_is_stored_unfenced() {
     let mut c = bull_client(&server).await;
     let q = bull_keys("extend");
     let job = one_claimed(&mut c, &q, 11, &AddOpts::default(), 1_000).await;
-    let pttl = |c: &mut EchoClient| {
+    let pttl = |c: &mut ScriptClient| {
         let key = q.lock_key(&job.id);
         let conn = c.connection().clone();
         async move {
@@ -460,7 +459,8 @@ async fn bullmqs_official_client_processes_our_jobs_and_we_process_its_jobs() {
 /// then claims, a refusal and completions.
 #[tokio::test]
 async fn the_pipe_transport_carries_the_calls() {
-    use emq_bench::protocol::{ConnectOptions, PipeConn, Transport};
+    use emq_bench::net::{ConnectOptions, Transport};
+    use emq_bench::resp::PipeConn;
     let server = support::server();
     let registry = Arc::new(
         ScriptRegistry::for_protocol(Protocol::BullMq, &root().join(".tools/bullmq/current/commands")).unwrap(),
@@ -469,7 +469,7 @@ async fn the_pipe_transport_carries_the_calls() {
     let connector = support::connector(&server.url());
     tokio::task::LocalSet::new()
         .run_until(async {
-            let mut c: EchoClient<PipeConn> = EchoClient::open(&connector, opts, registry).await.unwrap();
+            let mut c: ScriptClient<PipeConn> = ScriptClient::open(&connector, opts, registry).await.unwrap();
             let q = bull_keys("piped");
             let pool = PayloadPool::new(15);
             let mut ids = JobIdGen::new(15);

@@ -2,7 +2,10 @@
 
 mod support;
 
-use emq_bench::protocol::{CallError, EnqueueReply, ErrorCode, JobIdGen, Script};
+use emq_bench::keyspace::JobIdGen;
+use emq_bench::lua::{ErrorCode, Script};
+use emq_bench::queue::EnqueueReply;
+use emq_bench::resp::CallError;
 use support::*;
 
 fn emq(result: Result<redis::Value, CallError>) -> ErrorCode {

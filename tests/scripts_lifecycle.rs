@@ -3,10 +3,10 @@
 
 mod support;
 
-use emq_bench::protocol::EchoClient;
-use emq_bench::protocol::{
-    CallError, CompleteReply, ErrorCode, FailArgs, FailReply, JobId, JobIdGen, QueueKeys, Script,
-};
+use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
+use emq_bench::lua::{ErrorCode, Script};
+use emq_bench::queue::{CompleteReply, FailArgs, FailReply};
+use emq_bench::resp::{CallError, ScriptClient};
 use std::time::Duration;
 use support::*;
 
@@ -20,7 +20,7 @@ fn code<T: std::fmt::Debug>(result: Result<T, CallError>) -> ErrorCode {
 const FAIL_NOW: FailArgs<'static> = FailArgs { error: "boom", max_attempts: 3, backoff_ms: 0, priority: 0 };
 
 /// Enqueues one job and claims it: returns its id and token (1).
-async fn active_job(c: &mut EchoClient, q: &QueueKeys, seed: u64) -> (JobId, u64) {
+async fn active_job(c: &mut ScriptClient, q: &QueueKeys, seed: u64) -> (JobId, u64) {
     let id = JobIdGen::new(seed).next_id();
     c.enqueue(q, &id, b"work", None).await.unwrap();
     let claimed = c.claim(q, 60_000, 1).await.unwrap();
@@ -290,7 +290,7 @@ async fn the_registry_survives_script_flush() {
     let mut conn = c.connection().clone();
     redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut conn).await.unwrap();
     let id = JobIdGen::new(23).next_id();
-    assert_eq!(c.enqueue(&q, &id, b"after flush", None).await.unwrap(), emq_bench::protocol::EnqueueReply::Enqueued);
+    assert_eq!(c.enqueue(&q, &id, b"after flush", None).await.unwrap(), emq_bench::queue::EnqueueReply::Enqueued);
     redis::cmd("SCRIPT").arg("FLUSH").exec_async(&mut conn).await.unwrap();
     assert_eq!(c.claim(&q, 1000, 1).await.unwrap()[0].id, id);
 }

@@ -5,8 +5,10 @@
 
 mod support;
 
+use emq_bench::keyspace::{JobId, JobIdGen, QueueKeys};
+use emq_bench::lua::{ErrorCode, Protocol, Script};
 use emq_bench::net::Control;
-use emq_bench::protocol::{CallError, EchoClient, ErrorCode, JobId, JobIdGen, Protocol, QueueKeys, Script};
+use emq_bench::resp::{CallError, ScriptClient};
 use std::time::Duration;
 use support::*;
 
@@ -26,7 +28,7 @@ async fn both(conn: &mut Control, a: &QueueKeys, b: &QueueKeys) -> Vec<(String, 
 
 /// One job of queue `q` held (claimed) with token 1, plus one pending and one delayed job, so
 /// that every set of `q` exists and a stray write would show.
-async fn populated(c: &mut EchoClient, q: &QueueKeys, seed: u64) -> JobId {
+async fn populated(c: &mut ScriptClient, q: &QueueKeys, seed: u64) -> JobId {
     let mut ids = JobIdGen::new(seed);
     let held = ids.next_id();
     c.enqueue(q, &held, b"held", None).await.unwrap();
@@ -61,7 +63,7 @@ fn call_of(script: Script, q: &QueueKeys, held: &JobId) -> (Vec<String>, Vec<Vec
 }
 
 async fn call(
-    c: &mut EchoClient,
+    c: &mut ScriptClient,
     script: Script,
     keys: &[String],
     args: &[Vec<u8>],

@@ -49,7 +49,7 @@ fn a_lone_binary_runs_a_shipped_scenario_by_name_with_its_built_in_scripts() {
     assert_eq!(summary["name"], "smoke");
     // The built-in scripts are lua/'s, byte for byte: the same SHA-1s the server loaded.
     let registry =
-        emq_bench::protocol::ScriptRegistry::from_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("lua")).unwrap();
+        emq_bench::resp::ScriptRegistry::from_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("lua")).unwrap();
     for script in registry.scripts() {
         assert_eq!(summary["target"]["script_sha1"][script.name()], registry.sha(*script), "{}", script.name());
     }

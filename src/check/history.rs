@@ -5,9 +5,10 @@
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
 use crate::history::{Event, History, Kind, Outcome};
+use crate::keyspace::ids::{job_id, job_number, job_tag};
+use crate::keyspace::JobId;
+use crate::lua::Protocol;
 use crate::payload::PayloadCheck;
-use crate::protocol::ids::{job_id, job_number, job_tag};
-use crate::protocol::{JobId, Protocol};
 use rayon::prelude::*;
 use std::collections::HashMap;
 

@@ -7,8 +7,10 @@ use super::state::{Location, ServerState, StateField};
 use super::structural::{check_structural, checked_jobs};
 use super::violation::Violation;
 use crate::history::History;
+use crate::keyspace::{QueueKeys, QueueName};
+use crate::lua::Protocol;
 use crate::plane::Route;
-use crate::protocol::{CallError, Protocol, QueueKeys, QueueName};
+use crate::resp::CallError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

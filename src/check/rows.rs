@@ -18,9 +18,10 @@
 
 use super::scan::{classify, reduce_pairs, set_key, KeyKind, Reduced, RANGE_CHUNK, SCAN_COUNT};
 use super::state::{Location, QueueState};
+use crate::keyspace::{JobId, QueueKeys};
 use crate::net::Stream;
-use crate::protocol::pipe::reply::error_reply;
-use crate::protocol::{CallError, JobId, QueueKeys, Request};
+use crate::resp::pipe::reply::error_reply;
+use crate::resp::{CallError, Request};
 use redis_protocol::resp2::decode::decode_range;
 use redis_protocol::resp2::types::RangeFrame;
 use std::collections::{HashSet, VecDeque};
@@ -217,7 +218,7 @@ impl<'a> KeyReader<'a> {
         while self.rows_in_flight < window {
             let Some(id) = self.listed.pop_front() else { break };
             request.clear();
-            request.arg("HGETALL").arg_job_key(keys, &id);
+            request.arg("HGETALL").arg_concat(&keys.job_key_parts(&id));
             request.write_packed(&mut out);
             self.expect.push_back(Expect::Row(id));
             self.rows_in_flight += 1;
@@ -375,7 +376,7 @@ fn reduce_frame(id: &JobId, frame: RangeFrame, raw: &[u8]) -> Result<Reduced, Ca
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{JobIdGen, QueueName};
+    use crate::keyspace::{JobIdGen, QueueName};
 
     fn decoded(raw: &[u8]) -> RangeFrame {
         let (frame, used) = decode_range(raw).unwrap().unwrap();

@@ -9,10 +9,11 @@
 
 use super::rows::KeyReader;
 use super::state::{Location, QueueState, Row, ServerState, StateField};
+use crate::keyspace::{JobId, QueueKeys};
 use crate::net::Control;
 use crate::plane::Route;
-use crate::protocol::pipe::open_stream;
-use crate::protocol::{CallError, JobId, QueueKeys};
+use crate::resp::pipe::open_stream;
+use crate::resp::CallError;
 use redis::aio::ConnectionLike;
 use redis::Value;
 
@@ -301,8 +302,8 @@ async fn set_sizes<C: ConnectionLike>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keyspace::{JobIdGen, QueueName};
     use crate::payload::{header_crc, PayloadCheck, PayloadPool};
-    use crate::protocol::{JobIdGen, QueueName};
 
     fn bulk(s: &[u8]) -> Value {
         Value::BulkString(s.to_vec())

@@ -1,8 +1,8 @@
 //! The server state of the run's queues as the scan read it: compact (no payload bytes kept),
 //! so a million jobs fit in memory.
 
+use crate::keyspace::JobId;
 use crate::payload::PayloadCheck;
-use crate::protocol::JobId;
 use std::collections::HashMap;
 
 /// The places a job id can be: EchoMQ's five location sets and BullMQ's three further ones
@@ -186,7 +186,7 @@ pub struct BullRow {
     pub born: u8,
     /// `data` is present but is not a JSON string of standard base64 ([`decode_data`]).
     ///
-    /// [`decode_data`]: crate::protocol::bullmq_data::decode_data
+    /// [`decode_data`]: crate::bullmq::data::decode_data
     pub data_undecodable: bool,
 }
 

@@ -14,8 +14,8 @@
 use super::scan::{BORN_FIELDS, LATER_FIELDS};
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
+use crate::keyspace::JobId;
 use crate::payload::{PayloadCheck, HEADER_LEN};
-use crate::protocol::JobId;
 use rayon::prelude::*;
 
 /// Every violation the server state alone shows, sorted by queue (in `state` order), then
@@ -211,7 +211,7 @@ pub fn mask_names(mask: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::JobIdGen;
+    use crate::keyspace::JobIdGen;
 
     fn row(state: StateField, attempts: u64) -> Row {
         Row {

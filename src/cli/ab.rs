@@ -2,7 +2,7 @@
 
 use super::compare::CompareFlags;
 use super::ServerArgs;
-use crate::protocol::Transport;
+use crate::net::Transport;
 use std::path::PathBuf;
 
 /// `emq-bench ab`: the raw command-line values.

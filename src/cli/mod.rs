@@ -6,7 +6,7 @@ pub mod cost;
 pub mod merge;
 pub mod report;
 
-use crate::protocol::Transport;
+use crate::net::Transport;
 use crate::scenario::bounds::MAX_RUN;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -99,11 +99,11 @@ pub struct CheckArgs {
     /// The queues' protocol, whose keyspace is read: echomq-v1 or bullmq (default: the
     /// history's, else echomq-v1).
     #[arg(long, value_name = "NAME", value_parser = parse_protocol)]
-    pub protocol: Option<crate::protocol::Protocol>,
+    pub protocol: Option<crate::lua::Protocol>,
 }
 
-fn parse_protocol(name: &str) -> Result<crate::protocol::Protocol, String> {
-    crate::protocol::Protocol::from_name(name).ok_or_else(|| format!("{name:?}: expected echomq-v1 or bullmq"))
+fn parse_protocol(name: &str) -> Result<crate::lua::Protocol, String> {
+    crate::lua::Protocol::from_name(name).ok_or_else(|| format!("{name:?}: expected echomq-v1 or bullmq"))
 }
 
 /// `emq-bench run`.
@@ -246,17 +246,10 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// The flags as the target seam takes them.
     pub fn flags(&self) -> crate::net::TargetFlags {
+        let TargetArgs { user, pass, tls, cacert, cert, key, sni, tls_skip_verify } = self.clone();
         crate::net::TargetFlags {
-            user: self.user.clone(),
-            pass: self.pass.clone().map(crate::net::Secret::new),
-            tls: crate::net::TlsSettings {
-                enabled: self.tls,
-                ca_file: self.cacert.clone(),
-                cert_file: self.cert.clone(),
-                key_file: self.key.clone(),
-                sni: self.sni.clone(),
-                skip_verify: self.tls_skip_verify,
-            },
+            pass: pass.map(crate::net::Secret::new),
+            ..crate::net::TargetFlags::new(user, tls, cacert, cert, key, sni, tls_skip_verify)
         }
     }
 }

@@ -8,9 +8,10 @@ use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
 use crate::history::{self, History};
-use crate::net::{Connector, Endpoint};
+use crate::keyspace::{QueueKeys, QueueName};
+use crate::lua::Protocol;
+use crate::net::{ConnectOptions, Connector, Endpoint};
 use crate::plane::{Plane, PlaneError};
-use crate::protocol::{ConnectOptions, Protocol, QueueKeys, QueueName};
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.

@@ -9,9 +9,10 @@ use crate::compare::verdict::{compare_metric, compare_paired, MetricComparison, 
 use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MIN_CALLS};
 use crate::error::AppError;
-use crate::net::{Connector, Control, Endpoint, TargetFlags};
-use crate::protocol::{CallError, ConnectOptions, EchoClient, PipeConn, Protocol, Script, ScriptRegistry};
+use crate::lua::{Protocol, Script};
+use crate::net::{ConnectOptions, Connector, Control, Endpoint, TargetFlags};
 use crate::report::{write_atomic, ReportError};
+use crate::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
 use serde::{Deserialize, Serialize};
@@ -117,7 +118,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
                     .map_err(|e| AppError::Prepare(CallError::from_redis(&e)))?;
                 let mut clients = Vec::with_capacity(registries.len());
                 for registry in &registries {
-                    let client = EchoClient::<PipeConn>::open(&connector, opts, registry.clone()).await;
+                    let client = ScriptClient::<PipeConn>::open(&connector, opts, registry.clone()).await;
                     clients.push(client.map_err(AppError::Prepare)?);
                 }
                 let calls = if rep == 0 { (args.calls / 10).max(MIN_CALLS) } else { args.calls };

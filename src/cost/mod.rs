@@ -24,10 +24,13 @@
 //! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
 
+use crate::keyspace::{JobIdGen, QueueKeys, QueueName};
+use crate::lua::Script;
 use crate::net::info::info;
 use crate::net::Control;
 use crate::payload::PayloadPool;
-use crate::protocol::{CallError, EchoClient, FailArgs, JobIdGen, PipeConn, QueueKeys, QueueName, Script};
+use crate::queue::FailArgs;
+use crate::resp::{CallError, PipeConn, ScriptClient};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -149,7 +152,7 @@ fn arm_of(j: usize, arms: usize) -> usize {
 /// What every phase needs: the clients (one per arm), the control connection that reads the
 /// counters, the block size, and where the blocks' costs go.
 struct Phases<'a> {
-    clients: &'a [EchoClient<PipeConn>],
+    clients: &'a [ScriptClient<PipeConn>],
     control: &'a Control,
     block: usize,
     costs: Vec<ScriptCost>,
@@ -162,7 +165,7 @@ impl Phases<'_> {
     where
         T: 'static,
         R: 'static,
-        F: Fn(EchoClient<PipeConn>, T) -> Fut + Clone + 'static,
+        F: Fn(ScriptClient<PipeConn>, T) -> Fut + Clone + 'static,
         Fut: std::future::Future<Output = Result<R, CallError>> + 'static,
     {
         let mut out = Vec::with_capacity(items.len());
@@ -220,11 +223,11 @@ impl Phases<'_> {
 
 /// Runs `call` once per item of `items`, [`LANES`] at a time on clones of `client`, and
 /// returns the results in item order. Must run inside a `LocalSet` (the pipe's driver is local).
-async fn each<T, R, F, Fut>(client: &EchoClient<PipeConn>, items: Vec<T>, call: F) -> Result<Vec<R>, CallError>
+async fn each<T, R, F, Fut>(client: &ScriptClient<PipeConn>, items: Vec<T>, call: F) -> Result<Vec<R>, CallError>
 where
     T: 'static,
     R: 'static,
-    F: Fn(EchoClient<PipeConn>, T) -> Fut + Clone + 'static,
+    F: Fn(ScriptClient<PipeConn>, T) -> Fut + Clone + 'static,
     Fut: std::future::Future<Output = Result<R, CallError>> + 'static,
 {
     let work = Rc::new(RefCell::new(items.into_iter().enumerate().collect::<VecDeque<_>>()));
@@ -256,7 +259,7 @@ where
 ///
 /// Errors: [`CostError`].
 pub async fn measure(
-    clients: &[EchoClient<PipeConn>],
+    clients: &[ScriptClient<PipeConn>],
     control: &Control,
     calls: u32,
     block: usize,
@@ -272,7 +275,7 @@ pub async fn measure(
     let mut mint = |n: u32| (0..n).map(|_| ids.next_id()).collect::<Vec<_>>();
     let mut phases = Phases { clients, control, block, costs: Vec::new() };
     let enqueue = |keys: Rc<QueueKeys>, pool: Rc<PayloadPool>, delay: Option<u64>| {
-        move |mut c: EchoClient<PipeConn>, id| {
+        move |mut c: ScriptClient<PipeConn>, id| {
             let (keys, pool) = (keys.clone(), pool.clone());
             async move {
                 let mut payload = Vec::with_capacity(PAYLOAD);
@@ -285,7 +288,7 @@ pub async fn measure(
         }
     };
     let claim = |keys: Rc<QueueKeys>, lease_ms: u64| {
-        move |mut c: EchoClient<PipeConn>, _: u32| {
+        move |mut c: ScriptClient<PipeConn>, _: u32| {
             let keys = keys.clone();
             async move { c.claim(&keys, lease_ms, 1).await }
         }

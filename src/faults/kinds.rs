@@ -278,9 +278,8 @@ async fn failover(target: &FaultTarget<'_>, end: &watch::Receiver<bool>) -> Resu
     let mut primary = plane.seed().clone();
     let connector = primary.connector().clone();
     let replica_connector = connector.at("127.0.0.1", replica_port).map_err(|e| e.to_string())?;
-    let mut replica = Control::connect(&replica_connector, crate::protocol::ConnectOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut replica =
+        Control::connect(&replica_connector, crate::net::ConnectOptions::default()).await.map_err(|e| e.to_string())?;
     // The replica must be in sync (after an earlier failover it syncs again with its new primary).
     let deadline = Instant::now() + FAILOVER_WITHIN;
     loop {

@@ -4,8 +4,8 @@
 //! against it (*faults seen* are not an interruption: the checker and the thresholds judge
 //! the run).
 
+use crate::lua::{ErrorCode, Script};
 use crate::metrics::{JobCounter, RunMetrics};
-use crate::protocol::{ErrorCode, Script};
 use crate::scenario::FaultKind;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

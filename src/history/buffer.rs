@@ -256,7 +256,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::ErrorCode;
+    use crate::lua::ErrorCode;
     use std::time::Duration;
 
     #[test]

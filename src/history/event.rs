@@ -1,7 +1,7 @@
 //! One history event: what the harness saw happen to one job in one call (Jepsen's history,
 //! reduced to what the invariants of PROTOCOL.md need).
 
-use crate::protocol::ErrorCode;
+use crate::lua::ErrorCode;
 
 /// Which call an event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -40,7 +40,7 @@ pub struct HistoryHeader {
     /// The queue protocol the run drove (EchoMQ in older files): which of its calls are
     /// fenced, and how its failures retry.
     #[serde(default)]
-    pub protocol: crate::protocol::Protocol,
+    pub protocol: crate::lua::Protocol,
     /// A `shared` fleet's merged history: the shard each stream was recorded on, by stream
     /// index (its events' [`Event::shard`]). Empty for one process's history.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

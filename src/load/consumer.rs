@@ -3,12 +3,13 @@
 //! attempts come back as zombies that try to complete with their stale token.
 
 use super::context::{timed_span, Phase, ThreadCtx};
-use super::ops::{QueueOps, Verb};
 use crate::history::{Kind, Outcome, UNKNOWN_JOB};
+use crate::keyspace::ids::job_number;
+use crate::lua::{ErrorCode, Script};
 use crate::metrics::JobCounter;
 use crate::payload::{verify, PayloadCheck};
-use crate::protocol::ids::job_number;
-use crate::protocol::{CallError, Claimed, CompleteReply, ErrorCode, FailArgs, FailReply, Script};
+use crate::queue::{Claimed, CompleteReply, FailArgs, FailReply, QueueOps, Verb};
+use crate::resp::CallError;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::rc::Rc;
@@ -132,7 +133,7 @@ async fn process<Q: QueueOps>(
             let args = FailArgs {
                 // BullMQ's worker fails a deferred failure with this reason (the checker
                 // counts such jobs as failed by stall).
-                error: if doomed { crate::protocol::bullmq::STALLED_TOO_OFTEN } else { "emq-bench: simulated failure" },
+                error: if doomed { crate::bullmq::STALLED_TOO_OFTEN } else { "emq-bench: simulated failure" },
                 max_attempts: ctx.plan.producers.max_attempts,
                 backoff_ms: plan.backoff.draw(Q::attempt(&job.token), rng).as_millis() as u64,
                 priority: job.priority,

@@ -3,9 +3,10 @@
 //! `RefCell`: no lock and no atomic read-modify-write on the per-request path.
 
 use crate::history::{HistoryBuf, Kind, Outcome};
+use crate::lua::Script;
 use crate::metrics::{elapsed_us, JobCounter, Recorder};
 use crate::payload::PayloadPool;
-use crate::protocol::{CallError, Script};
+use crate::resp::CallError;
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -103,7 +104,7 @@ pub struct WallClock {
 impl WallClock {
     /// Anchors at the current time.
     pub fn now() -> WallClock {
-        WallClock { at: Instant::now(), unix_ms: crate::protocol::ids::unix_ms_now() }
+        WallClock { at: Instant::now(), unix_ms: crate::keyspace::ids::unix_ms_now() }
     }
 
     /// `instant` in ms since the Unix epoch (the anchor's, for instants before it).
@@ -236,7 +237,7 @@ pub async fn timed_span<T>(
     // The pipe transport hands over when the request was written and its reply read (one
     // clock read per write and per read); otherwise the call is timed here. A call that took
     // several requests (a NOSCRIPT reload, a followed redirect) counts from its last send.
-    let (sent, done) = match crate::protocol::pipe::take_times_since(sent) {
+    let (sent, done) = match crate::resp::pipe::take_times_since(sent) {
         Some(t) => (t.sent, t.read),
         None => (sent, Instant::now()),
     };

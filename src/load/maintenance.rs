@@ -3,29 +3,10 @@
 //! scenario's intervals, until the run stops. Each is timed and counted like any script.
 
 use super::context::{timed, Phase, ThreadCtx};
-use super::ops::{QueueOps, Verb};
 use crate::metrics::JobCounter;
+use crate::queue::{Chore, QueueOps, Verb};
 use std::rc::Rc;
 use std::time::Duration;
-
-/// Which maintenance verb a loop runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Chore {
-    /// `reap` expired leases back to pending (BullMQ: `moveStalledJobsToWait`).
-    Reap,
-    /// `promote` due delayed jobs to pending.
-    Promote,
-}
-
-impl Chore {
-    /// The scenario's interval for this chore.
-    pub fn every(self, maintenance: &crate::scenario::MaintenancePlan) -> Duration {
-        match self {
-            Chore::Reap => maintenance.reap,
-            Chore::Promote => maintenance.promote,
-        }
-    }
-}
 
 /// Runs `chore` on `queue` every `every` until the run stops. A missed tick is skipped, not
 /// bunched (the interval is a pacing, not a rate to catch up with).

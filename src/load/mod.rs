@@ -1,16 +1,12 @@
 //! The load driver: producers, consumers and maintenance over pipelined connections, paced
 //! open or closed loop, each request timed on its own.
 
-pub mod bullmq;
 pub mod consumer;
 pub mod context;
 pub mod coordinator;
-pub mod echomq;
 pub mod maintenance;
-pub mod ops;
 pub mod pacer;
 pub mod pacing;
 pub mod producer;
-pub mod routes;
 pub mod stop;
 pub mod thread;

@@ -18,13 +18,15 @@
 //! the slow node too.
 
 use super::context::{Phase, Span, ThreadCtx};
-use super::ops::{needs_redo, QueueOps};
 use super::pacing::Schedule;
 use crate::history::{Kind, Outcome};
+use crate::keyspace::{JobId, JobIdGen};
+use crate::lua::Script;
 use crate::metrics::{elapsed_us, JobCounter};
 use crate::payload::PayloadPool;
-use crate::protocol::lane::{self, Laned};
-use crate::protocol::{CallError, EnqueueReply, JobId, JobIdGen, ReplyLane, Script};
+use crate::queue::{needs_redo, EnqueueReply, QueueOps};
+use crate::resp::lane::{self, Laned};
+use crate::resp::{CallError, ReplyLane};
 use crate::scenario::Stop;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -402,7 +404,7 @@ async fn redo<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, sent: InFlight, id: J
     let (priority, delay) = sent.job.args();
     let queue = usize::from(sent.job.queue);
     let result = ops.redo_enqueue(usize::from(sent.node), err, queue, id, &payload, priority, delay).await;
-    let done = crate::protocol::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
+    let done = crate::resp::pipe::take_times_since(start).map_or_else(Instant::now, |t| t.read);
     let start = start.min(done);
     settle::<Q>(&ctx, None, &sent, result, Span { sent: start, done, service_us: elapsed_us(start, done) });
 }
@@ -479,8 +481,8 @@ fn enqueue_outcome(reply: &EnqueueReply) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::lane::Ready;
-    use crate::protocol::Request;
+    use crate::resp::lane::Ready;
+    use crate::resp::Request;
     use std::task::{Context, Poll};
 
     /// A lane with `.0` replies in, the newest read at `.1` (all that [`count_in`] asks of it).

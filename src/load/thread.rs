@@ -2,22 +2,22 @@
 //! producers, consumers and (on thread 0) maintenance, and one recorder. A current-thread
 //! runtime costs markedly less CPU per request than the multi-thread one.
 
-use super::bullmq::BullOps;
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
-use super::echomq::EchoOps;
 use super::maintenance::chore_loop;
-use super::ops::Driver;
 use super::pacing::Schedule;
 use super::producer::{self, Producer};
-use super::routes::Routes;
+use crate::bullmq::BullOps;
+use crate::echomq::EchoOps;
 use crate::history::HistoryBuf;
+use crate::keyspace::QueueKeys;
+use crate::lua::Protocol;
 use crate::metrics::{JobCounter, MetricsSink, Recorder};
-use crate::net::{Connector, Control};
+use crate::net::{ConnectOptions, Connector, Control, Transport};
 use crate::payload::PayloadPool;
-use crate::protocol::{
-    CallError, ConnectOptions, EchoClient, PipeConn, Protocol, QueueKeys, ScriptRegistry, Transport, Wire,
-};
+use crate::queue::Driver;
+use crate::resp::routes::Routes;
+use crate::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -71,12 +71,12 @@ fn connections_for(tasks: usize, total_tasks: u32, connections: u32) -> usize {
 }
 
 /// `n` connection sets, each one connection per node.
-async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<Vec<EchoClient<W>>>, CallError> {
+async fn open<W: Wire>(spec: &ThreadSpec, n: usize) -> Result<Vec<Vec<ScriptClient<W>>>, CallError> {
     let mut sets = Vec::with_capacity(n);
     for _ in 0..n {
         let mut set = Vec::with_capacity(spec.nodes.len());
         for node in spec.nodes.iter() {
-            set.push(EchoClient::open(node, spec.connect, spec.registry.clone()).await?);
+            set.push(ScriptClient::open(node, spec.connect, spec.registry.clone()).await?);
         }
         sets.push(set);
     }
@@ -261,7 +261,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
 }
 
 /// One connection per node.
-type Set<W> = Vec<EchoClient<W>>;
+type Set<W> = Vec<ScriptClient<W>>;
 /// This thread's connections: (queue keys, routes, producer, consumer, maintenance connection sets).
 type Connected<W> = (Rc<[QueueKeys]>, Rc<Routes>, Vec<Set<W>>, Vec<Set<W>>, Vec<Set<W>>);
 

@@ -3,7 +3,7 @@
 use hdrhistogram::Histogram;
 
 use super::{new_histogram, record_us, record_us_n, JobCounter};
-use crate::protocol::{ErrorCode, Script};
+use crate::lua::{ErrorCode, Script};
 
 /// One script's calls within one interval.
 ///

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use super::{interval_index, IntervalData, JobCounter};
-use crate::protocol::{ErrorCode, Script};
+use crate::lua::{ErrorCode, Script};
 
 /// One filled interval on its way to the reporter, with the channel its emptied box goes back on.
 ///

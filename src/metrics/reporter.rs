@@ -6,10 +6,11 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::sync::watch;
 
-use super::{elapsed_us, interval_index, new_histogram, Flush, IntervalData, MetricsSink};
-use super::{CompactHistogram, IntervalRecord, IntervalScript, JobCounter, RunMetrics};
-use super::{ScriptTotals, INTERVAL_US};
-use crate::protocol::Script;
+use super::{
+    elapsed_us, interval_index, new_histogram, CompactHistogram, Flush, IntervalData, IntervalRecord, IntervalScript,
+    JobCounter, MetricsSink, RunMetrics, ScriptTotals, INTERVAL_US,
+};
+use crate::lua::Script;
 
 /// Seconds an interval stays open after its end for slow tasks' data, before it is folded into the
 /// totals and compacted (a task flushes at its first reply after the boundary). Later data for a

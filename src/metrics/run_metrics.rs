@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use hdrhistogram::Histogram;
 
 use super::{new_histogram, CompactHistogram, JobCounter};
-use crate::protocol::{ErrorCode, Script};
+use crate::lua::{ErrorCode, Script};
 
 /// One script's totals over the measured part of the run (warmup excluded).
 #[derive(Debug)]

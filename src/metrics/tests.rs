@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::protocol::{ErrorCode, Script};
+use crate::lua::{ErrorCode, Script};
 
 const S: Script = Script::Complete;
 

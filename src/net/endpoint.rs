@@ -4,6 +4,7 @@
 use super::tls::TlsSettings;
 use super::NetError;
 use std::fmt;
+use std::path::PathBuf;
 
 /// The environment variable a password is read from when neither `--pass` nor the URL gives
 /// one, so it never has to sit on a command line or in a scenario file.
@@ -44,6 +45,33 @@ pub struct TargetFlags {
 }
 
 impl TargetFlags {
+    /// The options as the CLI flags and the scenario's `[target]` keys name them (`user`,
+    /// `tls`, `cacert`, `cert`, `key`, `sni`, `tls_skip_verify`), with no password: the one
+    /// place those names meet the TLS settings' own. A password comes only from `--pass` (the
+    /// CLI sets [`pass`](Self::pass) after this), never from a scenario file.
+    pub fn new(
+        user: Option<String>,
+        tls: bool,
+        cacert: Option<PathBuf>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        sni: Option<String>,
+        tls_skip_verify: bool,
+    ) -> TargetFlags {
+        TargetFlags {
+            user,
+            pass: None,
+            tls: TlsSettings {
+                enabled: tls,
+                ca_file: cacert,
+                cert_file: cert,
+                key_file: key,
+                sni,
+                skip_verify: tls_skip_verify,
+            },
+        }
+    }
+
     /// `self` with every option it leaves unset taken from `fallback` (CLI over scenario).
     pub fn merge(&self, fallback: &TargetFlags) -> TargetFlags {
         TargetFlags {
@@ -161,6 +189,23 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    /// The flags' and keys' names map each to its own setting, and a password is never set.
+    #[test]
+    fn each_target_option_lands_in_its_own_setting() {
+        let path = |name: &str| Some(PathBuf::from(name));
+        let flags =
+            TargetFlags::new(Some("u".into()), true, path("ca"), path("crt"), path("k"), Some("sni".into()), true);
+        let want = TlsSettings {
+            enabled: true,
+            ca_file: path("ca"),
+            cert_file: path("crt"),
+            key_file: path("k"),
+            sni: Some("sni".into()),
+            skip_verify: true,
+        };
+        assert_eq!(flags, TargetFlags { user: Some("u".into()), pass: None, tls: want });
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The network seam, a leaf: where connections go and how they are opened. Every connection of
 //! a run, load and control, comes from one [`Connector`] built from one resolved [`Endpoint`]
 //! (host, port, auth, db, TLS). Nothing here knows a queue, a script or a protocol: those sit
-//! above, in `protocol` (the RESP transports and the queue protocols) and `plane` (the
-//! queue-aware control plane: routing by slot, the run lock, the run's own keys).
+//! above, in `resp` (the RESP transports), `echomq` and `bullmq` (the queue protocols) and
+//! `plane` (the queue-aware control plane: routing by slot, the run lock, the run's own keys).
 //!
 //! - [`endpoint`]: the URL and flags resolved once into an [`Endpoint`]; passwords as [`Secret`]s.
 //! - [`tls`]: `--tls`, `--cacert`, `--cert`/`--key`, `--sni`, `--tls-skip-verify` → rustls.
@@ -34,7 +34,7 @@ pub use tls::{TlsInfo, TlsSettings};
 pub use topology::Topology;
 
 /// Why a connection, a setting or a control command of the network layer failed. The
-/// protocol layer turns it into its own `CallError` (timeouts and lost connections stay
+/// transport turns it into its own `CallError` (timeouts and lost connections stay
 /// unknown outcomes there).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {

@@ -4,8 +4,8 @@
 //! time, ops/s per script, p99, errors and the jobs in each state.
 
 use crate::load::coordinator::Depths;
+use crate::lua::Script;
 use crate::metrics::LiveSnapshot;
-use crate::protocol::Script;
 use crate::report::ms3;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::cell::Cell;

@@ -11,7 +11,7 @@
 
 use super::{Plane, PlaneError};
 use crate::net::Control;
-use crate::protocol::CallError;
+use crate::resp::CallError;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long after `t0` the barrier's keys live: a shard restarted later finds no barrier and

@@ -3,7 +3,8 @@
 //! only (one hash tag, one slot), so it works on a cluster node that owns that slot.
 
 use super::{PlaneError, Route};
-use crate::protocol::{CallError, QueueKeys};
+use crate::keyspace::QueueKeys;
+use crate::resp::CallError;
 use redis::aio::ConnectionLike;
 
 /// SCAN `COUNT` per call: large, so a big keyspace is walked in few round trips.

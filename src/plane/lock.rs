@@ -2,9 +2,9 @@
 //! while the run lives and deleted at its end, so a second run started on the same queues is
 //! refused instead of both corrupting each other. A run that dies leaves it to expire.
 
-use super::PlaneError;
-use super::{Plane, Route};
-use crate::protocol::{CallError, QueueKeys};
+use super::{Plane, PlaneError, Route};
+use crate::keyspace::QueueKeys;
+use crate::resp::CallError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

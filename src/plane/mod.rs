@@ -14,10 +14,11 @@ pub mod lock;
 pub use keys::{delete_queue, ensure_clean, queue_keys};
 pub use lock::RunLock;
 
+use crate::keyspace::QueueKeys;
 use crate::net::slot::slot;
 use crate::net::topology::{discover, Topology};
 use crate::net::{ConnectOptions, Connector, Control, NetError};
-use crate::protocol::{CallError, QueueKeys};
+use crate::resp::CallError;
 use std::sync::{Arc, Mutex};
 
 /// Why the control plane refused or could not serve a run (all exit 2: the run did not start).
@@ -164,7 +165,7 @@ impl Plane {
             match call(self.conn_for(keys)).await {
                 Err(CallError::Redirect(redirect)) if tries < 200 => {
                     tries += 1;
-                    if redirect.kind == crate::protocol::RedirectKind::Moved {
+                    if redirect.kind == crate::resp::RedirectKind::Moved {
                         self.refresh().await.map_err(|e| CallError::Connection(e.to_string()))?;
                     } else {
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -10,7 +10,7 @@
 //! `errors.rate` threshold replaces the 1% rule for the scripts it covers.
 
 use super::ScriptSummary;
-use crate::protocol::ErrorCode;
+use crate::lua::ErrorCode;
 use std::collections::BTreeMap;
 
 /// The share of a script's calls that may fail (other than the provoked refusals).

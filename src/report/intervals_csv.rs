@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::{ms3, write_atomic, ReportError};
 use crate::faults::FaultsSeen;
+use crate::lua::Script;
 use crate::metrics::RunMetrics;
-use crate::protocol::Script;
 
 /// One row of intervals.csv; the header is the field names.
 #[derive(Serialize)]

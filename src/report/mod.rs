@@ -148,8 +148,8 @@ pub(crate) mod tests {
     /// A small finished run for the writers' tests: warmup 1 s, measured 2 s (intervals 1 and 2);
     /// `enqueue` 20 ok (100..=2000 µs), `complete` 10 ok (up to 2 ms, exact below 2048 µs) + 2 `EMQFENCE`.
     pub(crate) fn sample_run() -> crate::metrics::RunMetrics {
+        use crate::lua::{ErrorCode, Script};
         use crate::metrics::{JobCounter, Recorder, Reporter};
-        use crate::protocol::{ErrorCode, Script};
         use std::time::{Duration, Instant};
 
         let start = Instant::now();

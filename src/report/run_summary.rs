@@ -36,7 +36,7 @@ pub struct TargetInfo {
     /// For BullMQ: the pinned release installed by `scripts/setup` and the scripts that
     /// differ from it (absent for EchoMQ, or when no release is installed).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bullmq: Option<crate::protocol::release::Release>,
+    pub bullmq: Option<crate::bullmq::release::Release>,
 }
 
 /// The harness process's own cost, from getrusage(2).
@@ -320,7 +320,7 @@ mod tests {
                 protocol: "echomq-v1".into(),
                 lua_dir: "built-in".into(),
                 script_sha1: [("enqueue".to_string(), "ab".repeat(20))].into(),
-                bullmq: Some(crate::protocol::release::Release { version: "5.0.0".into(), differs: vec!["x".into()] }),
+                bullmq: Some(crate::bullmq::release::Release { version: "5.0.0".into(), differs: vec!["x".into()] }),
             },
             server_version: Some("9.1.2".into()),
             server_before: Some(info.clone()),

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::lua::ErrorCode;
 use crate::metrics::RunMetrics;
-use crate::protocol::ErrorCode;
 
 /// Latency percentiles of one histogram, µs (mean as f64 µs). All zero for an empty histogram.
 ///
@@ -168,7 +168,7 @@ fn measured() -> String {
     "measured".to_string()
 }
 
-/// Rates the producers' scripts ([`Script::is_enqueue`](crate::protocol::Script::is_enqueue):
+/// Rates the producers' scripts ([`Script::is_enqueue`](crate::lua::Script::is_enqueue):
 /// EchoMQ's and BullMQ's) over the load phase's measured part, `load_secs` (after warmup): they
 /// send nothing during the drain, so dividing by load + drain understated them (a 1 000/s run
 /// with a 2 s drain read 718 ops/s).
@@ -178,7 +178,7 @@ pub fn over_load_phase(scripts: &mut [ScriptSummary], load_secs: f64) {
     }
     for s in scripts
         .iter_mut()
-        .filter(|s| crate::protocol::Script::from_name(&s.script).is_some_and(crate::protocol::Script::is_enqueue))
+        .filter(|s| crate::lua::Script::from_name(&s.script).is_some_and(crate::lua::Script::is_enqueue))
     {
         s.ops_per_sec = s.ok as f64 / load_secs;
         s.window = "load".to_string();

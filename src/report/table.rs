@@ -102,7 +102,7 @@ mod tests {
         assert!(ends.iter().all(|&e| e == ends[0]), "{table}");
         assert!(
             lines[2].contains("5.0")
-                && lines[2].ends_with(&ms3(run.script(crate::protocol::Script::Complete).unwrap().latency.max()))
+                && lines[2].ends_with(&ms3(run.script(crate::lua::Script::Complete).unwrap().latency.max()))
         );
         assert_eq!(
             lines[4],

@@ -54,7 +54,7 @@ pub struct Scenario {
     pub queues: Queues,
     /// The queue protocol whose scripts the run drives.
     #[serde(default, skip_serializing_if = "is_echomq")]
-    pub protocol: crate::protocol::Protocol,
+    pub protocol: crate::lua::Protocol,
     /// `[target]`.
     #[serde(default)]
     pub target: TargetTable,
@@ -75,8 +75,8 @@ pub struct Scenario {
     pub thresholds: std::collections::BTreeMap<String, String>,
 }
 
-fn is_echomq(protocol: &crate::protocol::Protocol) -> bool {
-    *protocol == crate::protocol::Protocol::EchoMqV1
+fn is_echomq(protocol: &crate::lua::Protocol) -> bool {
+    *protocol == crate::lua::Protocol::EchoMqV1
 }
 
 fn zero() -> HumanDuration {

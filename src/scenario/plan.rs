@@ -39,7 +39,7 @@ pub struct Plan {
     /// Resolved queue names, each valid per PROTOCOL.md (1-64 bytes of `[A-Za-z0-9_.-]`).
     pub queues: Vec<String>,
     /// The queue protocol (`protocol`).
-    pub protocol: crate::protocol::Protocol,
+    pub protocol: crate::lua::Protocol,
     /// The server to drive.
     pub target: TargetPlan,
     /// `[producers]`, resolved.

@@ -59,18 +59,16 @@ impl TargetTable {
 
     /// The authentication and TLS keys as the target seam takes them.
     pub fn flags(&self) -> crate::net::TargetFlags {
-        crate::net::TargetFlags {
-            user: self.user.clone(),
-            pass: None,
-            tls: crate::net::TlsSettings {
-                enabled: self.tls,
-                ca_file: self.cacert.clone(),
-                cert_file: self.cert.clone(),
-                key_file: self.key.clone(),
-                sni: self.sni.clone(),
-                skip_verify: self.tls_skip_verify,
-            },
-        }
+        let TargetTable { user, tls, cacert, cert, key, sni, tls_skip_verify, .. } = self;
+        crate::net::TargetFlags::new(
+            user.clone(),
+            *tls,
+            cacert.clone(),
+            cert.clone(),
+            key.clone(),
+            sni.clone(),
+            *tls_skip_verify,
+        )
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::context::Ctx;
 use super::error::ScenarioError;
-use crate::protocol::Script;
+use crate::lua::Script;
 use std::collections::BTreeMap;
 
 /// Which number a threshold looks at.

@@ -4,8 +4,10 @@
 
 pub mod cluster;
 
+use emq_bench::keyspace::{QueueKeys, QueueName};
+use emq_bench::lua::Script;
 use emq_bench::net::Control;
-use emq_bench::protocol::{CallError, EchoClient, QueueKeys, QueueName, Script, ScriptRegistry};
+use emq_bench::resp::{CallError, ScriptClient, ScriptRegistry};
 use emq_bench::server::{EmbeddedServer, ServerOptions};
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
@@ -48,9 +50,9 @@ pub fn server() -> EmbeddedServer {
 }
 
 /// A client of `server` with every script of `lua/` loaded.
-pub async fn client(server: &EmbeddedServer) -> EchoClient {
+pub async fn client(server: &EmbeddedServer) -> ScriptClient {
     let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
-    EchoClient::connect(&server.url(), Default::default(), registry).await.unwrap()
+    ScriptClient::connect(&server.url(), Default::default(), registry).await.unwrap()
 }
 
 /// The keys of queue `name`.
@@ -59,7 +61,7 @@ pub fn keys(name: &str) -> QueueKeys {
 }
 
 /// Calls `script` with raw KEYS and ARGV, bypassing the host-side gates (to reach the Lua ones).
-pub async fn raw(client: &mut EchoClient, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Value, CallError> {
+pub async fn raw(client: &mut ScriptClient, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Value, CallError> {
     let registry = client.registry().clone();
     let mut request = registry.evalsha(script, keys.len());
     for key in keys {
@@ -120,7 +122,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         timeout: emq_bench::cli::DEFAULT_TIMEOUT,
         give_up: emq_bench::cli::DEFAULT_GIVE_UP,
         progress_every: emq_bench::cli::DEFAULT_PROGRESS_EVERY,
-        transport: emq_bench::protocol::Transport::Pipe,
+        transport: emq_bench::net::Transport::Pipe,
         shards: 1,
         shard: None,
         group: None,

@@ -2,8 +2,7 @@
 //! which keys under `bull:{q}:` are BullMQ's own, and which are strays.
 
 use crate::check::state::Location;
-use crate::protocol::keyspace::JOB_ID_LEN;
-use crate::protocol::{JobId, QueueName};
+use crate::keyspace::{JobId, QueueName, JOB_ID_LEN};
 
 /// The key prefix of queue `queue`, `bull:{q}:`: BullMQ's default prefix `bull` and the official
 /// client's queue name `{q}`, whose braces make every key of the queue one cluster slot (the
@@ -85,7 +84,7 @@ pub fn classify(prefix: &str, key: &[u8]) -> BullKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::JobIdGen;
+    use crate::keyspace::JobIdGen;
 
     #[test]
     fn keys_are_classified_by_bullmqs_layout() {

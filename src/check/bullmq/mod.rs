@@ -23,8 +23,9 @@ use super::state::{Location, ServerState, StateField};
 use super::structural::checked_jobs;
 use super::violation::Violation;
 use crate::history::History;
+use crate::keyspace::QueueName;
 use crate::plane::Route;
-use crate::protocol::{CallError, QueueName};
+use crate::resp::CallError;
 
 /// Reads `queues` ([`scan_bullmq`]) and checks what their state proves
 /// ([`check_structural_bullmq`]; `drained`: the run's drain finished), then, given the run's

@@ -2,15 +2,15 @@
 //! payload is decoded from `data` and verified at once, then dropped (docs/bullmq-mapping.md
 //! section 2 lists the fields).
 
+use crate::bullmq::data::decode_data;
 use crate::check::scan::{parse_attempts, reduce_reply, Reduced};
 use crate::check::state::{BullRow, Row, BULL_BORN_FIELDS, BULL_LATER_FIELDS};
-use crate::protocol::bullmq_data::decode_data;
-use crate::protocol::JobId;
+use crate::keyspace::JobId;
 use redis::Value;
 
 /// The `defa` text moveStalledJobsToWait writes for a job stalled past `maxStalledCount`; the
 /// worker fails the job with it as `failedReason` (docs/bullmq-mapping.md section 5).
-pub const STALLED_TOO_OFTEN: &[u8] = crate::protocol::bullmq::STALLED_TOO_OFTEN.as_bytes();
+pub const STALLED_TOO_OFTEN: &[u8] = crate::bullmq::STALLED_TOO_OFTEN.as_bytes();
 
 /// Reduces one `HGETALL` reply of job `id` (RESP2 or RESP3) to a BullMQ [`Row`]. `has_lock` is
 /// left false: the lock is another key, which the reader sets it from.
@@ -61,10 +61,10 @@ fn reduce_bull_pairs<'a>(id: &JobId, pairs: &mut dyn Iterator<Item = Option<(&'a
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bullmq::data::encode_data;
     use crate::check::state::StateField;
+    use crate::keyspace::JobIdGen;
     use crate::payload::{header_crc, PayloadCheck, PayloadPool};
-    use crate::protocol::bullmq_data::encode_data;
-    use crate::protocol::JobIdGen;
 
     fn reply(pairs: &[(&str, &[u8])]) -> Value {
         let bulk = |s: &[u8]| Value::BulkString(s.to_vec());

@@ -16,7 +16,7 @@ use crate::check::state::{
 };
 use crate::check::structural::{mask_names, payload_damage, violation, PAYLOAD_EXPECTED};
 use crate::check::violation::{Invariant, Violation};
-use crate::protocol::JobId;
+use crate::keyspace::JobId;
 use rayon::prelude::*;
 use std::collections::HashMap;
 

@@ -14,9 +14,9 @@
 use super::ShardFolder;
 use crate::check::{self, CheckOutcome};
 use crate::history::{self, History, HistoryBuf, HistoryHeader, Kind};
-use crate::net::{Connector, Endpoint, TargetFlags};
+use crate::keyspace::{QueueKeys, QueueName};
+use crate::net::{ConnectOptions, Connector, Endpoint, TargetFlags};
 use crate::plane::{self, Plane, Route, RunLock};
-use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
 use crate::scenario::JobNumbers;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -6,9 +6,9 @@ use super::options::RunOptions;
 use crate::check::CheckOutcome;
 use crate::faults::SpanKind;
 use crate::load::coordinator::Driven;
+use crate::lua::Script;
 use crate::metrics::JobCounter;
 use crate::net::InfoSnapshot;
-use crate::protocol::Script;
 use crate::report::rates::ProducerRates;
 use crate::report::run_summary::{
     all_jobs, jobs_map, scripts_of, HarnessCpu, RunSummary, TargetInfo, SCHEMA_VERSION, SUMMARY_FILE,

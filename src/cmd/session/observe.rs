@@ -4,11 +4,11 @@
 use crate::check::{self, CheckOutcome};
 use crate::error::AppError;
 use crate::history::{History, HistoryHeader};
+use crate::keyspace::ids::run_tag;
+use crate::keyspace::{QueueKeys, QueueName};
 use crate::load::coordinator::Driven;
-use crate::net::{self, Connector, Endpoint, InfoSnapshot, Topology};
+use crate::net::{self, ConnectOptions, Connector, Endpoint, InfoSnapshot, Topology};
 use crate::plane::Plane;
-use crate::protocol::ids::run_tag;
-use crate::protocol::{ConnectOptions, QueueKeys, QueueName};
 use crate::scenario::Plan;
 use crate::server::{EmbeddedServer, ServerOptions};
 
@@ -118,7 +118,7 @@ pub(super) async fn start_replica(
     let mut conn = net::Control::connect(&connector, ConnectOptions { client_name: None, ..connect })
         .await
         .map_err(|e| AppError::Prepare(e.into()))?;
-    let call = |e: redis::RedisError| AppError::Prepare(crate::protocol::CallError::from_redis(&e));
+    let call = |e: redis::RedisError| AppError::Prepare(crate::resp::CallError::from_redis(&e));
     redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary_port).exec_async(&mut conn).await.map_err(call)?;
     let deadline = std::time::Instant::now() + REPLICA_SYNC_WITHIN;
     loop {

@@ -5,8 +5,8 @@
 
 use crate::cli::{RunArgs, UNWISE_TIMEOUT};
 use crate::error::AppError;
+use crate::lua::Protocol;
 use crate::net::{ConnectOptions, TargetFlags};
-use crate::protocol::Protocol;
 use crate::scenario::{self, FaultKind, Plan, TargetPlan};
 use crate::server::ServerOptions;
 use std::path::PathBuf;

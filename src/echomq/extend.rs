@@ -1,0 +1,24 @@
+//! `extend`: renew the lease of an active job, fenced by its token.
+
+use crate::keyspace::{JobId, QueueKeys};
+use crate::lua::Script;
+use crate::resp::client::{int_reply, ScriptClient};
+use crate::resp::error::CallError;
+use crate::resp::wire::Wire;
+
+impl<W: Wire> ScriptClient<W> {
+    /// Runs `extend`: KEYS job, active; ARGV id, token, lease_ms (new deadline = server time +
+    /// `lease_ms` milliseconds).
+    ///
+    /// Errors: `EMQKIND`, `EMQARG`, `EMQNOJOB`, `EMQSTATE`, `EMQFENCE` as [`CallError::Emq`],
+    /// a reply other than 1, or a transport error.
+    pub async fn extend(&mut self, keys: &QueueKeys, id: &JobId, token: u64, lease_ms: u64) -> Result<(), CallError> {
+        let cmd = self.evalsha(Script::Extend, 2);
+        cmd.arg_concat(&keys.job_key_parts(id)).arg(&keys.active).arg(id.as_bytes()).arg(token).arg(lease_ms);
+        let value = self.call(Script::Extend).await?;
+        match int_reply(Script::Extend, &value)? {
+            1 => Ok(()),
+            n => Err(CallError::Reply(format!("extend replied {n}, expected 1"))),
+        }
+    }
+}
