@@ -363,10 +363,14 @@ fn a_fenceless_complete_on_one_shard_of_a_shared_fleet_is_caught_by_the_fleets_c
             shard_of(scenario, &url, i, 3, "upgrade", &out, &extra)
         })
         .collect();
-    for (i, child) in children.into_iter().enumerate() {
-        let output = child.wait_with_output().unwrap();
-        assert_eq!(output.status.code(), Some(0), "shard {i} judges no invariant of its own: {}", stderr(&output));
-    }
+    // Each shard judges no invariant of its own (0); the one that merged exits with the
+    // fleet's verdict (1), so a Job or CI reading exit codes sees the violation.
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let codes: Vec<Option<i32>> = outputs.iter().map(|o| o.status.code()).collect();
+    let merger: Vec<&Output> = outputs.iter().filter(|o| o.status.code() == Some(1)).collect();
+    assert_eq!(merger.len(), 1, "one shard merged and failed, the others passed: {codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == Some(0)).count(), 2, "{codes:?}");
+    assert!(stderr(merger[0]).contains("FAIL fleet: "), "{}", stderr(merger[0]));
     let merged = RunSummary::read(&out.join("merged/summary.json")).expect("merged");
     assert_eq!(merged.passed(), Some(false));
     let check = merged.check.as_ref().expect("the merge checked");
@@ -407,4 +411,29 @@ fn roles_need_shared_queues_and_one_role_per_shard() {
     let out = run(&["--queue-mode", "shared", "--roles", "p,x,c"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("expected p, c or pc"), "{}", stderr(&out));
+}
+
+/// A `shared` fleet's shards hold one lease per queue under the fleet's id: the first shard
+/// creates it, the others join it; a shard that joined never deletes it (its refusal at the
+/// start must not free the queues of a fleet already running), and another run stays out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_joined_lease_is_held_but_never_deleted_by_the_shard_that_joined() {
+    use emq_bench::plane::{lock::fleet_run_id, Plane, RunLock};
+    let server = support::server();
+    let plane = Plane::open(&support::connector(&server.url()), Default::default()).await.unwrap();
+    let queues = vec![support::keys("shared-lease")];
+    let id = fleet_run_id("g");
+    let first = RunLock::acquire(&plane, &queues, &id).await.unwrap();
+    assert!(first.created_all());
+    let joined = RunLock::acquire(&plane, &queues, &id).await.unwrap();
+    assert!(!joined.created_all(), "the second shard joins the first one's lease");
+    joined.release().await;
+    let mut conn = support::cluster::conn(&server).await;
+    let holder: Option<String> = redis::cmd("GET").arg(&queues[0].lock).query_async(&mut conn).await.unwrap();
+    assert_eq!(holder.as_deref(), Some(id.as_str()), "a joined lease outlives the shard that joined it");
+    let other = RunLock::acquire(&plane, &queues, "another run").await;
+    assert!(other.is_err(), "another run is refused while the fleet holds the queues");
+    first.release().await;
+    let holder: Option<String> = redis::cmd("GET").arg(&queues[0].lock).query_async(&mut conn).await.unwrap();
+    assert_eq!(holder, None, "the shard that created the lease deletes it");
 }

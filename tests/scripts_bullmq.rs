@@ -164,7 +164,7 @@ async fn claims_come_lifo_head_then_wait_then_by_priority() {
     let q = bull_keys("order");
     let pool = PayloadPool::new(3);
     let mut ids = JobIdGen::new(3);
-    let mut tokens = LockTokens::new(9);
+    let mut tokens = LockTokens::new(0, 9);
     let [fifo, lifo, low, high] = [(), (), (), ()].map(|_| ids.next_id());
     let add = [
         (fifo, AddOpts::default()),
@@ -191,7 +191,7 @@ async fn claims_come_lifo_head_then_wait_then_by_priority() {
 async fn one_claimed(c: &mut ScriptClient, q: &BullKeys, seed: u64, opts: &AddOpts, lock_ms: u64) -> BullClaimed {
     let id = JobIdGen::new(seed).next_id();
     c.add_job(q, &id, &payload_of(&PayloadPool::new(seed), &id, 40), opts).await.unwrap();
-    let job = c.move_to_active(q, LockTokens::new(seed as u16).mint(), lock_ms).await.unwrap().unwrap();
+    let job = c.move_to_active(q, LockTokens::new(0, seed as u16).mint(), lock_ms).await.unwrap().unwrap();
     assert_eq!(job.id, id);
     job
 }
@@ -240,7 +240,7 @@ async fn failures_retry_back_off_and_fail_where_bullmq_puts_them() {
     let server = support::server();
     let mut c = bull_client(&server).await;
     let q = bull_keys("fail");
-    let mut tokens = LockTokens::new(1);
+    let mut tokens = LockTokens::new(0, 1);
 
     // attempts 3, no backoff: retryJob to wait; the next failure again; the third is final.
     let policy = RetryPolicy { max_attempts: 3, backoff: Backoff::None, lifo: false };
@@ -439,7 +439,7 @@ async fn bullmqs_official_client_processes_our_jobs_and_we_process_its_jobs() {
     let added = official(&["add", &url, &q.bull_name, spec_file.to_str().unwrap()]);
     let want: Vec<&str> = theirs.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(added["ids"], serde_json::json!(want));
-    let mut tokens = LockTokens::new(2);
+    let mut tokens = LockTokens::new(0, 2);
     for (id, payload) in &theirs {
         let job = c.move_to_active(&q, tokens.mint(), 5_000).await.unwrap().expect("their job is ready");
         assert_eq!(job.id, *id, "FIFO");
@@ -486,7 +486,7 @@ async fn the_pipe_transport_carries_the_calls() {
                 let reply = lane::next(&mut lane).await.result.unwrap();
                 assert_eq!(add_reply(script, id, &reply).unwrap(), AddReply::Accepted);
             }
-            let mut tokens = LockTokens::new(4);
+            let mut tokens = LockTokens::new(0, 4);
             for (id, payload) in &jobs {
                 let job = c.move_to_active(&q, tokens.mint(), 5_000).await.unwrap().unwrap();
                 assert_eq!((&job.id, &job.payload), (id, payload));

@@ -153,7 +153,7 @@ impl<W: Wire> Driver<W> for BullOps<W> {
     fn shared(queues: &[QueueKeys], _registry: &ScriptRegistry, plan: &Plan, thread: usize) -> Rc<BullShared> {
         Rc::new(BullShared {
             queues: queues.iter().map(|q| BullKeys::new(q.queue.clone())).collect(),
-            tokens: RefCell::new(LockTokens::new(thread as u16)),
+            tokens: RefCell::new(LockTokens::new(plan.shard.as_ref().map_or(0, |s| s.index as u16), thread as u16)),
             policy: RetryPolicy {
                 max_attempts: plan.producers.max_attempts,
                 backoff: backoff_of(&plan.consumers.backoff),

@@ -45,24 +45,32 @@ impl fmt::Display for LockToken {
     }
 }
 
-/// Mints one thread's lock tokens: the thread's index in the top 16 bits, a counter below, so
-/// two threads (or two claims of one thread) never share a token within 2^48 claims.
+/// Mints one thread's lock tokens: the minter's index (its fleet shard and its load thread) in
+/// the top 32 bits, a counter below, so two threads, two shards of a `shared` fleet, or two
+/// claims of one thread never share a token within 2^32 claims: a stale worker on one machine
+/// never holds the token of the worker that took its job over on another.
 #[derive(Debug, Clone)]
 pub struct LockTokens {
     next: u64,
 }
 
+/// Bits of the per-minter counter.
+const COUNTER_BITS: u32 = 32;
+const COUNTER_MASK: u64 = (1 << COUNTER_BITS) - 1;
+
 impl LockTokens {
-    /// The minter of load thread `thread`; its first token is `thread << 48 | 1`.
-    pub fn new(thread: u16) -> LockTokens {
-        LockTokens { next: (u64::from(thread) << 48) | 1 }
+    /// The minter of load thread `thread` of fleet shard `shard` (0 outside a fleet); its first
+    /// token is `shard << 48 | thread << 32 | 1`.
+    pub fn new(shard: u16, thread: u16) -> LockTokens {
+        let minter = (u64::from(shard) << 16) | u64::from(thread);
+        LockTokens { next: (minter << COUNTER_BITS) | 1 }
     }
 
-    /// The next token (the counter wraps within the thread's range after 2^48 claims).
+    /// The next token (the counter wraps within the minter's range after 2^32 claims).
     pub fn mint(&mut self) -> LockToken {
         let token = LockToken::from_u64(self.next);
-        let thread = self.next & !((1 << 48) - 1);
-        self.next = thread | ((self.next + 1) & ((1 << 48) - 1)).max(1);
+        let minter = self.next & !COUNTER_MASK;
+        self.next = minter | ((self.next + 1) & COUNTER_MASK).max(1);
         token
     }
 }
@@ -75,13 +83,15 @@ mod tests {
     fn tokens_are_sixteen_hex_digits_unique_per_thread() {
         assert_eq!(LockToken::from_u64(0xa1).as_str(), "00000000000000a1");
         assert_eq!(LockToken::from_u64(u64::MAX).as_str(), "ffffffffffffffff");
-        let mut a = LockTokens::new(0);
-        let mut b = LockTokens::new(3);
+        let mut a = LockTokens::new(0, 0);
+        let mut b = LockTokens::new(0, 3);
+        let mut c = LockTokens::new(2, 3);
         assert_eq!(a.mint().as_str(), "0000000000000001");
         assert_eq!(a.mint().as_str(), "0000000000000002");
-        assert_eq!(b.mint().as_str(), "0003000000000001");
-        let mut wrap = LockTokens { next: (7 << 48) | ((1 << 48) - 1) };
-        assert_eq!(wrap.mint().as_str(), "0007ffffffffffff");
-        assert_eq!(wrap.mint().as_str(), "0007000000000001", "wraps within the thread, never 0");
+        assert_eq!(b.mint().as_str(), "0000000300000001");
+        assert_eq!(c.mint().as_str(), "0002000300000001", "another shard's thread 3 mints its own");
+        let mut wrap = LockTokens { next: (7 << 32) | COUNTER_MASK };
+        assert_eq!(wrap.mint().as_str(), "00000007ffffffff");
+        assert_eq!(wrap.mint().as_str(), "0000000700000001", "wraps within the minter, never 0");
     }
 }

@@ -299,7 +299,7 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     )
 }
 
-/// `--barrier-timeout`: 1s..=1d.
+/// `--queue-mode`: `sharded` or `shared`.
 fn parse_queue_mode(text: &str) -> Result<crate::scenario::QueueMode, String> {
     crate::scenario::QueueMode::from_name(text).ok_or_else(|| format!("expected sharded or shared, found {text:?}"))
 }
@@ -308,6 +308,7 @@ fn parse_queue_mode(text: &str) -> Result<crate::scenario::QueueMode, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardRoles(pub Vec<crate::scenario::ShardRole>);
 
+/// `--roles`: `p`, `c` or `pc` per shard, comma-separated.
 fn parse_roles(text: &str) -> Result<ShardRoles, String> {
     text.split(',')
         .map(|role| {
@@ -318,6 +319,7 @@ fn parse_roles(text: &str) -> Result<ShardRoles, String> {
         .map(ShardRoles)
 }
 
+/// `--barrier-timeout`: 1s..=1d.
 fn parse_barrier_timeout(text: &str) -> Result<Duration, String> {
     bounded(
         text,

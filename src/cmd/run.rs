@@ -46,19 +46,32 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             let lua_dir = registry.dir().to_path_buf();
             let mut result = session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0;
             if let Some(fleet) = &options.fleet {
-                // The last shard of the fleet to finish merges (its own verdict stays its exit code).
+                // The last shard of the fleet to finish merges, and its exit code is the worse of
+                // its own verdict and the fleet's: the fleet's check (a `shared` fleet has no
+                // other), thresholds and missing shards fail a process a Job or CI reads. An
+                // aborted shard marks its folder done and merges nothing (the abort asked
+                // for nothing more on the server).
                 let target = super::merge::FleetTarget {
                     url: options.url.clone().unwrap_or_default(),
                     flags: options.flags.clone(),
                 };
-                match super::merge::merge_when_complete(&dir, fleet.barrier.shards, target).await {
+                let merge = !stop.is_aborted();
+                match super::merge::merge_when_complete(&dir, fleet.barrier.shards, target, merge).await {
                     Some(Ok(merged)) => {
                         result.table.push_str(&format!("\nthe fleet's shards are all done: merged\n{}", merged.table));
                         let said =
                             if merged.failures.is_empty() { "pass".to_string() } else { merged.failures.join("; ") };
                         result.table.push_str(&format!("fleet verdict: {said}\n"));
+                        result.failures.extend(merged.failures.iter().map(|f| format!("fleet: {f}")));
+                        if merged.outcome != Outcome::Success {
+                            result.outcome = Outcome::Failed;
+                        }
                     }
-                    Some(Err(err)) => result.table.push_str(&format!("the fleet's merge failed: {err}\n")),
+                    Some(Err(err)) => {
+                        result.table.push_str(&format!("the fleet's merge failed: {err}\n"));
+                        result.failures.push(format!("fleet: the merge failed: {err}"));
+                        result.outcome = Outcome::Failed;
+                    }
                     None => {}
                 }
             }

@@ -277,9 +277,11 @@ pub async fn drive(
     drop(sink);
 
     let mut drained = false;
-    // A `shared` fleet's shard: whether it has said its producers are done.
+    // A `shared` fleet's shard: whether it has said its producers are done; the fleet's jobs
+    // in the queues (finished or not) at the last reading, and when that count last changed.
     let mut said_done = false;
     let mut fleet_total = None;
+    let mut fleet_grew = Instant::now();
     let mut empty_readings = 0;
     let mut last_depths = None;
     let mut drain_started = None;
@@ -331,7 +333,28 @@ pub async fn drive(
             Phase::Load => {
                 let done = match plan.stop {
                     Stop::Duration(d) => now >= start + d,
-                    Stop::Jobs(_) => shared.producers_live.load(Ordering::Relaxed) == 0,
+                    // A `shared` fleet's load phase ends with the fleet's producers, not this
+                    // shard's: a shard of consumers only has none of its own.
+                    Stop::Jobs(_) => {
+                        let own_done = shared.producers_live.load(Ordering::Relaxed) == 0;
+                        match (&opts.fleet_drain, own_done) {
+                            (Some(fleet), true) => {
+                                let heard = tokio::select! {
+                                    heard = fleet_producers_done(&plane, fleet, &mut said_done, plan.drain) => heard,
+                                    _ = stop.stopped() => false,
+                                };
+                                // A producing shard that died never says so: once the jobs in
+                                // the queues stop growing for the drain's length, go on.
+                                let total = last_depths.map(|d| d.unfinished() + d.completed + d.failed);
+                                if total != fleet_total {
+                                    fleet_total = total;
+                                    fleet_grew = now;
+                                }
+                                heard || now >= fleet_grew + plan.drain
+                            }
+                            (_, own_done) => own_done,
+                        }
+                    }
                 };
                 if done {
                     // The instant producers are told to stop: what the never-sent count and the

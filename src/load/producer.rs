@@ -27,6 +27,7 @@ use crate::payload::PayloadPool;
 use crate::queue::{needs_redo, EnqueueReply, QueueOps};
 use crate::resp::lane::{self, Laned};
 use crate::resp::{CallError, ReplyLane};
+use crate::scenario::shard::NUMBER_BLOCK;
 use crate::scenario::Stop;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -37,11 +38,6 @@ use std::time::{Duration, Instant};
 
 /// How often a producer waiting for its next intended send looks at the run phase.
 const PHASE_POLL: Duration = Duration::from_millis(50);
-/// Job numbers a producer reserves at once from the run-wide counter: one atomic add per 16
-/// jobs instead of one per job (a shared atomic per enqueue is a measurable cost), while the
-/// last producers to run out of a `jobs = N` budget hold at most 16 each. A `shared` fleet's
-/// shards interleave these blocks ([`crate::scenario::shard::JobNumbers`]).
-use crate::scenario::shard::NUMBER_BLOCK;
 
 /// One producer: its id generator, schedule and draws.
 pub struct Producer {
@@ -50,7 +46,7 @@ pub struct Producer {
     rng: SmallRng,
     /// The last accepted job (queue, number, id stamp), whose id a duplicate enqueue re-sends.
     last: Option<(u16, u32, u64)>,
-    /// Job numbers reserved and not drawn yet ([`NUMBER_BLOCK`]).
+    /// Job numbers reserved and not drawn yet, in the fleet's numbering ([`NUMBER_BLOCK`]).
     numbers: std::ops::Range<u64>,
     /// The last instant an id was stamped from, and its Unix ms.
     stamp: Option<(Instant, u64)>,

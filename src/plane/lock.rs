@@ -35,6 +35,9 @@ pub fn fleet_run_id(group: &str) -> String {
 pub struct RunLock {
     plane: Plane,
     keys: Vec<QueueKeys>,
+    /// The leases this process created (the others it joined: a `shared` fleet's, held by
+    /// another of its shards); [`RunLock::release`] deletes only these.
+    created: Vec<QueueKeys>,
     run_id: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
@@ -42,18 +45,25 @@ pub struct RunLock {
 }
 
 impl RunLock {
-    /// Takes the lock of every queue of `queues` for `run_id`, or none of them.
+    /// Takes the lock of every queue of `queues` for `run_id`, or none of them. A lease that
+    /// `run_id` already holds is joined (a `shared` fleet's shards share theirs): renewed,
+    /// never deleted by this process.
     ///
     /// Errors: [`PlaneError::Locked`] naming the first queue another run holds, its holder and
     /// how long its lease still runs; [`PlaneError::Call`] when a command fails (the locks
-    /// taken so far are released first in both cases).
+    /// created so far are released first in both cases).
     pub async fn acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, PlaneError> {
-        let mut held: Vec<QueueKeys> = Vec::new();
+        let (mut held, mut created): (Vec<QueueKeys>, Vec<QueueKeys>) = (Vec::new(), Vec::new());
         for keys in queues {
             match take(plane, keys, run_id).await {
-                Ok(()) => held.push(keys.clone()),
+                Ok(joined) => {
+                    held.push(keys.clone());
+                    if !joined {
+                        created.push(keys.clone());
+                    }
+                }
                 Err(err) => {
-                    release(plane, &held, run_id).await;
+                    release(plane, &created, run_id).await;
                     return Err(err);
                 }
             }
@@ -70,6 +80,7 @@ impl RunLock {
         Ok(RunLock {
             plane: plane.clone(),
             keys: held,
+            created,
             run_id: run_id.to_string(),
             stop: Some(stop),
             renewer: Some(renewer),
@@ -88,13 +99,30 @@ impl RunLock {
         self.lost.lock().expect("lock state").clone()
     }
 
-    /// Stops the renewal and deletes the locks that are still this run's.
-    pub async fn release(mut self) {
+    /// True when this process created every lease it holds (none was joined).
+    pub fn created_all(&self) -> bool {
+        self.created.len() == self.keys.len()
+    }
+
+    /// Stops the renewal and deletes the locks this process created that are still its run's
+    /// (a joined lease is left to the process that ends the fleet, or to expire).
+    pub async fn release(self) {
+        self.release_where(false).await;
+    }
+
+    /// Stops the renewal and deletes every lock still held under the run's id, joined ones
+    /// included: a `shared` fleet's merge ends the fleet's lease.
+    pub async fn release_all(self) {
+        self.release_where(true).await;
+    }
+
+    async fn release_where(mut self, joined_too: bool) {
         self.stop.take();
         if let Some(renewer) = self.renewer.take() {
             let _ = tokio::task::spawn_blocking(move || renewer.join()).await;
         }
-        release(&self.plane, &self.keys, &self.run_id).await;
+        let keys = if joined_too { &self.keys } else { &self.created };
+        release(&self.plane, keys, &self.run_id).await;
     }
 }
 
@@ -105,8 +133,9 @@ impl Drop for RunLock {
     }
 }
 
-/// `SET NX PX` of one queue's lock, following its slot.
-async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), PlaneError> {
+/// `SET NX PX` of one queue's lock, following its slot: `false` when created, `true` when
+/// joined (the lease already holds `run_id`).
+async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<bool, PlaneError> {
     let taken: Option<String> = plane
         .on_queue(keys, |mut conn| async move {
             redis::cmd("SET")
@@ -121,7 +150,7 @@ async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), Plane
         })
         .await?;
     if taken.is_some() {
-        return Ok(());
+        return Ok(false);
     }
     let mut conn = plane.conn_for(keys);
     let holder: Option<String> =
@@ -129,7 +158,7 @@ async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<(), Plane
     // Another shard of the same `shared` fleet took it: the lease is the fleet's, renewed by
     // every shard that holds it.
     if holder.as_deref() == Some(run_id) {
-        return Ok(());
+        return Ok(true);
     }
     let ttl_ms: i64 =
         redis::cmd("PTTL").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;

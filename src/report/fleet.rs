@@ -24,8 +24,14 @@ pub struct ShardRecord {
     pub queues: String,
     /// The shard's producers: the first's global index, how many, the fleet's total.
     pub producers: [u32; 3],
+    /// True when the fleet runs the invariant check (no `--no-check`): a `shared` fleet's
+    /// merge runs it.
+    pub check: bool,
     /// The shard's consumers, as `producers`.
     pub consumers: [u32; 3],
+    /// Where its job numbers sit among the fleet's: `[stride, offset]` (its block `b` of 16
+    /// numbers is the fleet's block `b · stride + offset`; `[1, 0]`: its own numbers).
+    pub job_numbers: [u64; 2],
     /// The agreed start, ms since the Unix epoch on the server's clock.
     pub t0_unix_ms: u64,
     /// When this shard's clock started, ms since the Unix epoch on the server's clock (its
@@ -40,6 +46,13 @@ pub struct ShardRecord {
     pub clock_uncertainty_ms: f64,
     /// Time spent at the barrier, s.
     pub waited_s: f64,
+    /// A `shared` fleet's shard: the server's clock minus this shard's, ms, measured again
+    /// after the run (`clock_end_after_s` after its start); with `clock_offset_ms` it gives
+    /// the drift the merge corrects for. `null` when not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_offset_end_ms: Option<f64>,
+    /// When `clock_offset_end_ms` was measured, s after this shard's start.
+    pub clock_end_after_s: f64,
     /// The configuration hash every shard of the fleet agreed on at the barrier (scenario,
     /// flags, version, and the scripts unless `--mixed-scripts`): `merge` refuses shards of
     /// different ones.

@@ -75,7 +75,7 @@ impl ShardRole {
         }
     }
 
-    /// `p`, `c` or `pc`.
+    /// `p`, `c` or `pc`; `-` for a role with neither (no `--roles` spelling makes one).
     pub fn name(self) -> &'static str {
         match (self.produces, self.consumes) {
             (true, false) => "p",
@@ -131,6 +131,8 @@ pub struct Shard {
     /// The lowest index of a shard that runs consumers (0 when none does): in `shared` mode
     /// it alone runs the maintenance chores.
     pub maintainer: u32,
+    /// Where this shard's job numbers sit among the fleet's.
+    pub numbers: JobNumbers,
     /// This shard's producers in the fleet's numbering.
     pub producers: TaskRange,
     /// This shard's consumers in the fleet's numbering.
@@ -160,7 +162,10 @@ pub fn queue_prefix(index: u32) -> String {
     format!("s{index}.")
 }
 
-/// Job numbers a producer takes at a time from its process's counter.
+/// Job numbers a producer reserves at once from its process's counter: one atomic add per 16
+/// jobs instead of one per job (a shared atomic per enqueue is a measurable cost), while the
+/// last producers to run out of a `jobs = N` budget hold at most 16 each. A `shared` fleet's
+/// shards interleave these blocks ([`JobNumbers`]).
 pub const NUMBER_BLOCK: u64 = 16;
 
 /// How a shard's job numbers sit among the fleet's: its process counts `0, 1, 2, ..` and
@@ -168,10 +173,15 @@ pub const NUMBER_BLOCK: u64 = 16;
 /// a `shared` fleet the numbers are the process's own (stride 1, offset 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobNumbers {
-    /// The fleet's size in a `shared` fleet, else 1.
+    /// How many shards of a `shared` fleet run producers, else 1.
     pub stride: u64,
-    /// The shard's index in a `shared` fleet, else 0.
+    /// The shard's rank among them in a `shared` fleet, else 0.
     pub offset: u64,
+}
+
+impl JobNumbers {
+    /// A process's own numbers: stride 1, offset 0.
+    pub const OWN: JobNumbers = JobNumbers { stride: 1, offset: 0 };
 }
 
 impl JobNumbers {
@@ -326,8 +336,23 @@ impl Plan {
         plan.consumers.count = consumers.count;
         plan.queues = queues;
         let maintainer = layout.roles.iter().position(|r| r.consumes).unwrap_or(0) as u32;
-        plan.shard =
-            Some(Shard { index, count, group: group.to_owned(), mode: layout.mode, maintainer, producers, consumers });
+        // Only the producing shards mint job numbers: the fleet's 2^32 are divided among them.
+        let numbers = match layout.mode {
+            QueueMode::Shared => layout
+                .place(index, |r| r.produces)
+                .map_or(JobNumbers::OWN, |(at, of)| JobNumbers { stride: u64::from(of), offset: u64::from(at) }),
+            QueueMode::Sharded => JobNumbers::OWN,
+        };
+        plan.shard = Some(Shard {
+            index,
+            count,
+            group: group.to_owned(),
+            mode: layout.mode,
+            maintainer,
+            numbers,
+            producers,
+            consumers,
+        });
         Ok(plan)
     }
 
@@ -364,12 +389,7 @@ impl Plan {
 
     /// Where this process's job numbers sit among its fleet's (see [`JobNumbers`]).
     pub fn job_numbers(&self) -> JobNumbers {
-        match &self.shard {
-            Some(shard) if shard.mode == QueueMode::Shared => {
-                JobNumbers { stride: u64::from(shard.count), offset: u64::from(shard.index) }
-            }
-            _ => JobNumbers { stride: 1, offset: 0 },
-        }
+        self.shard.as_ref().map_or(JobNumbers::OWN, |shard| shard.numbers)
     }
 
     /// The seed of the run's job ids (their run tag): the scenario's seed, mixed with the
@@ -516,6 +536,8 @@ mod tests {
         assert!(parts.iter().all(|p| p.queues == whole.queues && p.id_seed() == whole.seed));
         let chores: Vec<bool> = parts.iter().map(Plan::runs_maintenance).collect();
         assert_eq!(chores, [false, true, false]);
+        // The one producing shard has the fleet's whole number space.
+        assert_eq!(parts[0].job_numbers(), JobNumbers::OWN);
         assert_eq!(parts[2].consumer_index(0), 2);
         let sharded = FleetLayout { mode: QueueMode::Sharded, ..layout };
         let err = whole.for_fleet_shard(0, "g", &sharded).unwrap_err().to_string();

@@ -270,30 +270,42 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
     let shared = record.queues == QueueMode::Shared.name();
     let mut fleet_check = None;
     let check = if shared {
-        let checked = match &target {
-            None => Err(format!(
-                "fleet {}'s queues are shared: its check runs at the merge, over every shard's history, and needs                  the server: emq-bench merge ... --url URL (the keys stay on the server until then)",
+        let checked = match (&target, record.check) {
+            (None, true) => Err(format!(
+                "fleet {}'s queues are shared: its check runs at the merge, over every shard's history, and needs \
+                 the server: emq-bench merge ... --url URL (the keys stay on the server until then)",
                 record.group
             )),
-            Some(target) => match shared::union_history(&shards) {
+            // `--no-check`: nothing to check, and without the server nothing to delete either.
+            (None, false) => Ok(None),
+            (Some(target), run_check) => match shared::union_history(&shards) {
                 Ok((history, streams)) => {
-                    shared::check_shared(&history, &streams, target, &record.group, &args.out).await
+                    shared::check_shared(&history, &streams, target, &record.group, &args.out, run_check)
+                        .await
+                        .map(Some)
                 }
                 Err(err) => Err(err),
             },
         };
         match checked {
-            Ok(checked) => {
-                let outcome = &checked.outcome;
-                summary.check = Some(outcome.summary(true));
-                summary
-                    .jobs
-                    .insert(crate::metrics::JobCounter::FailedByStall.name().to_string(), outcome.failed_by_stall);
-                crate::report::write_json(&args.out.join(crate::check::report::INVARIANTS_FILE), &outcome.report)?;
-                let violations = outcome.report.violations_total;
+            Ok(Some(checked)) => {
+                let fate = match &checked.outcome {
+                    Some(outcome) => {
+                        summary.check = Some(outcome.summary(true));
+                        summary.jobs.insert(
+                            crate::metrics::JobCounter::FailedByStall.name().to_string(),
+                            outcome.failed_by_stall,
+                        );
+                        let invariants = args.out.join(crate::check::report::INVARIANTS_FILE);
+                        crate::report::write_json(&invariants, &outcome.report)?;
+                        CheckFate::Ran { violations: outcome.report.violations_total }
+                    }
+                    None => CheckFate::Skipped,
+                };
                 fleet_check = Some(checked);
-                CheckFate::Ran { violations }
+                fate
             }
+            Ok(None) => CheckFate::Skipped,
             Err(reason) => CheckFate::NotRun(reason),
         }
     } else {
@@ -339,15 +351,16 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
                 write_json(&args.out.join(SUMMARY_FILE), &summary).map_err(AppError::Report)?;
             }
         }
-        checked.lock.release().await;
+        checked.lock.release_all().await;
     }
     let table = table(&summary, &fleet, &args.out);
     let outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
     Ok(MergeResult { dir: args.out, summary, table, outcome, failures: verdict.lines() })
 }
 
-/// What becomes of a `shared` fleet's keys: deleted once its check ran, every shard is there
-/// and complete, and none kept them for a reason of its own (`--keep`, an abort, a lost lock).
+/// What becomes of a `shared` fleet's keys: deleted once the merge reached the server and ran
+/// its check (or the fleet asked for none), every shard is there and complete, and none kept
+/// them for a reason of its own (`--keep`, an abort, the end unreadable, a lost lock).
 fn shared_keys(shards: &[ShardFolder], fleet: &FleetRecord, checked: bool) -> KeysFate {
     let mut kept: Vec<String> = shards
         .iter()
@@ -363,7 +376,7 @@ fn shared_keys(shards: &[ShardFolder], fleet: &FleetRecord, checked: bool) -> Ke
         .collect();
     kept.extend(fleet.missing.iter().map(|i| format!("shard {i}: missing")));
     if !checked {
-        kept.push("the fleet's check did not run".to_string());
+        kept.push("the merge's check did not run (or it had no --url to reach the server)".to_string());
     }
     match kept.is_empty() {
         true => KeysFate::Deleted,
@@ -377,19 +390,24 @@ pub const SHARD_DONE: &str = "shard.done";
 const MERGE_CLAIM: &str = "merge.claim";
 
 /// Called by a shard whose folder `shard_dir` (`<fleet>/shard-NNN`) is complete: marks it
-/// done, and when every one of the fleet's `shards` is done, merges them into
-/// `<fleet>/merged`, once (the first shard to claim it; the others return `None`). On a shared
-/// volume (a Kubernetes PVC) the last pod to finish merges.
+/// done, and when every one of the fleet's `shards` is done and `may_merge`, merges them into
+/// `<fleet>/merged` (a `shared` fleet checked on `target`), once (the first shard to claim it;
+/// the others return `None`). On a shared volume (a Kubernetes PVC) the last pod to finish
+/// merges. An aborted shard passes `may_merge` false: it only marks its folder.
 ///
 /// Errors: as [`merge`]; the marker not written is [`AppError::Io`].
 pub async fn merge_when_complete(
     shard_dir: &Path,
     shards: u32,
     target: FleetTarget,
+    may_merge: bool,
 ) -> Option<Result<MergeResult, AppError>> {
     let fleet = shard_dir.parent()?;
     if let Err(source) = std::fs::write(shard_dir.join(SHARD_DONE), b"") {
         return Some(Err(AppError::Io { path: shard_dir.join(SHARD_DONE).display().to_string(), source }));
+    }
+    if !may_merge {
+        return None;
     }
     let all_done = (0..shards).all(|i| fleet.join(crate::report::fleet::shard_folder(i)).join(SHARD_DONE).is_file());
     if !all_done {

@@ -31,9 +31,10 @@ pub struct FleetTarget {
     pub flags: TargetFlags,
 }
 
-/// What the fleet's check found, and the connection and lock its cleanup needs.
+/// What the fleet's check found (`None`: the fleet asked for no check), and the connection and
+/// lock its cleanup needs.
 pub(super) struct SharedCheck {
-    pub(super) outcome: CheckOutcome,
+    pub(super) outcome: Option<CheckOutcome>,
     pub(super) plane: Plane,
     pub(super) queues: Vec<QueueKeys>,
     pub(super) lock: RunLock,
@@ -74,15 +75,24 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<
                 }
             }
         }
-        let numbers = JobNumbers { stride: u64::from(record.shards), offset: u64::from(record.index) };
+        let [stride, offset] = record.job_numbers;
+        let numbers = JobNumbers { stride: stride.max(1), offset };
         issued = issued.max(numbers.issued_bound(own.issued));
         if record.consumers[1] > 0 {
             consumer_shards += 1;
             drained &= own.drained;
         }
         must_finish |= own.must_finish;
-        let offset_us = (record.start_offset_ms * 1000.0).round() as i64;
-        let shift = |us: u64| (us as i64 + offset_us).max(0) as u64;
+        // The shard's µs since its start, on the server's clock: its start's offset from t0,
+        // plus the drift of its clock (the offset measured again after the run) in proportion.
+        let offset_us = record.start_offset_ms * 1000.0;
+        let drift_per_us = match record.clock_offset_end_ms {
+            Some(end) if record.clock_end_after_s > 0.0 => {
+                (end - record.clock_offset_ms) * 1000.0 / (record.clock_end_after_s * 1e6)
+            }
+            _ => 0.0,
+        };
+        let shift = |us: u64| (us as f64 * (1.0 + drift_per_us) + offset_us).round().max(0.0) as u64;
         let mut buf = HistoryBuf::new(base);
         for e in &decoded.events {
             let (sent_us, done_us) = (shift(e.sent_us), shift(e.done_us));
@@ -108,8 +118,9 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<
     Ok((history, streams))
 }
 
-/// Checks the fleet's queues against `history` on `target`, holding the fleet's run lock
-/// (group `group`) while it reads; writes the fleet's `history.bin` into `out`.
+/// Checks the fleet's queues against `history` on `target` (unless `run_check` is false: the
+/// fleet's `--no-check`), holding the fleet's run lock (group `group`) while it reads; writes
+/// the fleet's `history.bin` into `out`.
 ///
 /// Errors: why the check could not run (the server unreachable, the lock held by another
 /// run, the scan failing, the history not written).
@@ -119,6 +130,7 @@ pub(super) async fn check_shared(
     target: &FleetTarget,
     group: &str,
     out: &Path,
+    run_check: bool,
 ) -> Result<SharedCheck, String> {
     history::file::save(&out.join("history.bin"), &history.header, streams).map_err(|e| e.to_string())?;
     let endpoint =
@@ -136,10 +148,13 @@ pub(super) async fn check_shared(
     // The shards' lease may still run (the same id joins it), else it is taken again: no other
     // run may start on the queues between the fleet's end and its cleanup.
     let lock = RunLock::acquire(&plane, &queues, &plane::lock::fleet_run_id(group)).await.map_err(|e| e.to_string())?;
+    if !run_check {
+        return Ok(SharedCheck { outcome: None, plane, queues, lock });
+    }
     match check::check(&plane, &queues, Some(history)).await {
-        Ok(outcome) => Ok(SharedCheck { outcome, plane, queues, lock }),
+        Ok(outcome) => Ok(SharedCheck { outcome: Some(outcome), plane, queues, lock }),
         Err(err) => {
-            lock.release().await;
+            lock.release_all().await;
             Err(err.to_string())
         }
     }

@@ -195,11 +195,14 @@ pub(super) fn amend(dir: &Path, summary: &mut RunSummary, facts: &mut judge::Fac
 
 /// A shard's record: its place in the fleet (`plan.shard`) and its start against `t0` on the
 /// server's clock (`start`, from the barrier with the configuration it agreed on; `started`,
-/// when its clock started).
+/// when its clock started); `end_clock`, the clock offset measured again after the run and how
+/// many s after the start; `check`, whether the fleet runs the invariant check.
 pub(super) fn shard_record(
     plan: &Plan,
     start: Option<&(crate::plane::barrier::Start, String)>,
     started: SystemTime,
+    end_clock: Option<(crate::plane::barrier::ClockOffset, f64)>,
+    check: bool,
 ) -> Option<crate::report::fleet::ShardRecord> {
     let (start, config) = (start.map(|(s, _)| s), start.map_or(String::new(), |(_, c)| c.clone()));
     let shard = plan.shard.as_ref()?;
@@ -215,6 +218,8 @@ pub(super) fn shard_record(
         queues: shard.mode.name().into(),
         producers: range(&shard.producers),
         consumers: range(&shard.consumers),
+        job_numbers: [shard.numbers.stride, shard.numbers.offset],
+        check,
         t0_unix_ms: t0,
         started_unix_ms: started_ms,
         start_offset_ms: if t0 > 0 { started_ms - t0 as f64 } else { 0.0 },
@@ -222,5 +227,7 @@ pub(super) fn shard_record(
         clock_uncertainty_ms: uncertainty,
         waited_s: waited,
         config,
+        clock_offset_end_ms: end_clock.map(|(clock, _)| clock.offset_ms),
+        clock_end_after_s: end_clock.map_or(0.0, |(_, after)| after),
     })
 }

@@ -163,8 +163,17 @@ impl Session {
                 }
             }
         }
-        if let Err(err) = plane::ensure_clean(&plane, &queues, options.force).await {
+        // A `shared` fleet's shard that joined the lease another shard took deletes nothing:
+        // the keys may be that shard's fleet's, started or about to.
+        let force = options.force && lock.created_all();
+        if let Err(err) = plane::ensure_clean(&plane, &queues, force).await {
             lock.release().await;
+            if options.force && !force {
+                return Err(AppError::Usage(format!(
+                    "{err}; --force deletes nothing here: another shard of this fleet holds the queues' lock (it \
+                     cleans up; the keys may be the fleet's)"
+                )));
+            }
             return Err(err.into());
         }
         // A failover needs a replica to fail over to: started now, in sync before the clock starts.
@@ -296,6 +305,16 @@ impl Session {
         let zero = crate::probe::epoch_secs(driven.metrics.start_wall);
         depth_log.iter_mut().for_each(|d| d.t_s -= zero);
         let aborted = stop.is_aborted();
+        // A `shared` fleet's merge puts every shard's events on the server's clock: the offset
+        // measured again at the end gives the drift of this machine's clock over the run.
+        let end_clock = match (&plan.shard, &fleet_start) {
+            (Some(shard), Some(_)) if plan.shares_queues() && !aborted => {
+                let conn = self.plane.conn_for_key(&plane::barrier::keys(&shard.group)[0]);
+                let after_s = SystemTime::now().duration_since(driven.metrics.start_wall).unwrap_or_default();
+                plane::barrier::clock_offset(&conn).await.ok().map(|clock| (clock, after_s.as_secs_f64()))
+            }
+            _ => None,
+        };
 
         // A slot may have moved during the run: read the map again before the check and cleanup.
         if let Some(Err(err)) = stop.unless_aborted(self.plane.refresh()).await {
@@ -351,16 +370,18 @@ impl Session {
         // A lease lost mid-run means another run may be on these queues now: its keys are not
         // ours to delete, and this run's verdict cannot stand.
         let lost = self.lock.as_ref().map(RunLock::lost).unwrap_or_default();
+        // A `shared` fleet's shard keeps them for the merge's check, unless a reason of its
+        // own comes first: the merge then keeps them too.
         let keys = if keep {
             KeysFate::Kept(KeptBecause::Keep)
-        } else if plan.shares_queues() {
-            KeysFate::Kept(KeptBecause::FleetCheck)
         } else if aborted {
             KeysFate::Kept(KeptBecause::Aborted)
         } else if driven.depths.is_none() {
             KeysFate::Kept(KeptBecause::EndUnreadable)
         } else if !lost.is_empty() {
             KeysFate::Kept(KeptBecause::LockLost)
+        } else if plan.shares_queues() {
+            KeysFate::Kept(KeptBecause::FleetCheck)
         } else if check_error.is_some() {
             KeysFate::Kept(KeptBecause::CheckNotRun)
         } else {
@@ -368,7 +389,8 @@ impl Session {
         };
 
         // Assemble and judge: summary.json says everything, its verdict included.
-        let shard = assemble::shard_record(&plan, fleet_start.as_ref(), driven.metrics.start_wall);
+        let shard =
+            assemble::shard_record(&plan, fleet_start.as_ref(), driven.metrics.start_wall, end_clock, opts.check);
         let observed = assemble::Observed {
             target,
             before,
