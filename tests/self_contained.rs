@@ -5,6 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// The tests of this file take turns: `cargo install` below builds the binary into the target
+/// folder again (a build of the same sources without the tests' dev-dependencies), which
+/// replaces the file the others copy and run.
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The binary copied into an empty folder (nothing of the repository beside it).
 fn lone_binary(dir: &Path) -> PathBuf {
     let bin = dir.join("emq-bench");
@@ -37,6 +45,7 @@ fn summary(dir: &Path) -> serde_json::Value {
 
 #[test]
 fn a_lone_binary_runs_a_shipped_scenario_by_name_with_its_built_in_scripts() {
+    let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     let bin = lone_binary(tmp.path());
     let cwd = tmp.path().join("empty");
@@ -56,8 +65,35 @@ fn a_lone_binary_runs_a_shipped_scenario_by_name_with_its_built_in_scripts() {
     assert!(std::fs::read_to_string(cwd.join("res/scenario.toml")).unwrap().contains("name = \"smoke\""));
 }
 
+/// `cargo install --path . --root TMP`, as a user installs it: the installed binary runs a
+/// shipped scenario from an empty folder. The install reuses this build's target folder (its
+/// dependencies are built: only the crate itself compiles again) and needs no network.
+#[test]
+fn an_installed_binary_runs_a_shipped_scenario_from_an_empty_folder() {
+    let _turn = turn();
+    let tmp = tempfile::tempdir().unwrap();
+    let built = Path::new(env!("CARGO_BIN_EXE_emq-bench"));
+    // target/<profile>/emq-bench: the target folder is two levels up.
+    let target = built.parent().and_then(Path::parent).expect("the binary sits in target/<profile>/");
+    let install = Command::new(env!("CARGO"))
+        .args(["install", "--debug", "--locked", "--offline", "--quiet", "--path", env!("CARGO_MANIFEST_DIR")])
+        .arg("--root")
+        .arg(tmp.path().join("root"))
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("run cargo install");
+    assert!(install.status.success(), "cargo install: {}", String::from_utf8_lossy(&install.stderr));
+    let bin = tmp.path().join("root/bin/emq-bench");
+    let cwd = tmp.path().join("empty");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = run_lone(&bin, &cwd, &["run", "smoke", "--quiet", "--duration", "1s", "--out", "res"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary(&cwd.join("res"))["target"]["lua_dir"], "built-in");
+}
+
 #[test]
 fn a_name_that_is_neither_a_file_nor_a_shipped_scenario_lists_the_shipped_ones() {
+    let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     let bin = lone_binary(tmp.path());
     let out = run_lone(&bin, tmp.path(), &["run", "smok", "--quiet"], &[]);
@@ -69,6 +105,7 @@ fn a_name_that_is_neither_a_file_nor_a_shipped_scenario_lists_the_shipped_ones()
 
 #[test]
 fn bullmq_scripts_are_never_built_in_and_their_absence_names_the_fix() {
+    let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     let bin = lone_binary(tmp.path());
     let out = run_lone(&bin, tmp.path(), &["run", "bullmq-smoke", "--quiet"], &[]);
@@ -79,6 +116,7 @@ fn bullmq_scripts_are_never_built_in_and_their_absence_names_the_fix() {
 
 #[test]
 fn run_flags_come_from_emq_variables_and_a_log_gets_a_progress_line_every_interval() {
+    let _turn = turn();
     let tmp = tempfile::tempdir().unwrap();
     let bin = lone_binary(tmp.path());
     let vars = [

@@ -6,7 +6,7 @@ pub mod context;
 pub mod coordinator;
 pub mod maintenance;
 pub mod pacer;
-pub mod pacing;
 pub mod producer;
+pub mod schedule;
 pub mod stop;
 pub mod thread;

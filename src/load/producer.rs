@@ -18,7 +18,7 @@
 //! the slow node too.
 
 use super::context::{Phase, Span, ThreadCtx};
-use super::pacing::Schedule;
+use super::schedule::Schedule;
 use crate::history::{Kind, Outcome};
 use crate::keyspace::{JobId, JobIdGen};
 use crate::lua::Script;

@@ -5,8 +5,8 @@
 use super::consumer;
 use super::context::{RunShared, ThreadCtx, WallClock};
 use super::maintenance::chore_loop;
-use super::pacing::Schedule;
 use super::producer::{self, Producer};
+use super::schedule::Schedule;
 use crate::bullmq::BullOps;
 use crate::echomq::EchoOps;
 use crate::history::HistoryBuf;
