@@ -332,3 +332,37 @@ fn a_truncated_history_names_the_section_it_cut() {
         assert!(!err.contains("failed to fill whole buffer"), "{err}");
     }
 }
+
+/// `--set KEY=VALUE` and `--rate R` change the scenario the run reads, checked as the file's
+/// own keys are; the results folder's scenario.toml is the one that ran, the settings named.
+#[test]
+fn set_and_rate_override_any_scenario_key_checked_as_the_file_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let args = ["run", "smoke", "--duration", "1s", "--quiet", "--json", "--out", dir.to_str().unwrap()];
+    let overrides = ["--set", "consumers.count=3", "--set", "consumers.work=1ms", "--rate", "150"];
+    let out = emq_bench(&[&args[..], &overrides[..]].concat(), tmp.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is summary.json");
+    assert_eq!(summary["scenario"]["consumers"]["count"], 3, "{}", summary["scenario"]);
+    assert_eq!(summary["scenario"]["producers"]["rate"], 150.0, "{}", summary["scenario"]);
+    let copy = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    assert!(copy.starts_with("# smoke with --set consumers.count=3 --set consumers.work=\"1ms\""), "{copy}");
+    assert!(copy.contains("rate = 150.0"), "{copy}");
+
+    // Checked as the file is: a type, a bound, an unknown key; a value is no table.
+    for (set, expected) in [
+        ("consumers.count=lots", "consumers.count"),
+        ("consumers.stall=1.5", "consumers.stall"),
+        ("producers.pipelin=4", "pipelin"),
+        ("producers.count.x=1", "producers.count holds a value of type integer"),
+        ("producers", "expected KEY=VALUE"),
+    ] {
+        let out = emq_bench(&["run", "smoke", "--set", set], tmp.path());
+        assert_eq!(out.status.code(), Some(2), "--set {set}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expected), "--set {set}: {}", stderr(&out));
+    }
+    let out = emq_bench(&["run", "smoke", "--rate=-5"], tmp.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("producers.rate"), "{}", stderr(&out));
+}

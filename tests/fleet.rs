@@ -423,9 +423,10 @@ async fn a_joined_lease_is_held_but_never_deleted_by_the_shard_that_joined() {
     let plane = Plane::open(&support::connector(&server.url()), Default::default()).await.unwrap();
     let queues = vec![support::keys("shared-lease")];
     let id = fleet_run_id("g");
-    let first = RunLock::acquire(&plane, &queues, &id).await.unwrap();
+    let first = RunLock::join_or_acquire(&plane, &queues, &id).await.unwrap();
     assert!(first.created_all());
-    let joined = RunLock::acquire(&plane, &queues, &id).await.unwrap();
+    assert!(RunLock::acquire(&plane, &queues, &id).await.is_err(), "only a fleet's shard joins a lease");
+    let joined = RunLock::join_or_acquire(&plane, &queues, &id).await.unwrap();
     assert!(!joined.created_all(), "the second shard joins the first one's lease");
     joined.release().await;
     let mut conn = support::cluster::conn(&server).await;

@@ -134,6 +134,14 @@ pub struct RunArgs {
     /// Seed of every random draw; overrides the scenario's seed.
     #[arg(env = "EMQ_SEED", long)]
     pub seed: Option<u64>,
+    /// Any scenario key, KEY=VALUE with the key dotted by table (`--set producers.rate=2000
+    /// --set consumers.work=2ms`; repeatable, at most 64; in $EMQ_SET separated by `;`): written
+    /// into the scenario before it is read, so the value is checked as the file's own.
+    #[arg(env = "EMQ_SET", long = "set", value_name = "KEY=VALUE", value_parser = parse_setting, value_delimiter = ';')]
+    pub set: Vec<crate::scenario::settings::Setting>,
+    /// The producers' open-loop rate, jobs/s over all producers: `--set producers.rate=R`.
+    #[arg(env = "EMQ_RATE", long, value_name = "JOBS_PER_S")]
+    pub rate: Option<f64>,
     /// Keep the run's keys on the server afterwards (default: delete them).
     #[arg(env = "EMQ_KEEP", long)]
     pub keep: bool,
@@ -297,6 +305,11 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
         (MIN_TIMEOUT, "below it calls time out on a healthy loopback server (p99.9 1-14 ms here) and each timeout drops the connection"),
         (MAX_TIMEOUT, "a request unanswered that long is lost, and a stopping run waits this long for its replies"),
     )
+}
+
+/// `--set`: KEY=VALUE.
+fn parse_setting(text: &str) -> Result<crate::scenario::settings::Setting, String> {
+    crate::scenario::settings::Setting::parse(text)
 }
 
 /// `--queue-mode`: `sharded` or `shared`.

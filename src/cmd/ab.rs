@@ -39,6 +39,8 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         out: args.out.clone(),
         duration: args.duration,
         seed: args.seed,
+        set: Vec::new(),
+        rate: None,
         keep: false,
         force: args.force,
         quiet: args.quiet,

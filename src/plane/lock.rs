@@ -45,17 +45,34 @@ pub struct RunLock {
 }
 
 impl RunLock {
-    /// Takes the lock of every queue of `queues` for `run_id`, or none of them. A lease that
-    /// `run_id` already holds is joined (a `shared` fleet's shards share theirs): renewed,
-    /// never deleted by this process.
+    /// Takes the lock of every queue of `queues` for `run_id`, or none of them; a lease
+    /// already held, even under the same id, is another run's.
     ///
     /// Errors: [`PlaneError::Locked`] naming the first queue another run holds, its holder and
     /// how long its lease still runs; [`PlaneError::Call`] when a command fails (the locks
     /// created so far are released first in both cases).
     pub async fn acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, PlaneError> {
+        RunLock::take_all(plane, queues, run_id, false).await
+    }
+
+    /// [`RunLock::acquire`] for a `shared` fleet's shard or merge (`run_id` from
+    /// [`fleet_run_id`]): a lease that `run_id` already holds is joined, renewed by this
+    /// process too and never deleted by [`RunLock::release`].
+    ///
+    /// Errors: as [`RunLock::acquire`].
+    pub async fn join_or_acquire(plane: &Plane, queues: &[QueueKeys], run_id: &str) -> Result<RunLock, PlaneError> {
+        RunLock::take_all(plane, queues, run_id, true).await
+    }
+
+    async fn take_all(
+        plane: &Plane,
+        queues: &[QueueKeys],
+        run_id: &str,
+        may_join: bool,
+    ) -> Result<RunLock, PlaneError> {
         let (mut held, mut created): (Vec<QueueKeys>, Vec<QueueKeys>) = (Vec::new(), Vec::new());
         for keys in queues {
-            match take(plane, keys, run_id).await {
+            match take(plane, keys, run_id, may_join).await {
                 Ok(joined) => {
                     held.push(keys.clone());
                     if !joined {
@@ -134,8 +151,8 @@ impl Drop for RunLock {
 }
 
 /// `SET NX PX` of one queue's lock, following its slot: `false` when created, `true` when
-/// joined (the lease already holds `run_id`).
-async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<bool, PlaneError> {
+/// joined (`may_join` and the lease already holds `run_id`).
+async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str, may_join: bool) -> Result<bool, PlaneError> {
     let taken: Option<String> = plane
         .on_queue(keys, |mut conn| async move {
             redis::cmd("SET")
@@ -157,7 +174,7 @@ async fn take(plane: &Plane, keys: &QueueKeys, run_id: &str) -> Result<bool, Pla
         redis::cmd("GET").arg(&keys.lock).query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
     // Another shard of the same `shared` fleet took it: the lease is the fleet's, renewed by
     // every shard that holds it.
-    if holder.as_deref() == Some(run_id) {
+    if may_join && holder.as_deref() == Some(run_id) {
         return Ok(true);
     }
     let ttl_ms: i64 =

@@ -49,6 +49,18 @@ pub enum ScenarioError {
         expected: String,
     },
 
+    /// A `--set KEY=VALUE` makes the scenario fail to read or validate: `detail` says why, as
+    /// the file's own key would (its line numbers would be of no file, so none is given).
+    #[error("{}: --set {key}: {detail}", .path.display())]
+    Setting {
+        /// The scenario path as given.
+        path: PathBuf,
+        /// The setting's dotted key.
+        key: String,
+        /// What is wrong with its value.
+        detail: String,
+    },
+
     /// A command-line override (e.g. `--duration`) conflicts with the scenario.
     #[error("{}: {flag} = {found}, expected {expected}", .path.display())]
     Override {
@@ -77,6 +89,7 @@ impl ScenarioError {
         match self {
             Self::Invalid { field, .. } => Some(field),
             Self::Override { flag, .. } => Some(flag),
+            Self::Setting { key, .. } => Some(key),
             _ => None,
         }
     }

@@ -27,6 +27,7 @@ mod maintenance;
 mod plan;
 mod producers;
 mod sampler;
+pub mod settings;
 pub mod shard;
 pub mod shipped;
 mod target;
@@ -55,6 +56,41 @@ pub use units::{Count, HumanDuration, HumanSize};
 /// Smallest payload in bytes: every payload starts with the harness's 20-byte
 /// header (used to check I4 payload-intact), so each configured size must fit it.
 pub const MIN_PAYLOAD: u64 = crate::payload::HEADER_LEN as u64;
+
+/// Reads the scenario at `path` (as [`read_text`]), writes `settings` into it (`--set`,
+/// [`settings::apply`]) and resolves it: every setting checked as the file's own keys are.
+///
+/// # Errors
+/// As [`load`], and [`settings::apply`]'s.
+pub fn load_with(path: &Path, settings: &[settings::Setting]) -> Result<Plan, ScenarioError> {
+    if settings.is_empty() {
+        return load(path);
+    }
+    let text = read_text(path)?;
+    let err = match parse(&settings::apply(&text, settings, path)?, path) {
+        Ok(plan) => return Ok(plan),
+        Err(err) => err,
+    };
+    // The file read without the settings: name the first setting that breaks it, with what
+    // is wrong and no line (the lines are of the file with the settings written in).
+    if parse(&text, path).is_ok() {
+        for k in 0..settings.len() {
+            if let Err(err) = parse(&settings::apply(&text, &settings[..=k], path)?, path) {
+                let detail = match err {
+                    ScenarioError::Syntax { message, .. } => {
+                        message.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default().trim().to_owned()
+                    }
+                    ScenarioError::Invalid { field, found, expected, .. } => {
+                        format!("{field} = {found}, expected {expected}")
+                    }
+                    other => other.to_string(),
+                };
+                return Err(ScenarioError::Setting { path: path.to_owned(), key: settings[k].key.join("."), detail });
+            }
+        }
+    }
+    Err(err)
+}
 
 /// Reads and resolves the scenario file at `path`.
 ///

@@ -112,6 +112,8 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         out: Some(out.to_path_buf()),
         duration: None,
         seed: None,
+        set: Vec::new(),
+        rate: None,
         keep: false,
         force: false,
         quiet: true,

@@ -147,7 +147,9 @@ pub(super) async fn check_shared(
         .map_err(|e| e.to_string())?;
     // The shards' lease may still run (the same id joins it), else it is taken again: no other
     // run may start on the queues between the fleet's end and its cleanup.
-    let lock = RunLock::acquire(&plane, &queues, &plane::lock::fleet_run_id(group)).await.map_err(|e| e.to_string())?;
+    let lock = RunLock::join_or_acquire(&plane, &queues, &plane::lock::fleet_run_id(group))
+        .await
+        .map_err(|e| e.to_string())?;
     if !run_check {
         return Ok(SharedCheck { outcome: None, plane, queues, lock });
     }

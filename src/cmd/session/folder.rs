@@ -49,10 +49,22 @@ pub fn results_dir(out: Option<&Path>, name: &str) -> Result<PathBuf, AppError> 
 }
 
 /// Copies the scenario file into the results folder, with the password of its `[target] url`
-/// (if it has one) masked: a result file never holds a password.
-pub(super) fn copy_scenario(scenario: &Path, url: Option<&str>, dir: &Path) -> Result<(), AppError> {
+/// (if it has one) masked: a result file never holds a password. With `settings` (`--set`,
+/// `--rate`) it is the scenario the run read, the settings written in and named in a first
+/// comment line.
+pub(super) fn copy_scenario(
+    scenario: &Path,
+    settings: &[scenario::settings::Setting],
+    url: Option<&str>,
+    dir: &Path,
+) -> Result<(), AppError> {
     let io = |path: &Path, source| AppError::Io { path: path.display().to_string(), source };
     let mut text = scenario::read_text(scenario)?;
+    if !settings.is_empty() {
+        let given: Vec<String> = settings.iter().map(|s| format!("--set {}", s.text())).collect();
+        let applied = scenario::settings::apply(&text, settings, scenario)?;
+        text = format!("# {} with {}\n{applied}", scenario.display(), given.join(" "));
+    }
     if let Some(url) = url {
         text = text.replace(url, &scenario::redact_url(url));
     }

@@ -133,16 +133,23 @@ impl Session {
         for keys in &queues {
             topology.nodes[plane.node_of(keys)].queues.push(keys.queue.to_string());
         }
-        // A `shared` fleet's shards hold the queues' lock together, under the fleet's id.
-        let run_id = match &options.fleet {
-            Some(fleet) if plan.shares_queues() => plane::lock::fleet_run_id(&fleet.barrier.group),
-            _ => format!(
-                "emq-bench pid {} since {}",
-                std::process::id(),
-                humantime::format_rfc3339_seconds(SystemTime::now())
-            ),
+        // A `shared` fleet's shards hold the queues' lock together, under the fleet's id; any
+        // other run's id is its own (two runs of one process in one second included).
+        let lock = match &options.fleet {
+            Some(fleet) if plan.shares_queues() => {
+                RunLock::join_or_acquire(&plane, &queues, &plane::lock::fleet_run_id(&fleet.barrier.group)).await?
+            }
+            _ => {
+                static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let run_id = format!(
+                    "emq-bench pid {} run {} since {}",
+                    std::process::id(),
+                    RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    humantime::format_rfc3339_seconds(SystemTime::now())
+                );
+                RunLock::acquire(&plane, &queues, &run_id).await?
+            }
         };
-        let lock = RunLock::acquire(&plane, &queues, &run_id).await?;
         // A shard arriving after its fleet started is refused before --force deletes anything:
         // the keys it would delete are the evidence of the shard it replaces.
         if let Some(fleet) = options.fleet.as_ref().filter(|_| options.force) {
@@ -267,7 +274,7 @@ impl Session {
             None => None,
         };
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
-        folder::copy_scenario(&opts.scenario_path, plan.scenario.target.url.as_deref(), dir)?;
+        folder::copy_scenario(&opts.scenario_path, &opts.settings, plan.scenario.target.url.as_deref(), dir)?;
 
         let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.

@@ -17,7 +17,10 @@ use std::time::Duration;
 pub struct RunOptions {
     /// The scenario file (copied into every results folder, its password masked).
     pub scenario_path: PathBuf,
-    /// The scenario resolved with `--duration` and `--seed`; its queue names are final once
+    /// The `--set`s (and `--rate`) written into the scenario before it was read; the results
+    /// folder's scenario.toml has them applied.
+    pub settings: Vec<scenario::settings::Setting>,
+    /// The scenario resolved with `--set`, `--rate`, `--duration` and `--seed`; its queue names are final once
     /// the session has read the target's topology ([`Plan::with_queues`]).
     pub plan: std::sync::Arc<Plan>,
     /// The target URL: `--url`, else the scenario's `[target] url`; `None` starts an embedded
@@ -167,7 +170,13 @@ impl RunOptions {
     /// Errors: the scenario's ([`AppError::Scenario`]), or [`AppError::Usage`] naming the
     /// scenario file and the flag.
     pub fn resolve(args: &RunArgs) -> Result<RunOptions, AppError> {
-        let plan = scenario::load(&args.scenario)?.with_overrides(args.duration, args.seed)?;
+        // `--rate R` is `--set producers.rate=R`, after the other settings.
+        let mut settings = args.set.clone();
+        if let Some(rate) = args.rate {
+            let key = vec!["producers".to_owned(), "rate".to_owned()];
+            settings.push(scenario::settings::Setting { key, value: toml::Value::Float(rate) });
+        }
+        let plan = scenario::load_with(&args.scenario, &settings)?.with_overrides(args.duration, args.seed)?;
         let url = args.url.clone().or(match &plan.target {
             TargetPlan::Url(url) => Some(url.clone()),
             TargetPlan::Embedded { .. } => None,
@@ -220,6 +229,7 @@ impl RunOptions {
         };
         Ok(RunOptions {
             scenario_path: args.scenario.clone(),
+            settings,
             plan: std::sync::Arc::new(plan),
             url,
             flags,
