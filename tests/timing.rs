@@ -140,3 +140,37 @@ async fn a_rate_that_was_not_held_fails_the_run_and_says_what_was_never_sent() {
     assert!(result.table.contains("RATE NOT HELD"), "still said: {}", result.table);
     assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}", result.failures);
 }
+
+/// A consumer's simulated work takes what the scenario says, not tokio's 1 ms tick: with
+/// `work = "200us"` the time from a job's claim reply to its completion's send is 200 µs and a
+/// little (the thread's timerfd), where a millisecond-tick timer makes it about 1 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_millisecond_work_takes_its_own_time() {
+    let _turn = TURN.lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(
+        tmp.path(),
+        "name = \"work200\"\nseed = 7\njobs = 600\ndrain = \"20s\"\n\
+         [producers]\ncount = 1\npipeline = 16\n\
+         [consumers]\ncount = 1\npipeline = 1\nbatch = 1\nwork = \"200us\"\n",
+    );
+    let out = tmp.path().join("out");
+    let result = run(args(&scenario, &out), never()).await.unwrap();
+    assert!(result.summary.drained, "{:?}", result.failures);
+    let (header, streams) = emq_bench::history::file::load(&out.join("history.bin")).unwrap();
+    let history = emq_bench::history::History::merge(header, &streams).unwrap();
+    use emq_bench::history::Kind;
+    let mut waits: Vec<u64> = history
+        .per_job()
+        .filter_map(|events| {
+            let claimed = events.iter().find(|e| e.kind == Kind::Claim)?.done_us;
+            let completed = events.iter().find(|e| e.kind == Kind::Complete)?.sent_us;
+            Some(completed.saturating_sub(claimed))
+        })
+        .collect();
+    assert!(waits.len() >= 500, "{} jobs claimed and completed", waits.len());
+    waits.sort_unstable();
+    let median = waits[waits.len() / 2];
+    assert!(waits[0] >= 195, "a job's work is never cut short: {} µs", waits[0]);
+    assert!(median < 600, "median claim-to-complete {median} µs for 200 µs of work: not the precise timer");
+}

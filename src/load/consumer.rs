@@ -58,7 +58,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
             }
         };
         if claimed.is_empty() {
-            tokio::time::sleep(plan.poll).await;
+            ctx.wait_until(Instant::now() + plan.poll).await;
             continue;
         }
         ctx.bump(JobCounter::Claimed, claimed.len() as u64);
@@ -171,8 +171,9 @@ async fn work_on<Q: QueueOps>(
     let mut next_extend = plan.extend_every.filter(|every| *every < work).map(|every| start + every);
     loop {
         let wake = [Some(end), next_note, next_extend].into_iter().flatten().min().expect("end is always set");
+        // The thread's precise timer: tokio's wakes a 200 µs job after a millisecond or more.
         if wake > Instant::now() {
-            tokio::time::sleep_until(wake.into()).await;
+            ctx.wait_until(wake).await;
         }
         if ctx.phase() == Phase::Stop {
             return false;
@@ -249,7 +250,7 @@ fn lost<T>(result: Result<T, CallError>) -> bool {
 /// A stalled worker coming back late: completes with its stale token after `zombie_delay`.
 /// The protocol must refuse it (EMQFENCE or EMQSTATE) once the lease has been reaped.
 async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: Claimed<Q::Token>) {
-    tokio::time::sleep(ctx.plan.consumers.zombie_delay).await;
+    ctx.wait_until(Instant::now() + ctx.plan.consumers.zombie_delay).await;
     if ctx.phase() == Phase::Stop {
         return;
     }

@@ -84,8 +84,9 @@ pub struct ThreadCtx {
     pub in_flight: std::cell::Cell<usize>,
     /// Wall-clock time from instants the lanes already hold (job ids carry a Unix ms stamp).
     pub wall: WallClock,
-    /// The thread's precise timer for open-loop sends (`None` in closed loop, or where no
-    /// timerfd could be made: then tokio's 1 ms timer paces).
+    /// The thread's precise timer for open-loop sends and the consumers' waits (`None` for a
+    /// thread of closed-loop producers only, or where no timerfd could be made: then tokio's
+    /// 1 ms timer waits).
     pub pacer: Option<super::pacer::Pacer>,
     /// Producer sends made by this thread (added to [`RunShared::sent`] at its end).
     pub sends: std::cell::Cell<u64>,

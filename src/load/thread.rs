@@ -144,11 +144,15 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     let plan = spec.plan.clone();
     let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
-    // Open-loop sends wake on a timerfd, not tokio's 1 ms wheel (see `pacer`).
-    let pacer = plan.producers.open_loop.and_then(|_| match super::pacer::Pacer::new() {
+    // Open-loop sends and the consumers' simulated work, polls and zombie delays wake on a
+    // timerfd, not tokio's 1 ms wheel (see `pacer`).
+    let timed = plan.producers.open_loop.is_some() || !consumers.is_empty();
+    let pacer = timed.then(super::pacer::Pacer::new).and_then(|made| match made {
         Ok(pacer) => Some(pacer),
         Err(err) => {
-            eprintln!("emq-bench: warning: no timerfd ({err}): open-loop sends are paced by tokio's 1 ms timer");
+            eprintln!(
+                "emq-bench: warning: no timerfd ({err}): open-loop sends and consumers' waits use tokio's 1 ms timer"
+            );
             None
         }
     });
