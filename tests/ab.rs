@@ -67,9 +67,9 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
             .find(|m| m.metric.script.as_deref() == Some(script) && m.metric.measure == measure);
         m.expect("metric compared")
     };
-    // Inconclusive for the spread: the rule's cause is the CV gate (any other gate, e.g. too
-    // few repetitions, fails here), and the side it names has, on its own values, a CV above
-    // the limit.
+    // Inconclusive for the spread: the rule's cause is the CV gate, and the side it names has,
+    // on its own values, a CV above the limit; or the last gate, an interval that crosses the
+    // noise band's edge (any other gate, e.g. too few repetitions, fails here).
     let options = &result.comparison.options;
     let assert_over_cv = |m: &MetricComparison| match m.cause {
         Some(InconclusiveCause::Cv { side, .. }) => {
@@ -80,6 +80,10 @@ async fn ab_reports_a_slower_enqueue_as_an_enqueue_regression_and_itself_as_none
                 m.label,
                 m.reason
             );
+        }
+        Some(InconclusiveCause::CrossesBand { lo, hi, band }) => {
+            let inside = lo >= -band && hi <= band;
+            assert!(!inside && lo <= hi, "{}: said to cross ±{band} with {lo}..{hi}: {}", m.label, m.reason);
         }
         other => panic!("{} inconclusive for another cause, {other:?}: {}", m.label, m.reason),
     };

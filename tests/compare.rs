@@ -114,15 +114,16 @@ fn a_20_percent_slowdown_is_a_regression() {
     assert!((p50.change.unwrap() - 0.2).abs() < 0.03, "{:?}", p50.change);
     assert_eq!(c.verdict, Overall::Regression);
     assert_eq!(c.verdict.exit_code(), 1);
-    // Swapped, the same data is an improvement and a pass. (Back from 1.2 to 1.0 is −16.7 %,
-    // too close to the 15 % tail band for the whole interval to clear it: tails may say no change.)
+    // Swapped, the same data is an improvement, never a regression. (Back from 1.2 to 1.0 is
+    // −16.7 %, too close to the 15 % tail band for the whole interval to clear it: a tail's
+    // interval may cross the band's edge, which is inconclusive, never "no change".)
     let back = compare(&new, &base);
     for m in &back.metrics {
         let tail = matches!(m.metric.measure, Measure::P99 | Measure::P999);
-        let ok = m.verdict == MetricVerdict::Improved || (tail && m.verdict == MetricVerdict::NoChange);
+        let ok = m.verdict == MetricVerdict::Improved || (tail && m.verdict == MetricVerdict::Inconclusive);
         assert!(ok, "{}: {:?} {}", m.label, m.verdict, m.reason);
     }
-    assert_eq!(back.verdict, Overall::Pass);
+    assert!(matches!(back.verdict, Overall::Pass | Overall::Inconclusive), "{:?}", back.verdict);
 }
 
 #[test]

@@ -39,7 +39,7 @@ impl Arm {
 ///
 /// The first gate that fails names the cause, in this order: unpaired `NotMeasured`,
 /// `TooFewRepetitions`, `CannotReachAlpha`, `Cv`, `NoInterval`; paired `TooFewPairs`,
-/// `SignTestCannotReachAlpha`, `WideInterval`, `NoInterval`.
+/// `SignTestCannotReachAlpha`, `WideInterval`, `NoInterval`; both, last, `CrossesBand`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InconclusiveCause {
@@ -102,6 +102,17 @@ pub enum InconclusiveCause {
         /// The interval's width, `hi − lo` of the ratio (0.25 = 25 percentage points).
         width: f64,
     },
+    /// The last gate: the interval of the change is neither wholly beyond the noise band with
+    /// a significant test (regressed, improved) nor wholly inside it (no change): it crosses
+    /// the band's edge, so a change beyond the band is not ruled out.
+    CrossesBand {
+        /// The interval's low end as a change, a fraction (−0.02 = −2 %).
+        lo: f64,
+        /// Its high end as a change.
+        hi: f64,
+        /// The metric's noise band, a fraction (0.05 = ±5 %).
+        band: f64,
+    },
 }
 
 impl InconclusiveCause {
@@ -127,6 +138,13 @@ impl InconclusiveCause {
             InconclusiveCause::SignTestCannotReachAlpha { pairs, smallest_p } => format!(
                 "{pairs} pairs cannot reach p < {} in a sign test (smallest possible p {smallest_p:.3})",
                 o.alpha
+            ),
+            InconclusiveCause::CrossesBand { lo, hi, band } => format!(
+                "the CI of the change, {:+.1}%..{:+.1}%, crosses the noise band ±{:.0}%: neither no change nor a change \
+                 beyond it",
+                lo * 100.0,
+                hi * 100.0,
+                band * 100.0
             ),
             InconclusiveCause::WideInterval { width } => format!(
                 "the CI of the median ratio spans {:.1}% (more than 2 x {:.1}%)",

@@ -3,7 +3,8 @@
 //! criterion.rs's rule, made one-sided: a metric has **regressed** only when the change is
 //! significant (one-sided Mann–Whitney p < α in the worse direction) **and** the whole bootstrap
 //! interval of new/base lies beyond the noise band in that direction; **improved** likewise the
-//! other way; otherwise **no change**. Before that, a metric is **inconclusive** when a side has
+//! other way; **no change** only when the whole interval lies inside the band, and otherwise
+//! **inconclusive** (the interval crosses the band's edge: a change beyond it is not ruled out). Before that, a metric is **inconclusive** when a side has
 //! fewer than `min_repetitions` values, when the sizes cannot reach p < α at all (the smallest
 //! exact p-value, `1 / C(n_b + n_n, n_b)`, is ≥ α: 3 + 3 repetitions give 0.05, 4 + 4 give
 //! 0.014, so α = 0.01 needs 5 + 4 or more), or when a side's coefficient of variation exceeds
@@ -249,7 +250,8 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> Decision {
 }
 
 /// The last step of the rule, shared by [`compare_metric`] and [`compare_paired`]: significant and the
-/// whole interval beyond the noise band in one direction, or no change.
+/// whole interval beyond the noise band in one direction; no change when the whole interval lies
+/// inside the band; else inconclusive ([`InconclusiveCause::CrossesBand`]).
 fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
     let (Some(ci), Some(p_worse), Some(p_better)) = (m.ci, m.p_worse, m.p_better) else {
         return Decision::Inconclusive(InconclusiveCause::NoInterval);
@@ -266,14 +268,27 @@ fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
         Better::Higher => (format!("below -{pct:.0}%"), format!("above +{pct:.0}%")),
     };
     let band = format!("±{pct:.0}%");
+    // "No change" is a claim too: only an interval wholly inside the band makes it. One that
+    // crosses the band's edge could hide a change beyond it (a +6 % change measured as
+    // +1.2 %..+17.9 % is no "no change").
+    let inside = ci.lo >= 1.0 - m.noise && ci.hi <= 1.0 + m.noise;
     let (verdict, reason) = if p_worse < o.alpha && worse_beyond {
         (MetricVerdict::Regressed, format!("p {p_worse:.2e} < {} and the whole CI {worse_side}", o.alpha))
     } else if p_better < o.alpha && better_beyond {
         (MetricVerdict::Improved, format!("p {p_better:.2e} < {} and the whole CI {better_side}", o.alpha))
+    } else if !inside {
+        return Decision::Inconclusive(InconclusiveCause::CrossesBand {
+            lo: ci.lo - 1.0,
+            hi: ci.hi - 1.0,
+            band: m.noise,
+        });
     } else if p_worse < o.alpha || p_better < o.alpha {
-        (MetricVerdict::NoChange, format!("significant, but the CI reaches into the noise band {band}"))
+        (MetricVerdict::NoChange, format!("significant, but the whole CI lies inside the noise band {band}"))
     } else {
-        (MetricVerdict::NoChange, format!("not significant at α = {}", o.alpha))
+        (
+            MetricVerdict::NoChange,
+            format!("not significant at α = {}, and the whole CI lies inside the noise band {band}", o.alpha),
+        )
     };
     Decision::Decided(verdict, reason)
 }

@@ -46,6 +46,32 @@ fn throughput_direction_is_reversed() {
     assert_eq!(compare_metric(ops, tight(1000.0), tight(1250.0), &options()).verdict, MetricVerdict::Improved);
 }
 
+/// A change whose interval crosses the band's edge is inconclusive, never "no change": a 15 %
+/// slower p99 (the tails' band is 15 %) is measured as about +14..+16 %.
+#[test]
+fn an_interval_across_the_band_is_inconclusive_never_no_change() {
+    let m = compare_metric(p99(), tight(1000.0), tight(1150.0), &options());
+    let Some(InconclusiveCause::CrossesBand { lo, hi, band }) = cause_of(&m, &options()) else { panic!("{m:#?}") };
+    assert!(lo < band && hi > band && band == 0.15, "{lo} {hi} {band}");
+    assert!(m.reason.contains("crosses the noise band ±15%"), "{}", m.reason);
+    // Synthetic paired ratios of every spread and centre: whatever the rule says, "no change"
+    // comes only with an interval wholly inside the band.
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(41);
+    let metric = Metric::script("complete", Measure::ServerUs);
+    let o = CompareOptions { resamples: 500, ..CompareOptions::default() };
+    for _ in 0..300 {
+        let (centre, spread) = (rng.random_range(0.9..1.12), rng.random_range(0.0..0.12));
+        let pairs: Vec<(f64, f64)> =
+            (0..12).map(|_| (100.0, 100.0 * (centre + rng.random_range(-spread..=spread)))).collect();
+        let m = compare_paired(metric.clone(), &pairs, &o);
+        if m.verdict == MetricVerdict::NoChange {
+            let ci = m.ci.unwrap();
+            assert!(ci.lo >= 1.0 - m.noise && ci.hi <= 1.0 + m.noise, "no change with {ci:?}: {m:#?}");
+        }
+    }
+}
+
 #[test]
 fn a_significant_change_inside_the_noise_band_is_no_change() {
     // 3 % slower p99: the test sees it, but the band for tails is 15 %.
@@ -224,6 +250,8 @@ fn a_cause_serializes_tagged_and_an_old_file_reads_without_one() {
     assert_eq!(json["cause"], serde_json::json!({ "not_measured": { "side": "new" } }));
     let cv = serde_json::to_value(InconclusiveCause::Cv { side: Arm::Base, cv: 0.25 }).unwrap();
     assert_eq!(cv, serde_json::json!({ "cv": { "side": "base", "cv": 0.25 } }));
+    let crosses = serde_json::to_value(InconclusiveCause::CrossesBand { lo: -0.01, hi: 0.25, band: 0.125 }).unwrap();
+    assert_eq!(crosses, serde_json::json!({ "crosses_band": { "lo": -0.01, "hi": 0.25, "band": 0.125 } }));
     assert_eq!(serde_json::to_value(InconclusiveCause::NoInterval).unwrap(), serde_json::json!("no_interval"));
     let decided = compare_metric(p99(), tight(1000.0), tight(1200.0), &options());
     let mut old = serde_json::to_value(&decided).unwrap();
