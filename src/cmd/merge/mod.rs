@@ -330,7 +330,8 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
         check,
         ..Facts::default()
     };
-    // The keys' fate is each shard's (its findings are carried); the merge deletes nothing.
+    // The keys' fate is each shard's (its findings are carried); only a `shared` fleet's merge
+    // deletes keys, below, once the merged folder is written.
     findings.extend(judge::judge(&facts, &Rules::of(&plan, true)).findings);
     let verdict = Verdict::of(findings);
     summary.verdict = Some(verdict.clone());
