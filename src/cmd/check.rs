@@ -44,8 +44,9 @@ fn queue_indices(run: &[String], wanted: &[String], path: &std::path::Path) -> R
         .collect()
 }
 
-/// One reply may carry 100 000 set members; allow it time on a loaded machine.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a check's read may take: one reply may carry 100 000 set members; allow it time
+/// on a loaded machine (`check`, and a `shared` fleet's merge).
+pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs the check of `args`. Timings of the scan and the check go to stderr.
 ///

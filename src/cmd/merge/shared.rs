@@ -40,9 +40,6 @@ pub(super) struct SharedCheck {
     pub(super) lock: RunLock,
 }
 
-/// One reply may carry 100 000 set members; allow it time on a loaded machine.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// The union of the shards' histories (each shard's `history.bin`), on the fleet's clock,
 /// with the header of the whole fleet; and its encoded streams (what the merged folder's
 /// `history.bin` holds).
@@ -136,7 +133,11 @@ pub(super) async fn check_shared(
     let endpoint =
         Endpoint::resolve(&target.url, &target.flags, |name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
     let connector = Connector::new(endpoint).map_err(|e| e.to_string())?;
-    let opts = ConnectOptions { response_timeout: RESPONSE_TIMEOUT, client_name: None, ..ConnectOptions::default() };
+    let opts = ConnectOptions {
+        response_timeout: crate::cmd::check::RESPONSE_TIMEOUT,
+        client_name: None,
+        ..ConnectOptions::default()
+    };
     let plane = Plane::open(&connector, opts).await.map_err(|e| e.to_string())?;
     let queues = history
         .header
