@@ -32,6 +32,7 @@ pub mod results;
 pub mod run_summary;
 pub mod scripts_csv;
 pub mod server_csv;
+pub mod steady;
 mod summary;
 mod table;
 pub mod thresholds;

@@ -150,6 +150,14 @@ pub struct RunSummary {
     /// sent (`null` in closed loop).
     #[serde(default)]
     pub producers: Option<super::rates::ProducerRates>,
+    /// The system's rate over the measured load phase beside the producers': jobs finished per
+    /// second, and the backlog's start, end and slope (absent in older folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<super::steady::SystemRates>,
+    /// Whether the run reached a steady state: the rate held, no growing backlog, no trend in
+    /// throughput or p99, each check with its statistic (absent in older folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<super::steady::SteadyState>,
     /// Jobs left in each location set at the end (None when the server was unreachable).
     #[serde(default)]
     pub depths_end: Option<Depths>,
@@ -336,6 +344,32 @@ mod tests {
                 thread_busy: vec![0.25],
                 bottleneck: Some("the server".into()),
                 ..Default::default()
+            }),
+            system: Some(super::super::steady::SystemRates {
+                window_secs: 8,
+                arrivals_per_sec: 400.0,
+                completed_per_sec: 390.0,
+                backlog_start: Some(1),
+                backlog_end: Some(80),
+                backlog_slope_per_sec: Some(10.0),
+                backlog_source: "pending".into(),
+            }),
+            steady: Some(super::super::steady::SteadyState {
+                steady: Some(false),
+                seconds: 8,
+                checks: vec![super::super::steady::SteadyCheck {
+                    name: "backlog".into(),
+                    steady: false,
+                    trend: Some(super::super::steady::TrendStatistic {
+                        n: 8,
+                        z: 3.5,
+                        p_value: 0.0004,
+                        slope_per_sec: 10.0,
+                        change: 0.8,
+                        variance_factor: 1.0,
+                    }),
+                    detail: "grows".into(),
+                }],
             }),
             depths_end: Some(Depths { pending: 1, ..Depths::default() }),
             harness: HarnessCpu { threads: 2, user_s: 0.5, sys_s: 0.25, us_per_request: 3.5 },

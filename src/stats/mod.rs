@@ -11,12 +11,14 @@
 //! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979), and of
 //!   a median of paired ratios.
 //! - [`sign`]: the one-sided sign test for paired ratios.
+//! - [`trend`]: the Mann–Kendall trend test, corrected for autocorrelation, and the Theil–Sen slope.
 
 pub mod bootstrap;
 pub mod describe;
 pub mod mann_whitney;
 pub mod normal;
 pub mod sign;
+pub mod trend;
 
 pub use bootstrap::{median_ci, ratio_of_medians_ci, Interval};
 pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};

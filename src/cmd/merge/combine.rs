@@ -292,6 +292,9 @@ pub(super) fn merge_shards(
         jobs,
         jobs_measured: sum_counters(all.iter().map(|s| &s.jobs_measured)),
         producers: producers(&all, plan),
+        // Steadiness is a shard's own: each shard's summary.json carries it.
+        system: None,
+        steady: None,
         depths_end: match shared {
             // Every shard read the same queues at its end: the last reading is the fleet's.
             true => all

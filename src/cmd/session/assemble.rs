@@ -13,6 +13,7 @@ use crate::report::rates::ProducerRates;
 use crate::report::run_summary::{
     all_jobs, jobs_map, scripts_of, HarnessCpu, RunSummary, TargetInfo, SCHEMA_VERSION, SUMMARY_FILE,
 };
+use crate::report::steady;
 use crate::report::write_json;
 use crate::scenario::{self, FaultKind, Plan};
 use crate::verdict::KeysFate;
@@ -30,6 +31,8 @@ pub(super) struct Observed<'a> {
     pub(super) checked: Option<&'a CheckOutcome>,
     /// A fleet's shard: its place and start.
     pub(super) shard: Option<crate::report::fleet::ShardRecord>,
+    /// The queues' depths read each second, s since the run start.
+    pub(super) depths: &'a [crate::report::DepthSample],
 }
 
 /// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
@@ -41,7 +44,7 @@ pub(super) fn summarize(
     observed: Observed,
     keys: KeysFate,
 ) -> RunSummary {
-    let Observed { target, before, after, jobs, server, checked, shard } = observed;
+    let Observed { target, before, after, jobs, server, checked, shard, depths } = observed;
     let metrics = &driven.metrics;
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
@@ -68,6 +71,9 @@ pub(super) fn summarize(
         ProducerRates::new(open.rate_per_sec, load, sent, never, late, jobs_bounded, driven.busy.clone())
             .with_server(server.saturated().map(|n| (n.node.as_str(), n.cpu_pct_mean)))
     });
+    let series = steady::LoadSeries::of(metrics, depths, driven.load_secs);
+    let steady = Some(steady::judge(&series, producers.as_ref()));
+    let system = Some(series.system_rates());
     RunSummary {
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
@@ -105,6 +111,8 @@ pub(super) fn summarize(
         jobs: jobs_map(&jobs),
         jobs_measured: jobs_map(&metrics.jobs),
         producers,
+        system,
+        steady,
         depths_end: driven.depths,
         check: checked.map(|outcome| outcome.summary(true)),
         history_bytes_per_job,

@@ -406,6 +406,7 @@ impl Session {
             server: server.summary(),
             checked: checked.as_ref(),
             shard,
+            depths: &depth_log,
         };
         let mut summary = assemble::summarize(&plan, &opts, &driven, observed, keys);
         let rules = judge::Rules::of(&plan, keep);

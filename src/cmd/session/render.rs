@@ -23,6 +23,14 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
         table.push_str(&rates.line());
         table.push('\n');
     }
+    if let Some(system) = &summary.system {
+        table.push_str(&system.line());
+        table.push('\n');
+    }
+    if let Some(steady) = &summary.steady {
+        table.push_str(&steady.line());
+        table.push('\n');
+    }
     if let Some(node) = summary.server_samples.as_ref().and_then(|s| s.saturated()) {
         table.push_str(&format!(
             "server: {} at {:.0}% CPU on average ({:.0}% at most): its one core was the bottleneck\n",
