@@ -11,15 +11,19 @@
 //! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979), and of
 //!   a median of paired ratios.
 //! - [`sign`]: the one-sided sign test for paired ratios.
+//! - [`quantile_interval`]: the distribution-free interval of a quantile from order statistics
+//!   (the ranks, and the value at a rank of an HdrHistogram).
 
 pub mod bootstrap;
 pub mod describe;
 pub mod mann_whitney;
 pub mod normal;
+pub mod quantile_interval;
 pub mod sign;
 
 pub use bootstrap::{median_ci, ratio_of_medians_ci, Interval};
 pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};
 pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, Alternative, Method, UTest};
 pub use normal::{erfc, normal_sf};
+pub use quantile_interval::{rank_interval, samples_for_upper_bound, value_at_rank, RankInterval};
 pub use sign::{min_sign_p_value, sign_test};
