@@ -5,8 +5,13 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::lua::ErrorCode;
+use super::percentile_bounds::PercentileIntervals;
+use crate::lua::{ErrorCode, Script};
 use crate::metrics::RunMetrics;
+use crate::stats::{effective_sample_size, lag1_autocorrelation};
+
+/// Fewest measured seconds with an ok call for a lag-1 autocorrelation worth reporting.
+const MIN_SECONDS_FOR_CORRELATION: usize = 8;
 
 /// Latency percentiles of one histogram, µs (mean as f64 µs). All zero for an empty histogram.
 ///
@@ -32,10 +37,14 @@ pub struct Percentiles {
     pub max: u64,
     /// Arithmetic mean, µs.
     pub mean: f64,
+    /// The 95 % distribution-free interval of p50..p99.99 (order statistics; independent
+    /// samples assumed, see [`ScriptSummary::effective_samples`]).
+    pub intervals: PercentileIntervals,
 }
 
 impl Percentiles {
-    /// The percentiles of `h` (µs).
+    /// The percentiles of `h` (µs), with their intervals (a rank search per percentile: run
+    /// once per script at the end, never on the hot path).
     pub fn of(h: &Histogram<u64>) -> Percentiles {
         if h.is_empty() {
             return Percentiles::default();
@@ -49,6 +58,7 @@ impl Percentiles {
             p9999: h.value_at_quantile(0.9999),
             max: h.max(),
             mean: h.mean(),
+            intervals: PercentileIntervals::of(h),
         }
     }
 }
@@ -98,6 +108,15 @@ pub struct ScriptSummary {
     /// only overload should raise.
     #[serde(default)]
     pub late_fraction: f64,
+    /// Lag-1 autocorrelation of the per-second ok-latency p99 over the measured seconds with an
+    /// ok call, −1..1; None with fewer than 8 such seconds (or a summary that predates it).
+    #[serde(default)]
+    pub lag1_autocorrelation: Option<f64>,
+    /// Ok calls discounted for that correlation, n·(1 − ρ)/(1 + ρ) clamped to 1..=n (n when
+    /// ρ ≤ 0): roughly how many independent calls the latency intervals are worth. None as
+    /// `lag1_autocorrelation`.
+    #[serde(default)]
+    pub effective_samples: Option<u64>,
 }
 
 impl ScriptSummary {
@@ -119,6 +138,8 @@ impl ScriptSummary {
             send_lag_us: Default::default(),
             late: 0,
             late_fraction: 0.0,
+            lag1_autocorrelation: None,
+            effective_samples: None,
         }
     }
 
@@ -194,26 +215,48 @@ pub fn summarize(run: &RunMetrics) -> Vec<ScriptSummary> {
     run.scripts
         .iter()
         .filter(|t| t.was_called())
-        .map(|t| ScriptSummary {
-            script: t.script.name().to_owned(),
-            calls: t.calls(),
-            ok: t.ok,
-            errors: ErrorCode::ALL
-                .into_iter()
-                .filter(|c| t.errors[c.index()] > 0)
-                .map(|c| (c.name().to_owned(), t.errors[c.index()]))
-                .collect(),
-            ops_per_sec: if secs > 0.0 { t.ok as f64 / secs } else { 0.0 },
-            window: measured(),
-            window_secs: secs,
-            latency_us: Percentiles::of(&t.latency),
-            service_us: Percentiles::of(&t.service),
-            error_latency_us: Percentiles::of(&t.error_latency),
-            send_lag_us: Percentiles::of(&t.send_lag),
-            late: t.late,
-            late_fraction: if t.calls() > 0 { t.late as f64 / t.calls() as f64 } else { 0.0 },
+        .map(|t| {
+            let (lag1_autocorrelation, effective_samples) = correlation(run, t.script, t.ok);
+            ScriptSummary {
+                script: t.script.name().to_owned(),
+                calls: t.calls(),
+                ok: t.ok,
+                errors: ErrorCode::ALL
+                    .into_iter()
+                    .filter(|c| t.errors[c.index()] > 0)
+                    .map(|c| (c.name().to_owned(), t.errors[c.index()]))
+                    .collect(),
+                ops_per_sec: if secs > 0.0 { t.ok as f64 / secs } else { 0.0 },
+                window: measured(),
+                window_secs: secs,
+                latency_us: Percentiles::of(&t.latency),
+                service_us: Percentiles::of(&t.service),
+                error_latency_us: Percentiles::of(&t.error_latency),
+                send_lag_us: Percentiles::of(&t.send_lag),
+                late: t.late,
+                late_fraction: if t.calls() > 0 { t.late as f64 / t.calls() as f64 } else { 0.0 },
+                lag1_autocorrelation,
+                effective_samples,
+            }
         })
         .collect()
+}
+
+/// The lag-1 autocorrelation of `script`'s per-second p99 (seconds with an ok call, in order)
+/// and the effective number of its `ok` calls; both None below
+/// [`MIN_SECONDS_FOR_CORRELATION`] seconds.
+fn correlation(run: &RunMetrics, script: Script, ok: u64) -> (Option<f64>, Option<u64>) {
+    let p99s: Vec<f64> = run
+        .intervals
+        .iter()
+        .filter_map(|r| r.scripts.iter().find(|s| s.script == script && s.ok > 0))
+        .map(|s| s.p99_us as f64)
+        .collect();
+    if p99s.len() < MIN_SECONDS_FOR_CORRELATION {
+        return (None, None);
+    }
+    let rho = lag1_autocorrelation(&p99s);
+    (rho, rho.map(|r| effective_sample_size(ok, r)))
 }
 
 #[cfg(test)]
@@ -275,6 +318,37 @@ mod tests {
         );
         assert_eq!(s[2].ops_per_sec, s[2].ok as f64 / 4.0);
         assert_eq!(s[2].window_secs, 4.0);
+    }
+
+    /// Ten seconds whose p99 drifts slowly: strongly correlated, so the calls are worth fewer.
+    #[test]
+    fn a_drifting_per_second_p99_discounts_the_samples() {
+        let mut run = sample_run();
+        let second = run.intervals[0].clone();
+        run.intervals = (0..10u64)
+            .map(|k| {
+                let mut r = second.clone();
+                r.index = 1 + k;
+                r.scripts.iter_mut().for_each(|s| s.p99_us = 1_000 + 100 * k.min(9 - k));
+                r
+            })
+            .collect();
+        let s = summarize(&run);
+        let rho = s[0].lag1_autocorrelation.unwrap();
+        assert!(rho > 0.5, "{rho}");
+        let ess = s[0].effective_samples.unwrap();
+        assert!(ess >= 1 && ess < s[0].ok / 3, "{ess} of {}", s[0].ok);
+        // Two seconds are too few to say.
+        let short = summarize(&sample_run());
+        assert_eq!((short[0].lag1_autocorrelation, short[0].effective_samples), (None, None));
+    }
+
+    #[test]
+    fn a_summary_without_intervals_still_reads() {
+        let old = r#"{"script":"enqueue","ops_per_sec":1.0,"latency_us":{"p50":5,"p99":9}}"#;
+        let s: ScriptSummary = serde_json::from_str(old).unwrap();
+        assert_eq!((s.latency_us.p99, s.latency_us.intervals.samples), (9, 0));
+        assert_eq!(s.effective_samples, None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::percentile_bounds::{interval_lines, CONFIDENCE};
 use super::{errors_line, ms3, ScriptSummary};
 use crate::metrics::JobCounter;
 
@@ -22,7 +23,8 @@ const JOB_LINE: [(JobCounter, &str); 9] = [
 ];
 
 /// Format the summary table: one row per script (`summaries` order), aligned columns (script left,
-/// numbers right), a `(ms)` note on the latency header, then one jobs line from `jobs`
+/// numbers right), a `(ms)` note on the latency header, the percentiles' intervals (a heading,
+/// then one line per script with an ok call: [`interval_lines`]), then one jobs line from `jobs`
 /// (indexed by [`JobCounter::index`]), counted over the whole run: when `warmup_secs` > 0 the
 /// line says the warmup is in it, since the script rows above leave it out. Every line ends
 /// with `\n`.
@@ -69,6 +71,18 @@ pub fn format_table(summaries: &[ScriptSummary], jobs: &[u64; JobCounter::COUNT]
         out.push('\n');
     }
     out.push_str("latencies in ms from the intended send (open loop) or the actual send (closed loop); service times in summary.json\n");
+    let intervals = interval_lines(summaries);
+    if !intervals.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:.0} % intervals (order statistics, any distribution, independent calls assumed):",
+            CONFIDENCE * 100.0
+        );
+        for line in intervals {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     if let Some(errors) = errors_line(summaries) {
         out.push_str(&errors);
         out.push('\n');
@@ -94,7 +108,7 @@ mod tests {
         let run = sample_run();
         let table = format_table(&summarize(&run), &run.jobs, 0);
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 6, "{table}");
+        assert_eq!(lines.len(), 9, "{table}");
         assert!(lines[0].starts_with("script  "));
         assert!(lines[2].starts_with("complete"));
         // Right-aligned numeric columns end at the same offset on every row.
@@ -104,12 +118,19 @@ mod tests {
             lines[2].contains("5.0")
                 && lines[2].ends_with(&ms3(run.script(crate::lua::Script::Complete).unwrap().latency.max()))
         );
+        assert_eq!(lines[4], "95 % intervals (order statistics, any distribution, independent calls assumed):");
         assert_eq!(
-            lines[4],
+            lines[5],
+            "  enqueue: p99 needs ≥ 368 calls (has 20); p99.9 needs ≥ 3 688 calls (has 20); \
+             p99.99 needs ≥ 36 887 calls (has 20)"
+        );
+        assert!(lines[6].starts_with("  complete: p99 needs ≥ 368 calls (has 10);"), "{table}");
+        assert_eq!(
+            lines[7],
             "errors: complete EMQFENCE 2; stale workers' calls refused (fencing, invariant I6): 2 of 2"
         );
         assert_eq!(
-            lines[5],
+            lines[8],
             "jobs: enqueued 20, duplicates 0, claimed 0, completed 10, retried 0, failed 0, \
              failed by stall 0, reaped 0, stale completions refused 2"
         );

@@ -1,5 +1,6 @@
 //! Pure statistics for comparing two sets of repeated measurements: descriptive summaries, the
-//! normal distribution's tail, the Mann–Whitney U test and a bootstrap confidence interval.
+//! normal distribution's tail, the Mann–Whitney U test and a bootstrap confidence interval; and
+//! for reading one run: a percentile's order-statistic interval and a series' autocorrelation.
 //!
 //! A leaf (STYLE.md habit 10, as criterion.rs's `stats`): nothing else from the crate is
 //! imported here, every function is deterministic (the bootstrap takes its seed), and the tests
@@ -12,16 +13,24 @@
 //!   a median of paired ratios.
 //! - [`sign`]: the one-sided sign test for paired ratios.
 //! - [`trend`]: the Mann–Kendall trend test, corrected for autocorrelation, and the Theil–Sen slope.
+//! - [`autocorrelation`]: the lag-1 autocorrelation of a series and the effective sample size
+//!   it leaves, for intervals that assume independent samples.
+//! - [`quantile_interval`]: the distribution-free interval of a quantile from order statistics
+//!   (the ranks, and the value at a rank of an HdrHistogram).
 
+pub mod autocorrelation;
 pub mod bootstrap;
 pub mod describe;
 pub mod mann_whitney;
 pub mod normal;
+pub mod quantile_interval;
 pub mod sign;
 pub mod trend;
 
+pub use autocorrelation::{effective_sample_size, lag1_autocorrelation};
 pub use bootstrap::{median_ci, ratio_of_medians_ci, Interval};
 pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};
 pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, Alternative, Method, UTest};
 pub use normal::{erfc, normal_sf};
+pub use quantile_interval::{rank_interval, samples_for_upper_bound, value_at_rank, RankInterval};
 pub use sign::{min_sign_p_value, sign_test};
