@@ -41,6 +41,7 @@
 //! Results, read and written:
 //! - [`report`]: the results model (summary.json) and one writer per file of the folder.
 //! - [`compare`]: two result sets → a verdict per metric.
+//! - [`capacity`]: latency objectives, the search for the highest sustained rate, capacity.json.
 //! - [`html`]: `report.html` and `compare.html`, drawn from a results folder's files.
 //! - [`output`]: the progress line.
 //!
@@ -49,6 +50,7 @@
 
 pub mod atomic;
 pub mod bullmq;
+pub mod capacity;
 pub mod check;
 pub mod cli;
 pub mod cmd;

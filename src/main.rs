@@ -102,6 +102,16 @@ fn main() -> ExitCode {
                 }
                 Ok(if result.failures.is_empty() { outcome } else { Outcome::Failed })
             }
+            Command::Capacity(args) => {
+                let json = args.run.json;
+                let result = cmd::capacity::capacity(args, stop_signal()).await?;
+                if json {
+                    out(&(serde_json::to_string_pretty(&result.report).expect("report serializes") + "\n"));
+                } else {
+                    out(&result.table);
+                }
+                Ok(result.outcome)
+            }
             Command::Cost(args) => {
                 let json = args.json;
                 let result = cmd::cost::cost(args).await?;

@@ -1,6 +1,7 @@
 //! The command line (clap derive). No logic here: the commands in `cmd/` resolve these values.
 
 pub mod ab;
+pub mod capacity;
 pub mod compare;
 pub mod cost;
 pub mod merge;
@@ -70,6 +71,8 @@ pub enum Command {
     Cost(cost::CostArgs),
     /// Re-render report.html (and compare.html) of an existing results folder from its files.
     Report(report::ReportArgs),
+    /// Find the highest open-loop rate the target sustains while every --slo holds and the run is steady: probes doubled then bisected; capacity.json, capacity.html; exit 1 when nothing is sustained or a probe found a violation, 3 when the budget ran out first.
+    Capacity(capacity::CapacityArgs),
     /// Merge a fleet's shards (`run --shards N`) into one results folder: histograms added, counters summed, one verdict; exit 1 when it fails or a shard is missing.
     Merge(merge::MergeArgs),
 }

@@ -2,6 +2,7 @@
 //! outcome for `main` to turn into an exit code.
 
 pub mod ab;
+pub mod capacity;
 pub mod check;
 pub mod compare;
 pub mod cost;

@@ -1,7 +1,8 @@
 //! `emq-bench report DIR`: re-renders the pictures of an existing results folder from its
 //! files, so old results get new pictures without a re-run: `report.html` where the folder
 //! has a `summary.json` (and in each `rep-NNN/`, `A/` and `B/` folder under it), `compare.html`
-//! where it has a `compare.json`.
+//! where it has a `compare.json`, `capacity.html` where it has a `capacity.json` (and the
+//! report.html of each of its `probe-NN-RATE/` folders).
 
 pub use crate::cli::report::ReportArgs;
 use crate::error::AppError;
@@ -16,7 +17,7 @@ pub fn report(args: ReportArgs) -> Result<Vec<PathBuf>, AppError> {
     render(&args.dir, &mut written)?;
     if written.is_empty() {
         return Err(AppError::Usage(format!(
-            "{}: no results to render (no summary.json or compare.json in it or its rep-NNN/, A/, B/ folders)",
+            "{}: no results to render (no summary.json, compare.json or capacity.json in it or its rep-NNN/, A/, B/, probe-NN-RATE/ folders)",
             args.dir.display()
         )));
     }
@@ -31,12 +32,15 @@ fn render(dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), AppError> {
     if dir.join("compare.json").is_file() {
         written.push(crate::html::compare::write_compare(dir).map_err(bad)?);
     }
+    if dir.join(crate::capacity::CAPACITY_FILE).is_file() {
+        written.push(crate::html::capacity::rewrite_capacity_html(dir).map_err(bad)?);
+    }
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
     let mut subs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            p.is_dir() && (name.starts_with("rep-") || name == "A" || name == "B")
+            p.is_dir() && (name.starts_with("rep-") || name.starts_with("probe-") || name == "A" || name == "B")
         })
         .collect();
     subs.sort();

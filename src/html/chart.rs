@@ -69,6 +69,8 @@ pub enum XAxis {
     Percentile,
     /// Repetitions 1..=n of a comparison, linear.
     Repetition(usize),
+    /// Jobs per second, linear, over (from, to): a capacity search's throughput.
+    Throughput(f64, f64),
 }
 
 /// A chart to draw.
@@ -105,6 +107,8 @@ impl Chart<'_> {
             let result = match (self.x, self.log_y) {
                 (XAxis::Time(a, b), false) => self.draw(&root, a..b.max(a + 1.0), 0.0..(hi * 1.1).max(1e-9)),
                 (XAxis::Time(a, b), true) => self.draw(&root, a..b.max(a + 1.0), log_range(lo, hi).log_scale()),
+                (XAxis::Throughput(a, b), false) => self.draw(&root, a..b.max(a + 1.0), 0.0..(hi * 1.1).max(1e-9)),
+                (XAxis::Throughput(a, b), true) => self.draw(&root, a..b.max(a + 1.0), log_range(lo, hi).log_scale()),
                 (XAxis::Repetition(n), false) => self.draw(&root, 0.5..n as f64 + 0.5, 0.0..(hi * 1.1).max(1e-9)),
                 (XAxis::Repetition(n), true) => self.draw(&root, 0.5..n as f64 + 0.5, log_range(lo, hi).log_scale()),
                 (XAxis::Percentile, log) => {
@@ -140,6 +144,7 @@ impl Chart<'_> {
             XAxis::Percentile => "percentile (1/(1-p), log)",
             XAxis::Time(..) => "s since the run start",
             XAxis::Repetition(_) => "repetition",
+            XAxis::Throughput(..) => "jobs finished per second",
         };
         let x_fmt = move |v: &f64| if percentile { percentile_label(*v) } else { format!("{v:.0}") };
         chart

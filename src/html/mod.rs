@@ -1,6 +1,7 @@
 //! `report.html`: one self-contained page per results folder (inline SVG and CSS, no script,
 //! no URL of any kind), rendered from the folder's files ([`model`] reads them, [`chart`] draws
 //! one plot, [`page`] lays them out); `compare.html` from a `compare.json` ([`compare`]).
+pub mod capacity;
 pub mod chart;
 pub mod compare;
 pub mod model;

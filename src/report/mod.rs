@@ -28,6 +28,7 @@ pub mod intervals_csv;
 mod json;
 pub mod percentile_bounds;
 pub mod queue_csv;
+pub mod queue_time;
 pub mod rates;
 pub mod results;
 pub mod run_summary;

@@ -158,6 +158,11 @@ pub struct RunSummary {
     /// throughput or p99, each check with its statistic (absent in older folders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady: Option<super::steady::SteadyState>,
+    /// Each claimed job's wait from its enqueue's reply to its first claim's reply, µs, the
+    /// whole run (warmup included: a job's wait is the job's, not a call's); from the history
+    /// (absent when it could not be read, or no job was claimed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_in_queue_us: Option<super::Percentiles>,
     /// Jobs left in each location set at the end (None when the server was unreachable).
     #[serde(default)]
     pub depths_end: Option<Depths>,
@@ -371,6 +376,7 @@ mod tests {
                     detail: "grows".into(),
                 }],
             }),
+            time_in_queue_us: Some(super::super::Percentiles { p50: 400, p99: 3100, ..Default::default() }),
             depths_end: Some(Depths { pending: 1, ..Depths::default() }),
             harness: HarnessCpu { threads: 2, user_s: 0.5, sys_s: 0.25, us_per_request: 3.5 },
             check: Some(CheckSummary {

@@ -318,7 +318,13 @@ fn statistic(t: &TrendTest, xs: &[f64]) -> TrendStatistic {
 }
 
 fn test_words(t: &TrendTest) -> String {
-    let p = if t.p_value < 1e-6 { "p < 1e-6".to_string() } else { format!("p = {:.3}", t.p_value) };
+    let p = if t.p_value < 1e-6 {
+        "p < 1e-6".to_string()
+    } else if t.p_value < 0.001 {
+        format!("p = {:.1e}", t.p_value)
+    } else {
+        format!("p = {:.3}", t.p_value)
+    };
     format!("Mann-Kendall z = {:.1}, {p}, n = {} s", t.z, t.n)
 }
 

@@ -295,6 +295,7 @@ pub(super) fn merge_shards(
         // Steadiness is a shard's own: each shard's summary.json carries it.
         system: None,
         steady: None,
+        time_in_queue_us: None,
         depths_end: match shared {
             // Every shard read the same queues at its end: the last reading is the fleet's.
             true => all

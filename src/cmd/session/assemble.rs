@@ -33,6 +33,8 @@ pub(super) struct Observed<'a> {
     pub(super) shard: Option<crate::report::fleet::ShardRecord>,
     /// The queues' depths read each second, s since the run start.
     pub(super) depths: &'a [crate::report::DepthSample],
+    /// Each claimed job's wait from its enqueue to its first claim, µs (None: no history).
+    pub(super) queue_time: Option<&'a hdrhistogram::Histogram<u64>>,
 }
 
 /// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
@@ -44,7 +46,7 @@ pub(super) fn summarize(
     observed: Observed,
     keys: KeysFate,
 ) -> RunSummary {
-    let Observed { target, before, after, jobs, server, checked, shard, depths } = observed;
+    let Observed { target, before, after, jobs, server, checked, shard, depths, queue_time } = observed;
     let metrics = &driven.metrics;
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
@@ -113,6 +115,7 @@ pub(super) fn summarize(
         producers,
         system,
         steady,
+        time_in_queue_us: queue_time.filter(|h| !h.is_empty()).map(crate::report::Percentiles::of),
         depths_end: driven.depths,
         check: checked.map(|outcome| outcome.summary(true)),
         history_bytes_per_job,

@@ -201,6 +201,18 @@ impl Session {
         &self.options.plan
     }
 
+    /// Runs the next repetitions with `options` (a capacity probe's rate and length) on the
+    /// session's target, queues and lock: the plan keeps the session's final queue names.
+    pub fn set_options(&mut self, options: RunOptions) {
+        let plan = (*options.plan).clone().with_queues(self.options.plan.queues.clone());
+        self.options = RunOptions { plan: Arc::new(plan), ..options };
+    }
+
+    /// The target as results show it: `redis://user:***@host:port/db`, never the password.
+    pub fn target_url(&self) -> String {
+        self.plane.seed().connector().endpoint().display()
+    }
+
     /// Releases the run lock (the locks otherwise expire within [`plane::lock::LOCK_TTL`]).
     /// After an abort (`stop`) the lock is left to expire: releasing it waits on the server,
     /// which may be the very thing that does not answer.
@@ -362,11 +374,26 @@ impl Session {
         let header = observe::history_header(&plan, &driven);
         // A `shared` fleet's check needs every shard's history: the merge runs it.
         let no_check = !opts.check || plan.shares_queues();
-        let checked =
-            match stop.unless_aborted(observe::check_run(&header, &driven, &self.plane, &queues, no_check)).await {
-                Some(checked) => checked,
-                None => Err("the run was aborted".to_string()),
-            };
+        // One merged history for the check and the time each job waited in the queue.
+        let history = match aborted {
+            true => Err("the run was aborted".to_string()),
+            false => crate::history::History::merge(header.clone(), &driven.streams).map_err(|e| e.to_string()),
+        };
+        let queue_time = history.as_ref().ok().map(crate::report::queue_time::time_in_queue);
+        let checked = match stop
+            .unless_aborted(observe::check_run(
+                history.as_ref().map_err(String::as_str),
+                &driven,
+                &self.plane,
+                &queues,
+                no_check,
+            ))
+            .await
+        {
+            Some(checked) => checked,
+            None => Err("the run was aborted".to_string()),
+        };
+        drop(history);
         let check_error = checked.as_ref().err().cloned();
         let checked = checked.ok().flatten();
         let mut jobs = all_jobs(&driven.metrics);
@@ -407,6 +434,7 @@ impl Session {
             checked: checked.as_ref(),
             shard,
             depths: &depth_log,
+            queue_time: queue_time.as_ref(),
         };
         let mut summary = assemble::summarize(&plan, &opts, &driven, observed, keys);
         let rules = judge::Rules::of(&plan, keep);

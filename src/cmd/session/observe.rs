@@ -31,7 +31,7 @@ pub(super) fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
 /// file is written afterwards with the rest of the folder). Returns the outcome (None with
 /// `--no-check`: `check --history` can run later), or why the check could not run.
 pub(super) async fn check_run(
-    header: &HistoryHeader,
+    history: Result<&History, &str>,
     driven: &Driven,
     plane: &Plane,
     queues: &[QueueKeys],
@@ -43,8 +43,8 @@ pub(super) async fn check_run(
     if driven.depths.is_none() {
         return Err("the server could not be read at the end of the run".to_string());
     }
-    let history = History::merge(header.clone(), &driven.streams).map_err(|e| e.to_string())?;
-    check::check(plane, queues, Some(&history)).await.map(Some).map_err(|e| e.to_string())
+    let history = history.map_err(str::to_string)?;
+    check::check(plane, queues, Some(history)).await.map(Some).map_err(|e| e.to_string())
 }
 
 /// Which side of the run an INFO reading is on.

@@ -27,6 +27,17 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
         table.push_str(&system.line());
         table.push('\n');
     }
+    if let Some(q) = &summary.time_in_queue_us {
+        let ms = crate::report::ms3;
+        table.push_str(&format!(
+            "time in queue (enqueue -> first claim), ms: p50 {} p90 {} p99 {} p99.9 {} max {}\n",
+            ms(q.p50),
+            ms(q.p90),
+            ms(q.p99),
+            ms(q.p999),
+            ms(q.max)
+        ));
+    }
     if let Some(steady) = &summary.steady {
         table.push_str(&steady.line());
         table.push('\n');

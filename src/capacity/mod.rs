@@ -1,0 +1,262 @@
+//! Capacity: the highest open-loop rate a deployment sustains while every latency objective
+//! holds **and** the run is steady (Gil Tene's sustainable throughput).
+//!
+//! - [`slo`]: an objective (`claim.p99 < 5ms`) and its decision on a probe, a test on the
+//!   percentile's 95 % interval from the histogram's order statistics.
+//! - [`search`]: double, then bisect, longer probes near the answer, the boundary re-checked.
+//! - This file: one probe's record and classification, and `capacity.json`'s model.
+//!
+//! Each probe is a whole run (its own results folder, check and verdict); the search reads
+//! only its summary.
+
+pub mod search;
+pub mod slo;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub use search::{NextProbe, ProbeOutcome, Search, Step};
+pub use slo::{Slo, SloDecision, SloReading};
+
+use crate::report::run_summary::RunSummary;
+use crate::report::Percentiles;
+
+/// `capacity.json`'s layout version.
+pub const CAPACITY_SCHEMA_VERSION: u32 = 1;
+/// The results file.
+pub const CAPACITY_FILE: &str = "capacity.json";
+
+/// One probe: a run at one offered rate, and what the search read of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRecord {
+    /// 1-based, in the order run.
+    pub index: usize,
+    /// The rate offered (the producers' open-loop rate), jobs/s.
+    pub rate: f64,
+    /// The search's step.
+    pub step: Step,
+    /// Its results folder, relative to the capacity folder.
+    pub folder: String,
+    /// The load phase's measured length, s.
+    pub measured_secs: f64,
+    /// Sends made per second over the load phase.
+    pub achieved_per_sec: f64,
+    /// Jobs finished per second over the measured load phase (the system's rate).
+    pub completed_per_sec: f64,
+    /// `true`/`false`, or `null` when too short to tell.
+    pub steady: Option<bool>,
+    /// The steadiness checks that failed, one line each.
+    pub not_steady: Vec<String>,
+    /// Each objective's reading.
+    pub slos: Vec<SloReading>,
+    /// The run's own verdict.
+    pub passed: bool,
+    /// Its failures, one line each.
+    pub failures: Vec<String>,
+    /// Invariant violations the run's check found (a correctness finding, whatever the rate).
+    pub violations: u64,
+    /// Latency from the intended send per script called, µs, each percentile with its interval.
+    pub latency_us: BTreeMap<String, Percentiles>,
+    /// `sustained`, `not_sustained`, or `null`: undecided (the next probe is longer).
+    pub outcome: Option<ProbeOutcome>,
+    /// Why it was not sustained or undecided, one line each.
+    pub reasons: Vec<String>,
+}
+
+impl ProbeRecord {
+    /// Reads a probe's `summary` against `slos`: not sustained when its verdict failed, an
+    /// objective was violated or it was not steady; undecided when an objective's interval
+    /// straddles its limit or the run was too short to judge steadiness; else sustained.
+    pub fn of(index: usize, probe: NextProbe, folder: String, summary: &RunSummary, slos: &[Slo]) -> ProbeRecord {
+        let slo_readings: Vec<SloReading> = slos.iter().map(|s| s.read(&summary.scripts)).collect();
+        let steady = summary.steady.as_ref().and_then(|s| s.steady);
+        let not_steady = summary.steady.as_ref().map(|s| s.failures()).unwrap_or_default();
+        let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();
+        let passed = summary.passed() == Some(true);
+        let mut reasons = Vec::new();
+        for r in &slo_readings {
+            let shown = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
+            let interval = format!("[{}, {}] ms", shown(r.lo_us), shown(r.hi_us));
+            match r.decision {
+                SloDecision::Holds => {}
+                SloDecision::Violated => reasons.push(format!("{} violated: {interval}", r.slo)),
+                SloDecision::Undecided => reasons.push(format!("{} undecided: {interval} straddles the limit", r.slo)),
+            }
+        }
+        reasons.extend(not_steady.iter().map(|l| format!("not steady: {l}")));
+        if steady.is_none() {
+            reasons.push("steadiness: too short to tell".to_string());
+        }
+        reasons.extend(failures.iter().map(|l| format!("verdict: {l}")));
+        let violated = slo_readings.iter().any(|r| r.decision == SloDecision::Violated);
+        let undecided = slo_readings.iter().any(|r| r.decision == SloDecision::Undecided) || steady.is_none();
+        let outcome = if !passed || violated || steady == Some(false) {
+            Some(ProbeOutcome::NotSustained)
+        } else if undecided {
+            None
+        } else {
+            Some(ProbeOutcome::Sustained)
+        };
+        let window =
+            summary.scripts.iter().find(|s| s.window == "load").map_or(summary.measured_secs, |s| s.window_secs);
+        ProbeRecord {
+            index,
+            rate: probe.rate,
+            step: probe.step,
+            folder,
+            measured_secs: window,
+            achieved_per_sec: summary.producers.as_ref().map_or(0.0, |p| p.achieved_per_sec),
+            completed_per_sec: summary.system.as_ref().map_or(0.0, |s| s.completed_per_sec),
+            steady,
+            not_steady,
+            slos: slo_readings,
+            passed,
+            failures,
+            violations: summary.check.as_ref().map_or(0, |c| c.violations_total as u64),
+            latency_us: summary.scripts.iter().filter(|s| s.ok > 0).map(|s| (s.script.clone(), s.latency_us)).collect(),
+            outcome,
+            reasons,
+        }
+    }
+}
+
+/// A range of rates, jobs/s.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateInterval {
+    /// The highest rate sustained (below `hi`); `null`: none was.
+    pub lo: Option<f64>,
+    /// The lowest rate not sustained; `null`: every rate probed was.
+    pub hi: Option<f64>,
+}
+
+/// How the search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchEnd {
+    /// The bracket narrowed to the tolerance and its low end passed the re-check.
+    Found,
+    /// No rate down to the floor was sustained.
+    NoRate,
+    /// The ceiling was sustained: the answer is above what the search may offer.
+    Ceiling,
+    /// The budget ran out first: the interval is what is known.
+    Budget,
+    /// A stop signal ended it.
+    Stopped,
+}
+
+/// `capacity.json`: the answer, how sure it is, and every probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// [`CAPACITY_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `emq-bench <version>`.
+    pub tool: String,
+    /// The scenario's name.
+    pub scenario: String,
+    /// The target, password masked.
+    pub target: String,
+    /// The queue protocol.
+    pub protocol: String,
+    /// The objectives, as written.
+    pub slos: Vec<String>,
+    /// The highest offered rate sustained (R*), jobs (enqueue calls) per second: the bracket's
+    /// low end; `null` when none was.
+    pub sustainable_rate: Option<f64>,
+    /// Where the true boundary lies: between the highest rate sustained and the lowest not.
+    pub interval: RateInterval,
+    /// The bracket's width the search aimed for, a share of its low end.
+    pub tolerance: f64,
+    /// How the search ended.
+    pub ended: SearchEnd,
+    /// What stopped the lowest rate not sustained: its reasons (the binding objective and
+    /// script, a steadiness check, or the verdict).
+    pub binding: Vec<String>,
+    /// The base probe's measured length, s (near the answer 2×, the re-check 3×).
+    pub probe_secs: f64,
+    /// The search's budget and its use, s.
+    pub budget_secs: f64,
+    /// See `budget_secs`.
+    pub elapsed_secs: f64,
+    /// Every probe, in order.
+    pub probes: Vec<ProbeRecord>,
+}
+
+impl CapacityReport {
+    /// The terminal's table: one row per probe, then the answer.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:>3}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}  {:<13}  objectives",
+            "#", "offered/s", "achieved/s", "finished/s", "step", "steady", "outcome"
+        );
+        for p in &self.probes {
+            let outcome = match p.outcome {
+                Some(ProbeOutcome::Sustained) => "sustained",
+                Some(ProbeOutcome::NotSustained) => "NOT sustained",
+                None => "undecided",
+            };
+            let steady = match p.steady {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "?",
+            };
+            let step = p.step.name();
+            let slos: Vec<String> = p
+                .slos
+                .iter()
+                .map(|r| {
+                    let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
+                    let word = match r.decision {
+                        SloDecision::Holds => "ok",
+                        SloDecision::Violated => "MISSED",
+                        SloDecision::Undecided => "undecided",
+                    };
+                    format!("{} {} [{}, {}] ms {word}", r.slo, ms(r.value_us), ms(r.lo_us), ms(r.hi_us))
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "{:>3}  {:>10.0}  {:>10.0}  {:>10.0}  {:>8}  {:>6}  {:<13}  {}",
+                p.index,
+                p.rate,
+                p.achieved_per_sec,
+                p.completed_per_sec,
+                step,
+                steady,
+                outcome,
+                slos.join("; ")
+            );
+        }
+        out.push_str(&self.answer());
+        out.push('\n');
+        out
+    }
+
+    /// The answer in one line: `sustainable rate: 3 610 jobs/s (between 3 610 and 3 780: the
+    /// boundary, within 5 %; re-checked)`, or what is known when the search did not finish.
+    pub fn answer(&self) -> String {
+        let r = |x: f64| format!("{x:.0}");
+        let bracket = match (self.interval.lo, self.interval.hi) {
+            (Some(lo), Some(hi)) => format!("the boundary lies between {} and {} jobs/s", r(lo), r(hi)),
+            (Some(lo), None) => format!("at least {} jobs/s: no rate probed failed", r(lo)),
+            (None, Some(hi)) => format!("below {} jobs/s: no rate probed was sustained", r(hi)),
+            (None, None) => "no probe decided".to_string(),
+        };
+        let how = match self.ended {
+            SearchEnd::Found => format!("within {:.0} %, the low end re-checked", self.tolerance * 100.0),
+            SearchEnd::NoRate => "nothing sustained down to the floor".to_string(),
+            SearchEnd::Ceiling => "the ceiling was sustained".to_string(),
+            SearchEnd::Budget => "INCONCLUSIVE: the budget ran out before the tolerance was reached".to_string(),
+            SearchEnd::Stopped => "INCONCLUSIVE: stopped".to_string(),
+        };
+        let rate = self.sustainable_rate.map_or("none".to_string(), |x| format!("{} jobs/s", r(x)));
+        let mut line = format!("sustainable rate: {rate} ({bracket}; {how})");
+        if !self.binding.is_empty() {
+            line.push_str(&format!("\nbinding at the lowest rate not sustained: {}", self.binding.join("; ")));
+        }
+        line
+    }
+}

@@ -1,0 +1,214 @@
+//! `emq-bench capacity SCENARIO --slo ...`: the highest open-loop rate the target sustains while
+//! every objective holds and the run is steady. One session (one embedded server, one lock),
+//! one whole run per probe, each in a folder of its own; the search ([`crate::capacity`]) reads
+//! their summaries and picks the next rate.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::session::{check_out, results_dir, RunOptions, Session};
+use super::Outcome;
+use crate::capacity::{
+    CapacityReport, NextProbe, ProbeOutcome, ProbeRecord, RateInterval, Search, SearchEnd, Slo, CAPACITY_FILE,
+    CAPACITY_SCHEMA_VERSION,
+};
+use crate::cli::capacity::CapacityArgs;
+use crate::error::AppError;
+use crate::load::stop::StopSignal;
+use crate::report::write_json;
+
+/// The lowest rate the search offers, jobs/s.
+const FLOOR: f64 = 10.0;
+/// The highest: the scenario's bound on `producers.rate`.
+const CEILING: f64 = 1e7;
+/// An undecided probe is run again twice as long, up to this many base lengths.
+const LONGEST: u32 = 8;
+/// A probe's drain is cut to this: a probe that cannot finish its backlog this fast was not
+/// sustained anyway, and a long drain after an overloaded probe only spends the budget.
+const PROBE_DRAIN: Duration = Duration::from_secs(5);
+
+/// What `capacity` prints and returns.
+pub struct CapacityRun {
+    /// capacity.json's content.
+    pub report: CapacityReport,
+    /// The capacity folder (capacity.json, capacity.html, one folder per probe).
+    pub dir: PathBuf,
+    /// The table (stdout).
+    pub table: String,
+    /// 0: the answer found (or no rate sustained, exit 1); 1: a probe's check found a
+    /// violation; 3: the budget or a stop ended the search first.
+    pub outcome: Outcome,
+}
+
+/// Runs the search. Errors: bad flags or objectives (exit 2), scenario, scripts, server and
+/// target errors; once probing has started, a probe's failures are its record, not errors.
+pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result<CapacityRun, AppError> {
+    let stop = stop.into();
+    let slos = args.slos.iter().map(|s| Slo::parse(s)).collect::<Result<Vec<_>, _>>().map_err(AppError::Usage)?;
+    let refused = [
+        (args.run.rate.is_some(), "--rate: the search sets the rate (give --start-rate)"),
+        (args.run.duration.is_some(), "--duration: the search sets each probe's length (give --probe)"),
+        (args.run.repeat != 1, "--repeat: each probe is one run"),
+        (args.run.shards != 1, "--shards: a capacity search runs in one process"),
+        (args.run.keep, "--keep: every probe deletes its keys before the next"),
+    ];
+    if let Some((_, why)) = refused.iter().find(|(given, _)| *given) {
+        return Err(AppError::Usage(format!("capacity: {why}")));
+    }
+    let base = RunOptions::resolve(&args.run)?;
+    if !base.plan.faults.is_empty() {
+        return Err(AppError::Usage(format!(
+            "{}: capacity: the scenario has [[faults]]; a fault makes a probe unsteady by design, so no rate would \
+             be sustained (remove them, or copy the scenario without them)",
+            args.run.scenario.display()
+        )));
+    }
+    let start = args.start_rate.or(base.plan.producers.open_loop.map(|o| o.rate_per_sec)).unwrap_or(1000.0);
+    if !(FLOOR..=CEILING).contains(&start) {
+        return Err(AppError::Usage(format!("--start-rate {start}: expected {FLOOR} to {CEILING} jobs/s")));
+    }
+    check_out(base.out.as_deref())?;
+    let warmup = base.plan.warmup;
+    let drain = base.plan.drain.min(PROBE_DRAIN);
+    let probe_options = |rate: f64, length: u32| {
+        let mut a = args.run.clone();
+        a.rate = Some(rate);
+        a.duration = Some(warmup + args.probe * length);
+        a.quiet = true;
+        a.set.push(crate::scenario::settings::Setting {
+            key: vec!["drain".to_owned()],
+            value: toml::Value::String(humantime::format_duration(drain).to_string()),
+        });
+        RunOptions::resolve(&a)
+    };
+    let first = probe_options(start, 1)?;
+    let (mut session, registries) = Session::open(&first, &[first.lua_dir.as_deref()]).await?;
+    let registry = registries.into_iter().next().expect("one registry");
+    let outcome = async {
+        let dir = results_dir(base.out.as_deref(), &format!("capacity-{}", base.plan.name))?;
+        let began = Instant::now();
+        let mut search = Search::new(start, args.tolerance, FLOOR, CEILING);
+        let mut probes: Vec<ProbeRecord> = Vec::new();
+        // Seconds a probe takes beyond its load phase (start, drain, check, files), learnt.
+        let mut overhead = Duration::from_secs(3);
+        let ended = 'search: loop {
+            let Some(next) = search.next() else {
+                break match (search.lo(), search.hi()) {
+                    (None, _) => SearchEnd::NoRate,
+                    (Some(_), None) => SearchEnd::Ceiling,
+                    (Some(_), Some(_)) => SearchEnd::Found,
+                };
+            };
+            let mut probe = next;
+            loop {
+                let length = warmup + args.probe * probe.length;
+                if began.elapsed() + length + overhead > args.budget {
+                    break 'search SearchEnd::Budget;
+                }
+                if tokio::time::timeout(Duration::ZERO, stop.stopped()).await.is_ok() {
+                    break 'search SearchEnd::Stopped;
+                }
+                let index = probes.len() + 1;
+                let folder = format!("probe-{index:02}-{:.0}", probe.rate);
+                eprintln!(
+                    "emq-bench: capacity: probe {index}: {:.0} jobs/s for {} ({})",
+                    probe.rate,
+                    humantime::format_duration(length),
+                    probe.step.name()
+                );
+                session.set_options(probe_options(probe.rate, probe.length)?);
+                let t = Instant::now();
+                let (result, _) =
+                    session.rep(registry.clone(), registry.dir(), &dir.join(&folder), false, stop.clone()).await?;
+                overhead = t.elapsed().saturating_sub(length).max(Duration::from_secs(1));
+                let mut record = ProbeRecord::of(index, probe, folder, &result.summary, &slos);
+                if let Some(b) = result.summary.producers.as_ref().and_then(|p| p.bottleneck.clone()) {
+                    record.reasons.push(format!("the rate was not held; bottleneck: {b}"));
+                }
+                let stopped = matches!(result.summary.interrupt_kind.as_deref(), Some("stopped" | "aborted"));
+                if stopped {
+                    record.outcome = None;
+                    record.reasons.push("stopped".into());
+                }
+                let longer = probe.length * 2;
+                let decided = match record.outcome {
+                    Some(outcome) => Some(outcome),
+                    None if stopped => None,
+                    None if longer <= LONGEST => None,
+                    None => {
+                        record.reasons.push("undecided at the longest probe: counted as not sustained".into());
+                        record.outcome = Some(ProbeOutcome::NotSustained);
+                        record.outcome
+                    }
+                };
+                eprintln!("emq-bench: capacity: probe {index}: {}", probe_line(&record));
+                probes.push(record);
+                if stopped {
+                    break 'search SearchEnd::Stopped;
+                }
+                match decided {
+                    Some(outcome) => {
+                        search.record(probe, outcome);
+                        break;
+                    }
+                    None => probe = NextProbe { length: longer, ..probe },
+                }
+            }
+        };
+        let (lo, hi) = (search.lo(), search.hi());
+        let binding = hi
+            .and_then(|hi| probes.iter().rev().find(|p| p.rate == hi && p.outcome == Some(ProbeOutcome::NotSustained)))
+            .map(|p| p.reasons.clone())
+            .unwrap_or_default();
+        let report = CapacityReport {
+            schema_version: CAPACITY_SCHEMA_VERSION,
+            tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
+            scenario: base.plan.name.clone(),
+            target: session.target_url(),
+            protocol: registry.protocol().name().to_string(),
+            slos: slos.iter().map(|s| s.text.clone()).collect(),
+            sustainable_rate: lo,
+            interval: RateInterval { lo, hi },
+            tolerance: args.tolerance,
+            ended,
+            binding,
+            probe_secs: args.probe.as_secs_f64(),
+            budget_secs: args.budget.as_secs_f64(),
+            elapsed_secs: began.elapsed().as_secs_f64(),
+            probes,
+        };
+        write_json(&dir.join(CAPACITY_FILE), &report)?;
+        crate::html::capacity::write_capacity_html(&dir, &report)?;
+        let violations = report.probes.iter().any(|p| p.violations > 0);
+        let outcome = match report.ended {
+            _ if violations => Outcome::Failed,
+            SearchEnd::NoRate => Outcome::Failed,
+            SearchEnd::Budget | SearchEnd::Stopped => Outcome::Inconclusive,
+            SearchEnd::Found | SearchEnd::Ceiling => Outcome::Success,
+        };
+        let mut table = report.table();
+        if violations {
+            table.push_str("a probe's check found invariant violations: see its folder's invariants.json\n");
+        }
+        table.push_str(&format!("results: {} (capacity.json, capacity.html, probe-NN-RATE/ each)\n", dir.display()));
+        Ok(CapacityRun { report, dir, table, outcome })
+    }
+    .await;
+    session.close(&stop).await;
+    outcome
+}
+
+/// A probe's line on stderr as it ends: `sustained: finished 3 604/s, steady, claim.p99 0.912
+/// ms [0.890, 0.934] ok`, or its reasons.
+fn probe_line(p: &ProbeRecord) -> String {
+    let outcome = match p.outcome {
+        Some(ProbeOutcome::Sustained) => "sustained",
+        Some(ProbeOutcome::NotSustained) => "NOT sustained",
+        None => "undecided, a longer probe follows",
+    };
+    let mut line = format!("{outcome}: achieved {:.0}/s, finished {:.0}/s", p.achieved_per_sec, p.completed_per_sec);
+    if !p.reasons.is_empty() {
+        line.push_str(&format!(" ({})", p.reasons.join("; ")));
+    }
+    line
+}

@@ -1,0 +1,193 @@
+//! `capacity.html`: a capacity search (capacity.json) as pictures: per script named by an
+//! objective, its p50, p99 and p99.9 against the throughput each probe achieved, with the 95 %
+//! intervals as bars, the objective's limit as a line and the sustained rate marked; then the
+//! answer and every probe in a table.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::chart::{Chart, Line, XAxis, PALETTE};
+use super::parts::{esc, figure, open_page};
+use crate::capacity::{CapacityReport, ProbeOutcome, SloDecision};
+use crate::report::ReportError;
+
+/// The page's file name.
+pub const CAPACITY_HTML: &str = "capacity.html";
+
+/// Renders capacity.html for `report`.
+pub fn render(report: &CapacityReport) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    open_page(&mut out, "emq-bench capacity");
+    let _ = write!(
+        out,
+        "<h1>emq-bench capacity: {}</h1><p><b>{}</b></p><table class=\"facts\">\
+         <tr><td>target</td><td>{}</td></tr><tr><td>protocol</td><td>{}</td></tr>\
+         <tr><td>objectives</td><td>{}</td></tr><tr><td>probes</td><td>{} in {:.0} s of a {:.0} s budget; base \
+         probe {:.0} s measured</td></tr></table>",
+        esc(&report.scenario),
+        esc(&report.answer()).replace('\n', "<br>"),
+        esc(&report.target),
+        esc(&report.protocol),
+        esc(&report.slos.join("; ")),
+        report.probes.len(),
+        report.elapsed_secs,
+        report.budget_secs,
+        report.probe_secs,
+    );
+    let mut scripts: Vec<&'static str> = Vec::new();
+    for slo in report.slos.iter().filter_map(|s| crate::capacity::Slo::parse(s).ok()) {
+        let name = leak_name(&slo.script);
+        if !scripts.contains(&name) {
+            scripts.push(name);
+        }
+    }
+    out.push_str("<div class=\"charts\">");
+    for script in scripts {
+        let chart = curve(report, script);
+        figure(
+            &mut out,
+            &format!("{script}: latency from the intended send against jobs finished per second"),
+            &chart,
+            "",
+        );
+    }
+    out.push_str("</div>");
+    probes_table(&mut out, report);
+    out.push_str(
+        "<p class=\"note\">Each probe is a whole run at one offered rate (its folder holds its report.html). A \
+         probe is sustained when every objective's 95 % interval (from the order statistics of the recorded \
+         histogram) lies under its limit, the run was steady (rate held, no growing backlog, no trend in \
+         throughput or p99) and its verdict passed; an interval across the limit is undecided and the probe is \
+         run again longer.</p></body></html>",
+    );
+    out
+}
+
+/// A script's name as the static string of its catalog entry (the chart captions borrow it).
+fn leak_name(name: &str) -> &'static str {
+    crate::lua::Script::from_name(name).map_or("?", crate::lua::Script::name)
+}
+
+/// The latency-throughput chart of `script`: dots per percentile, interval bars for p99, the
+/// objectives' limits and the sustained rate.
+fn curve(report: &CapacityReport, script: &str) -> Chart<'static> {
+    let ms = |us: u64| us as f64 / 1000.0;
+    let mut points: Vec<(f64, &crate::report::Percentiles)> =
+        report.probes.iter().filter_map(|p| p.latency_us.get(script).map(|l| (p.completed_per_sec, l))).collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let pick = |f: fn(&crate::report::Percentiles) -> u64| -> Vec<(f64, f64)> {
+        points.iter().map(|(x, l)| (*x, ms(f(l)))).collect()
+    };
+    let mut lines = vec![
+        Line::dots("p50", PALETTE[0], pick(|l| l.p50)),
+        Line::dots("p99", PALETTE[1], pick(|l| l.p99)),
+        Line::dots("p99.9", PALETTE[3], pick(|l| l.p999)),
+    ];
+    let bars: Vec<Vec<(f64, f64)>> = points
+        .iter()
+        .filter_map(|(x, l)| {
+            let b = &l.intervals.p99;
+            Some(vec![(*x, ms(b.lo_us?)), (*x, ms(b.hi_us?))])
+        })
+        .collect();
+    if !bars.is_empty() {
+        lines.push(Line { label: "p99's 95 % interval".into(), color: PALETTE[1], segments: bars, dots: false });
+    }
+    let xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+    let (x0, x1) = (0.0, xs.iter().copied().fold(report.sustainable_rate.unwrap_or(0.0), f64::max) * 1.05 + 1.0);
+    let ys: Vec<f64> =
+        lines.iter().flat_map(|l| l.segments.iter().flatten().map(|p| p.1)).filter(|y| *y > 0.0).collect();
+    let (y0, y1) = ys.iter().fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(*y), b.max(*y)));
+    for (k, slo) in report.slos.iter().filter_map(|s| crate::capacity::Slo::parse(s).ok()).enumerate() {
+        if slo.script == script {
+            let y = slo.limit_us / 1000.0;
+            lines.push(Line::from_points(
+                format!("objective {}", slo.text),
+                PALETTE[4 + k % 2],
+                [Some((x0, y)), Some((x1, y))],
+            ));
+        }
+    }
+    if let Some(r) = report.sustainable_rate.filter(|_| y0 <= y1) {
+        lines.push(Line::from_points(
+            format!("sustained rate {r:.0} jobs/s"),
+            PALETTE[2],
+            [Some((r, y0.min(1e-3).max(y0 / 2.0))), Some((r, y1 * 2.0))],
+        ));
+    }
+    Chart { y_label: "latency, ms (log)", x: XAxis::Throughput(x0, x1), log_y: true, lines, shade: &[] }
+}
+
+fn probes_table(out: &mut String, report: &CapacityReport) {
+    out.push_str(
+        "<h2>Probes</h2><table><tr><th>#</th><th>offered/s</th><th>achieved/s</th><th>finished/s</th><th>step</th>\
+         <th>steady</th><th>objectives (value [95 % interval] ms)</th><th>outcome</th><th>why</th><th>folder</th></tr>",
+    );
+    let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
+    for p in &report.probes {
+        let slos: Vec<String> = p
+            .slos
+            .iter()
+            .map(|r| {
+                let class = match r.decision {
+                    SloDecision::Holds => "pass",
+                    SloDecision::Violated => "fail",
+                    SloDecision::Undecided => "",
+                };
+                format!(
+                    "<span class=\"{class}\">{} {} [{}, {}]</span>",
+                    esc(&r.slo),
+                    ms(r.value_us),
+                    ms(r.lo_us),
+                    ms(r.hi_us)
+                )
+            })
+            .collect();
+        let (outcome, class) = match p.outcome {
+            Some(ProbeOutcome::Sustained) => ("sustained", "pass"),
+            Some(ProbeOutcome::NotSustained) => ("not sustained", "fail"),
+            None => ("undecided", ""),
+        };
+        let steady = match p.steady {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "?",
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{}</td><td>{steady}</td><td>{}</td>\
+             <td class=\"{class}\">{outcome}</td><td class=\"note\">{}</td><td><a href=\"{}/report.html\">{}</a></td></tr>",
+            p.index,
+            p.rate,
+            p.achieved_per_sec,
+            p.completed_per_sec,
+            p.step.name(),
+            slos.join("<br>"),
+            esc(&p.reasons.join("; ")),
+            esc(&p.folder),
+            esc(&p.folder),
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// Writes `dir/capacity.html` for `report`, atomically.
+///
+/// # Errors
+/// [`ReportError::Io`] naming the file.
+pub fn write_capacity_html(dir: &Path, report: &CapacityReport) -> Result<(), ReportError> {
+    crate::report::write_text(&dir.join(CAPACITY_HTML), &render(report))
+}
+
+/// Re-renders `dir/capacity.html` from `dir/capacity.json`; returns the page's path.
+///
+/// # Errors
+/// [`ReportError::Io`] / [`ReportError::Read`] naming capacity.json, or the write's.
+pub fn rewrite_capacity_html(dir: &Path) -> Result<std::path::PathBuf, ReportError> {
+    let path = dir.join(crate::capacity::CAPACITY_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+    let report: CapacityReport =
+        serde_json::from_str(&text).map_err(|e| ReportError::Read { path: path.clone(), message: e.to_string() })?;
+    write_capacity_html(dir, &report)?;
+    Ok(dir.join(CAPACITY_HTML))
+}

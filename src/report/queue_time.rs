@@ -1,0 +1,67 @@
+//! Time in queue: how long each job waited between its enqueue and its first claim, from the
+//! run's history (summary.json `time_in_queue_us`). A rate the consumers keep up with shows a
+//! short, flat wait; a backlog shows here before it shows in any script's latency, because a
+//! claim's own latency measures only the call, not the wait of the job it hands out.
+
+use hdrhistogram::Histogram;
+
+use crate::history::{History, Kind, Outcome};
+
+/// The histogram of every job's wait, µs: from its enqueue's reply (the job is in the queue
+/// at the latest then) to the reply of the first claim that handed it out (it left the queue
+/// at the latest then), 0 where the claim's reply came first (two connections' replies cross).
+/// Jobs never claimed are not in it. A delayed job's wait includes its delay.
+pub fn time_in_queue(history: &History) -> Histogram<u64> {
+    let mut h = crate::metrics::new_histogram();
+    for job in history.per_job() {
+        let enqueued = job.iter().find(|e| e.kind == Kind::Enqueue && e.outcome == Outcome::Ok);
+        let claimed = job.iter().find(|e| e.kind == Kind::Claim && matches!(e.outcome, Outcome::Ok | Outcome::Alt));
+        if let (Some(e), Some(c)) = (enqueued, claimed) {
+            // The histogram grows to any value: a saturating record cannot fail.
+            let _ = h.record(c.done_us.saturating_sub(e.done_us));
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Event, HistoryHeader};
+
+    fn event(job: u32, kind: Kind, outcome: Outcome, done_us: u64) -> Event {
+        Event { job, kind, outcome, token: 1, queue: 0, id_ms: 0, sent_us: done_us / 2, done_us, shard: None }
+    }
+
+    #[test]
+    fn each_claimed_job_counts_once_from_its_enqueue_to_its_first_claim() {
+        let events = vec![
+            event(0, Kind::Enqueue, Outcome::Ok, 100),
+            event(0, Kind::Claim, Outcome::Ok, 1_100),
+            event(0, Kind::Claim, Outcome::Ok, 9_000),
+            event(1, Kind::Enqueue, Outcome::Ok, 200),
+            event(1, Kind::Claim, Outcome::Unknown, 300),
+            event(1, Kind::Claim, Outcome::Alt, 5_200),
+            event(2, Kind::Enqueue, Outcome::Ok, 300),
+            event(3, Kind::Enqueue, Outcome::Ok, 900),
+            event(3, Kind::Claim, Outcome::Ok, 800),
+        ];
+        let header = HistoryHeader {
+            seed: 1,
+            run_tag: 2,
+            queues: vec!["q".into()],
+            drained: true,
+            issued: 4,
+            max_attempts: 3,
+            must_finish: true,
+            protocol: Default::default(),
+            stream_shards: Vec::new(),
+        };
+        let history = History { header, events, encoded_bytes: 0 };
+        let h = time_in_queue(&history);
+        assert_eq!(h.len(), 3, "job 2 was never claimed");
+        assert_eq!(h.min(), 0, "a claim reply read before the enqueue's is no wait");
+        assert_eq!(h.value_at_quantile(0.5), 1_000);
+        assert_eq!(h.max(), h.highest_equivalent(5_000));
+    }
+}
