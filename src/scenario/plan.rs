@@ -67,8 +67,8 @@ impl Plan {
 
     /// Applies the CLI's `--duration` and `--seed`. A duration replaces the file's
     /// `duration` or `jobs` (the run becomes time-bounded); with `[[stages]]` it cuts the
-    /// shape at that length, or holds the last stage's final rate up to it, and the stages
-    /// written to the results say so (the file keeps no `duration` beside its stages).
+    /// shape at that length, or holds the last stage's final rate up to it, and `scenario`
+    /// (summary.json's copy) has the stages that ran, with no `duration` beside them.
     ///
     /// # Errors
     /// [`ScenarioError::Override`] if the duration is zero or not longer than `warmup`, or
