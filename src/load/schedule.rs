@@ -1,14 +1,24 @@
 //! When a producer sends: closed loop (as fast as replies come back) or open loop (a fixed
 //! arrival process, each request with its own *intended* send time).
 //!
+//! A load shape (`[[stages]]`, a piecewise-linear rate λ(t)) is a time change of a unit-rate
+//! process: arrivals are drawn in *operational time* s (Poisson: exponential gaps of mean 1;
+//! uniform: gaps of exactly 1 after the producer's phase), one producer's gap spanning `count`
+//! jobs of the whole shape, and each s maps to the real time t = Λ⁻¹(s), where Λ(t) = ∫₀ᵗ λ
+//! is linear within a constant stage and quadratic within a ramp ([`Stages::time_of`]).
+//!
 //! Open-loop latency is measured from the intended time, not the actual send, so a stalled
 //! server cannot hide its stall by slowing the producer down (coordinated omission; Gil Tene,
 //! "How NOT to measure latency", and wrk2's constant-throughput mode).
 
+mod shaped;
+
 pub use crate::scenario::Arrival;
+use crate::scenario::Stages;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
+pub use shaped::Shaped;
 use std::time::{Duration, Instant};
 
 /// One producer's schedule of intended send times.
@@ -31,6 +41,8 @@ pub enum Schedule {
         /// Draws the Poisson gaps.
         rng: SmallRng,
     },
+    /// Open loop following a load shape: this producer's part of it.
+    Shaped(Box<Shaped>),
 }
 
 impl Schedule {
@@ -57,15 +69,28 @@ impl Schedule {
     /// is made, so the load thread and its tests cannot disagree on it.
     ///
     /// [`Plan::producer_slot`]: crate::scenario::Plan::producer_slot
+    ///
+    /// With a load shape (`open.stages`), the producer takes `1 / count` of every stage's rate,
+    /// and its phase is the same fraction of its first gap in operational time.
     pub fn for_producer(
-        open: crate::scenario::OpenLoop,
+        open: &crate::scenario::OpenLoop,
         count: u32,
         slot: (usize, u32),
         start: Instant,
         seed: u64,
     ) -> Schedule {
         let (index, total) = (slot.0 as f64, f64::from(slot.1.max(1)));
-        Schedule::open(open.rate_per_sec / f64::from(count.max(1)), open.arrival, start, seed, index / total)
+        match &open.stages {
+            None => {
+                Schedule::open(open.rate_per_sec / f64::from(count.max(1)), open.arrival, start, seed, index / total)
+            }
+            Some(stages) => Schedule::shaped(stages.clone(), count, open.arrival, start, seed, index / total),
+        }
+    }
+
+    /// A schedule following `stages` from `start`: see [`Shaped::new`].
+    pub fn shaped(stages: Stages, count: u32, arrival: Arrival, start: Instant, seed: u64, phase: f64) -> Schedule {
+        Schedule::Shaped(Box::new(Shaped::new(stages, count, arrival, start, seed, phase)))
     }
 
     /// The intended send time the next [`Schedule::next_intended`] returns, without advancing
@@ -74,13 +99,18 @@ impl Schedule {
         match self {
             Schedule::Closed => None,
             Schedule::Open { start, next_s, .. } => Some(*start + Duration::from_secs_f64(*next_s)),
+            Schedule::Shaped(shaped) => Some(shaped.at()),
         }
     }
 
     /// How many intended send times, from the next one on, fall at or before `end` (0 in
     /// closed loop), without drawing them: exact for uniform arrivals, the expectation (rate ×
     /// span) for Poisson ones, so counting a backlog of millions costs nothing.
+    /// With a load shape the span is counted in operational time, Λ(end) − Λ(next), in gaps.
     pub fn due_until(&self, end: Instant) -> u64 {
+        if let Schedule::Shaped(shaped) = self {
+            return shaped.due_until(end);
+        }
         let Schedule::Open { start, next_s, mean_gap_s, arrival, .. } = self else { return 0 };
         let span_s = end.saturating_duration_since(*start).as_secs_f64() - *next_s;
         if span_s < 0.0 {
@@ -116,6 +146,7 @@ impl Schedule {
                 };
                 Some(now)
             }
+            Schedule::Shaped(shaped) => Some(shaped.next()),
         }
     }
 }
@@ -144,10 +175,10 @@ mod tests {
     fn uniform_producers_are_dephased() {
         let start = Instant::now();
         let n = 32;
-        let open = crate::scenario::OpenLoop { rate_per_sec: 8_000.0, arrival: Arrival::Uniform };
+        let open = crate::scenario::OpenLoop { rate_per_sec: 8_000.0, arrival: Arrival::Uniform, stages: None };
         let mut all: Vec<Instant> = (0..n)
             .flat_map(|i| {
-                let mut s = Schedule::for_producer(open, n as u32, (i, n as u32), start, i as u64);
+                let mut s = Schedule::for_producer(&open, n as u32, (i, n as u32), start, i as u64);
                 (0..100).map(move |_| s.next_intended().unwrap()).collect::<Vec<_>>()
             })
             .collect();
@@ -166,7 +197,7 @@ mod tests {
                     arrival = \"uniform\"\n[consumers]\ncount = 7\n";
         let whole = crate::scenario::parse(text, std::path::Path::new("t.toml")).unwrap();
         let sends = |plan: &crate::scenario::Plan| -> Vec<Duration> {
-            let open = plan.producers.open_loop.unwrap();
+            let open = plan.producers.open_loop.as_ref().unwrap();
             (0..plan.producers.count as usize)
                 .flat_map(|p| {
                     let mut s = Schedule::for_producer(open, plan.producers.count, plan.producer_slot(p), start, 9);

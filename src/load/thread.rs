@@ -180,7 +180,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         // Seeds and the schedule's phase follow the producer's index in the fleet.
         let slot = plan.producer_slot(p);
         let ops = Q::new(pconns[k % pconns.len()].clone(), routes.clone(), shared.clone());
-        let schedule = match plan.producers.open_loop {
+        let schedule = match &plan.producers.open_loop {
             Some(open) => Schedule::for_producer(open, plan.producers.count, slot, begin, seed(1, slot.0, 0)),
             None => Schedule::Closed,
         };

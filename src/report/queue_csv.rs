@@ -9,6 +9,7 @@ use super::results::{DepthSample, RunResults};
 use super::writer::Writer;
 use super::{write_atomic, ReportError};
 use crate::metrics::{JobCounter, RunMetrics};
+use crate::scenario::Stages;
 
 /// One row of queue.csv (the header is the field names), as written and read back (a fleet's
 /// merge adds the shards' rows second by second).
@@ -34,11 +35,16 @@ pub struct QueueRow {
     pub reaped: u64,
     /// Stale completions refused during the second.
     pub stale_refused: u64,
+    /// The load shape's stage under way at the second's start (0-based; empty without
+    /// `[[stages]]` and after the last stage).
+    #[serde(default)]
+    pub stage: Option<usize>,
 }
 
 /// Writes `queue.csv` to `path`: header
-/// `t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused`,
-/// one row per measured second (`t_s` its start, s since the run start).
+/// `t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused,stage`,
+/// one row per measured second (`t_s` its start, s since the run start; `stage` as in
+/// intervals.csv, from `stages`).
 ///
 /// The depths (summed over the run's queues) are the last reading taken within that second
 /// (empty when none was: the server did not answer); the counters are the jobs enqueued,
@@ -46,7 +52,12 @@ pub struct QueueRow {
 ///
 /// # Errors
 /// [`ReportError::Csv`] or [`ReportError::Io`], naming `path`.
-pub fn write_queue_csv(path: &Path, run: &RunMetrics, depths: &[DepthSample]) -> Result<(), ReportError> {
+pub fn write_queue_csv(
+    path: &Path,
+    run: &RunMetrics,
+    depths: &[DepthSample],
+    stages: Option<&Stages>,
+) -> Result<(), ReportError> {
     let csv_err = |source| ReportError::Csv { path: path.to_path_buf(), source };
     write_atomic(path, |w| {
         let mut out = csv::Writer::from_writer(w);
@@ -65,6 +76,7 @@ pub fn write_queue_csv(path: &Path, run: &RunMetrics, depths: &[DepthSample]) ->
                 completed_calls: job(JobCounter::Completed),
                 reaped: job(JobCounter::Reaped),
                 stale_refused: job(JobCounter::StaleRefused),
+                stage: super::intervals_csv::stage_of_second(stages, rec.index).0,
             })
             .map_err(csv_err)?;
         }
@@ -79,7 +91,7 @@ impl Writer<RunResults<'_>> for QueueCsv {
         "queue.csv"
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
-        write_queue_csv(path, run.metrics, run.depths)
+        write_queue_csv(path, run.metrics, run.depths, run.stages)
     }
 }
 
@@ -94,14 +106,14 @@ mod tests {
         let depths = [DepthSample { t_s: 1.2, depths: Depths { pending: 7, ..Depths::default() } }];
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("queue.csv");
-        write_queue_csv(&path, &sample_run(), &depths).unwrap();
+        write_queue_csv(&path, &sample_run(), &depths, None).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            "t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused"
+            "t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused,stage"
         );
-        assert_eq!(lines[1], "1,7,0,0,0,0,20,0,0,0");
-        assert_eq!(lines[2], "2,,,,,,0,10,0,2", "no depth read in second 2");
+        assert_eq!(lines[1], "1,7,0,0,0,0,20,0,0,0,");
+        assert_eq!(lines[2], "2,,,,,,0,10,0,2,", "no depth read in second 2");
     }
 }

@@ -7,6 +7,7 @@ use crate::history::HistoryHeader;
 use crate::load::coordinator::Depths;
 use crate::metrics::RunMetrics;
 use crate::probe::ServerSeries;
+use crate::scenario::Stages;
 use std::path::Path;
 
 /// The queue depths read at one moment of the run (the coordinator's progress poll).
@@ -32,6 +33,9 @@ pub struct RunResults<'a> {
     pub invariants: Option<&'a InvariantsReport>,
     /// The history's header and the load threads' streams.
     pub history: (&'a HistoryHeader, &'a [Vec<u8>]),
+    /// The open loop's load shape (`[[stages]]`), whose stage and intended rate the
+    /// per-second files give each second; `None` without stages.
+    pub stages: Option<&'a Stages>,
 }
 
 /// `summary.json`.

@@ -76,11 +76,15 @@ pub const MAX_LIMIT: u64 = 100_000;
 /// `queues = N` (a sanity bound, not a protocol rule: 2 maintenance tasks per queue).
 pub const MAX_QUEUES: u32 = 10_000;
 
-/// `producers.rate`, jobs/s over all producers. At 10 million jobs/s the schedule's gap is
+/// `producers.rate` and each `stages[i].rate`, jobs/s over all producers. At 10 million jobs/s the schedule's gap is
 /// 0.1 µs; no client sends that fast (~2 µs of client CPU per request here, and a single
 /// server runs well under a million scripts/s), and a faster schedule is only an unmeasured
 /// closed loop whose every send is late.
 pub const MAX_RATE: f64 = 10_000_000.0;
+
+/// `[[stages]]` entries. A stage is a line of the load shape; a thousand draw any shape a run
+/// of at most a week can show second by second, and more spell a generated file gone wrong.
+pub const MAX_STAGES: usize = 1000;
 
 /// One lane's best-case request rate for the rate warning: a loopback EVALSHA round trip is
 /// ~50 µs here (p50 of a one-lane closed loop), so one lane completes at most ~20 000 calls/s.

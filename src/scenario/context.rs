@@ -133,19 +133,29 @@ impl Ctx<'_> {
     }
 }
 
-/// The 1-based line of the deepest key of `dotted` (e.g. `producers.payload.uniform`)
-/// present in `text`; `[i]` suffixes are ignored.
+/// The 1-based line of the deepest key of `dotted` (e.g. `producers.payload.uniform`, or
+/// `stages[2].rate` inside an array of tables) present in `text`.
 pub(crate) fn line_of(text: &str, dotted: &str) -> Option<usize> {
     let doc = DeTable::parse(text).ok()?;
     let mut table = doc.get_ref();
     let mut found = None;
     for part in dotted.split('.') {
-        let key = part.split('[').next().unwrap_or(part).trim();
+        let (key, index) = match part.split_once('[') {
+            Some((key, rest)) => (key.trim(), rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part.trim(), None),
+        };
         let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref() == key) else {
             break;
         };
         found = Some(k.span());
-        match v.get_ref() {
+        let value = match (v.get_ref(), index) {
+            (DeValue::Array(items), Some(i)) => match items.get(i) {
+                Some(item) => item.get_ref(),
+                None => break,
+            },
+            (value, _) => value,
+        };
+        match value {
             DeValue::Table(t) => table = t,
             _ => break,
         }

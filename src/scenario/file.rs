@@ -19,13 +19,13 @@ use super::units::{Count, HumanDuration};
 /// name = "smoke"              # required; 1-64 bytes of [A-Za-z0-9_.-] (used in result paths)
 /// description = "..."         # free text
 /// seed = 42                   # required; all randomness derives from it
-/// duration = "10s"            # run length, at most 7 days ... (exactly one of duration / jobs)
+/// duration = "10s"            # run length, at most 7 days ... (exactly one of duration / jobs / [[stages]])
 /// # jobs = 100000             # ... or total jobs to enqueue, 1..=10000000
 /// warmup = "1s"               # excluded from histograms; default "0s"; at most 7 days
 /// drain = "30s"               # max wait for consumers after producers stop; default "30s"; <= 7 days
 /// queues = 4                  # "name" (one queue) or N in 1..=10000 (bench-0 .. bench-(N-1)); default "bench"
 /// protocol = "bullmq"         # the queue protocol: "echomq-v1" (default) or "bullmq" (BullMQ's own scripts)
-/// [target] ... [producers] ... [consumers] ... [maintenance] ... [[faults]] ...
+/// [target] ... [producers] ... [consumers] ... [maintenance] ... [[stages]] ... [[faults]] ...
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,6 +67,10 @@ pub struct Scenario {
     /// `[maintenance]`.
     #[serde(default)]
     pub maintenance: Maintenance,
+    /// `[[stages]]`: the open loop's load shape (see `stages.rs`); exclusive with `duration`,
+    /// `jobs` and `producers.rate`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<super::stages::StageSpec>,
     /// `[[faults]]`: the nemesis schedule (see `faults.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<super::faults::FaultSpec>,

@@ -4,7 +4,7 @@
 //! Two layers (STYLE.md habit 4):
 //! - the raw layer mirrors the file, one struct per TOML table, every struct
 //!   `#[serde(deny_unknown_fields)]` (habit 3): [`Scenario`] (`file.rs`),
-//!   [`TargetTable`], [`Producers`], [`Consumers`], [`Maintenance`], with [`Dist`]
+//!   [`TargetTable`], [`Producers`], [`Consumers`], [`Maintenance`], [`StageSpec`], with [`Dist`]
 //!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] / [`Count`] (`units.rs`).
 //!   Defaults live in the raw structs' `Default` impls, so a serialized
 //!   [`Scenario`] shows every value the run used.
@@ -30,6 +30,7 @@ mod sampler;
 pub mod settings;
 pub mod shard;
 pub mod shipped;
+mod stages;
 mod target;
 pub mod thresholds;
 mod units;
@@ -50,6 +51,7 @@ pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan,
 pub use producers::{Arrival, Producers};
 pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
 pub use shard::{FleetLayout, JobNumbers, QueueMode, Shard, ShardRole, TaskRange};
+pub use stages::{StagePlan, StageSpec, Stages};
 pub use target::{redact_url, TargetTable};
 pub use units::{Count, HumanDuration, HumanSize};
 

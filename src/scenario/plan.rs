@@ -14,6 +14,7 @@ use super::error::ScenarioError;
 use super::file::Scenario;
 use super::producers::Arrival;
 use super::sampler::{DurationSampler, SizeSampler};
+use super::stages::Stages;
 use super::units::HumanDuration;
 
 /// A validated scenario, plus any command-line overrides.
@@ -65,23 +66,46 @@ impl Plan {
     }
 
     /// Applies the CLI's `--duration` and `--seed`. A duration replaces the file's
-    /// `duration` or `jobs` (the run becomes time-bounded).
+    /// `duration` or `jobs` (the run becomes time-bounded); with `[[stages]]` it cuts the
+    /// shape at that length, or holds the last stage's final rate up to it, and `scenario`
+    /// (summary.json's copy) has the stages that ran, with no `duration` beside them.
     ///
     /// # Errors
-    /// [`ScenarioError::Override`] if the duration is zero or not longer than `warmup`.
+    /// [`ScenarioError::Override`] if the duration is zero or not longer than `warmup`, or
+    /// if the stages cut at it intend no job.
     pub fn with_overrides(mut self, duration: Option<Duration>, seed: Option<u64>) -> Result<Self, ScenarioError> {
         if let Some(d) = duration {
+            let refuse = |expected: String| ScenarioError::Override {
+                path: self.source.clone(),
+                flag: "--duration".to_owned(),
+                found: humantime::format_duration(d).to_string(),
+                expected,
+            };
             if d.is_zero() || d <= self.warmup {
-                return Err(ScenarioError::Override {
-                    path: self.source.clone(),
-                    flag: "--duration".to_owned(),
-                    found: humantime::format_duration(d).to_string(),
-                    expected: format!("a duration longer than warmup ({})", humantime::format_duration(self.warmup)),
-                });
+                let expected = format!("a duration longer than warmup ({})", humantime::format_duration(self.warmup));
+                return Err(refuse(expected));
             }
             self.stop = Stop::Duration(d);
-            self.scenario.duration = Some(HumanDuration::from_duration(d));
-            self.scenario.jobs = None;
+            match self
+                .producers
+                .open_loop
+                .as_mut()
+                .and_then(|open| open.stages.as_mut().map(|s| (s, &mut open.rate_per_sec)))
+            {
+                Some((stages, rate)) => {
+                    let cut = stages.cut_or_hold(d);
+                    if cut.jobs() < 1.0 {
+                        return Err(refuse("a duration within which the [[stages]] intend at least one job".into()));
+                    }
+                    *rate = cut.mean_rate();
+                    self.scenario.stages = cut.specs();
+                    *stages = cut;
+                }
+                None => {
+                    self.scenario.duration = Some(HumanDuration::from_duration(d));
+                    self.scenario.jobs = None;
+                }
+            }
         }
         if let Some(s) = seed {
             self.seed = s;
@@ -97,16 +121,20 @@ impl Plan {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         let p = &self.producers;
-        if let Some(open) = p.open_loop {
+        if let Some(open) = &p.open_loop {
             let lanes = f64::from(p.count) * f64::from(p.pipeline);
-            let needed = (open.rate_per_sec / LANE_CALLS_PER_SEC).ceil();
+            // A shape is held to its peak: the lanes must carry its fastest stretch.
+            let (key, rate) = match open.stages {
+                Some(_) => ("the stages' peak rate", open.peak_rate()),
+                None => ("producers.rate", open.rate_per_sec),
+            };
+            let needed = (rate / LANE_CALLS_PER_SEC).ceil();
             if needed > lanes {
                 out.push(format!(
-                    "{}: producers.rate = {} jobs/s needs at least {needed} requests in flight (one lane completes at \
+                    "{}: {key} = {rate} jobs/s needs at least {needed} requests in flight (one lane completes at \
                      most ~{LANE_CALLS_PER_SEC} calls/s, at a loopback round trip), but producers.count × \
                      producers.pipeline = {lanes}: sends will fall behind the schedule (counted as late)",
                     self.source.display(),
-                    open.rate_per_sec,
                 ));
             }
         }
@@ -160,13 +188,26 @@ impl Fraction {
     }
 }
 
-/// Open-loop pacing: arrivals at a fixed total rate, independent of service time.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Open-loop pacing: arrivals at a total rate independent of service time, constant or
+/// following a load shape (`[[stages]]`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct OpenLoop {
-    /// Total jobs per second over all producers (> 0, finite).
+    /// Total jobs per second over all producers (> 0, finite): the constant rate, or with
+    /// `stages` their mean over the load phase (intended jobs / its length), what the run is
+    /// held to and reports as its requested rate.
     pub rate_per_sec: f64,
-    /// How inter-arrival gaps are drawn.
+    /// How inter-arrival gaps are drawn (in the shape's operational time with `stages`).
     pub arrival: Arrival,
+    /// `Some`: the rate follows this piecewise-linear shape from the load phase's start;
+    /// `None`: it is `rate_per_sec` throughout.
+    pub stages: Option<Stages>,
+}
+
+impl OpenLoop {
+    /// The highest rate the schedule asks for, jobs/s over all producers.
+    pub fn peak_rate(&self) -> f64 {
+        self.stages.as_ref().map_or(self.rate_per_sec, Stages::peak_rate)
+    }
 }
 
 /// `[producers]`, resolved.

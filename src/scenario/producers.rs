@@ -16,7 +16,8 @@ use super::units::{Count, HumanDuration, HumanSize};
 /// pipeline = 8           # enqueue requests in flight per task, 1..=10000;
 ///                        # count x pipeline <= 250000, x the largest payload <= 1 GiB
 /// rate = 2000.0          # jobs/s over all tasks => open loop, at most 1e7; absent => closed loop
-/// arrival = "poisson"    # "poisson" | "uniform"; only with `rate`
+///                        # (or the open loop of `[[stages]]`, which refuses a rate beside them)
+/// arrival = "poisson"    # "poisson" | "uniform"; only with `rate` or `[[stages]]`
 /// late_after = "1ms"     # a send this much after its intended time counts as late; 10µs..=1h
 /// allow_shortfall = false # true: a rate the run could not hold (achieved < 95%) does not fail it
 /// payload = { uniform = ["64B", "4KiB"] }  # size distribution, every size in 20 bytes..=64 MiB
@@ -39,7 +40,7 @@ pub struct Producers {
     /// Total arrival rate in jobs/s; presence selects the open loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
-    /// Inter-arrival law for the open loop; default poisson. Refused without `rate`.
+    /// Inter-arrival law for the open loop; default poisson. Refused without `rate` or stages.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arrival: Option<Arrival>,
     /// How far behind its intended time a send may leave before it counts as late; default

@@ -319,8 +319,11 @@ impl Plan {
         };
         let mut plan = self;
         let fleet_producers = plan.producers.count.max(1);
+        // A shard's share scales the whole shape: every stage's rates, and so their mean.
+        let share = f64::from(producers.count) / f64::from(fleet_producers);
         plan.producers.open_loop = plan.producers.open_loop.map(|open| OpenLoop {
-            rate_per_sec: open.rate_per_sec * f64::from(producers.count) / f64::from(fleet_producers),
+            rate_per_sec: open.rate_per_sec * share,
+            stages: open.stages.map(|s| s.scaled(share)),
             ..open
         });
         plan.stop = match plan.stop {
@@ -470,7 +473,7 @@ mod tests {
                 let part = whole.clone().for_shard(i, n, "g").unwrap();
                 p += part.producers.count;
                 c += part.consumers.count;
-                r += part.producers.open_loop.unwrap().rate_per_sec;
+                r += part.producers.open_loop.as_ref().unwrap().rate_per_sec;
                 if let Stop::Jobs(k) = part.stop {
                     j += k;
                 }

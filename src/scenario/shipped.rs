@@ -3,7 +3,7 @@
 //! is always read from disk first.
 
 /// `(name, text)` of every shipped scenario; the name is the file's, without `.toml`.
-pub const SHIPPED: [(&str, &str); 10] = [
+pub const SHIPPED: [(&str, &str); 11] = [
     ("bullmq-fencing-soak", include_str!("../../scenarios/bullmq-fencing-soak.toml")),
     ("bullmq-smoke", include_str!("../../scenarios/bullmq-smoke.toml")),
     ("bullmq-throughput", include_str!("../../scenarios/bullmq-throughput.toml")),
@@ -11,6 +11,7 @@ pub const SHIPPED: [(&str, &str); 10] = [
     ("nemesis", include_str!("../../scenarios/nemesis.toml")),
     ("open-loop", include_str!("../../scenarios/open-loop.toml")),
     ("opts-mix", include_str!("../../scenarios/opts-mix.toml")),
+    ("ramp", include_str!("../../scenarios/ramp.toml")),
     ("regress", include_str!("../../scenarios/regress.toml")),
     ("smoke", include_str!("../../scenarios/smoke.toml")),
     ("throughput", include_str!("../../scenarios/throughput.toml")),

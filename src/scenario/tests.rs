@@ -75,7 +75,7 @@ fn values_resolve_to_working_units() {
     assert_eq!(p.queues, ["bench-0", "bench-1", "bench-2"]);
     assert_eq!(p.target, TargetPlan::Url("redis://u:pw@h:6379/2".into()));
     assert_eq!(p.scenario.target.redacted().url.as_deref(), Some("redis://u:***@h:6379/2"));
-    let ol = p.producers.open_loop.unwrap();
+    let ol = p.producers.open_loop.clone().unwrap();
     assert_eq!((ol.rate_per_sec, ol.arrival), (500.0, Arrival::Uniform));
     assert_eq!(p.producers.payload.max_bytes(), 1024);
     assert_eq!(p.consumers.extend_every, Some(Duration::from_millis(150)));
@@ -303,5 +303,75 @@ fn rates_beyond_pacing_are_refused() {
         "[producers]\nrate = 1e12",
         &[":5: producers.rate = 1000000000000, expected a rate of at most 10000000 jobs/s (the schedule's gap would be under 0.1 µs"],
     );
-    assert_eq!(ok("[producers]\nrate = 1e7").producers.open_loop.unwrap().rate_per_sec, 1e7);
+    assert_eq!(ok("[producers]\nrate = 1e7").producers.open_loop.as_ref().unwrap().rate_per_sec, 1e7);
+}
+
+const STAGED: &str = "name = \"t\"\nseed = 1\n[producers]\narrival = \"uniform\"\n\
+    [[stages]]\nduration = \"5s\"\nrate = 1000\n\
+    [[stages]]\nduration = \"10s\"\nrate = 5000\nramp = true\n\
+    [[stages]]\nduration = \"5s\"\nrate = 5000\n";
+
+#[test]
+fn stages_resolve_to_a_rate_shape_and_the_run_length() {
+    let p = parse(STAGED, Path::new("x.toml")).unwrap();
+    assert_eq!(p.stop, Stop::Duration(Duration::from_secs(20)));
+    let open = p.producers.open_loop.clone().unwrap();
+    let stages = open.stages.clone().unwrap();
+    let rates: Vec<(f64, f64)> = stages.plans().map(|s| (s.rate_from, s.rate_to)).collect();
+    assert_eq!(rates, [(1000.0, 1000.0), (1000.0, 5000.0), (5000.0, 5000.0)]);
+    // 5 000 + 30 000 + 25 000 jobs over 20 s.
+    assert_eq!((open.rate_per_sec, open.arrival, open.peak_rate()), (3000.0, Arrival::Uniform, 5000.0));
+    let first_ramps_from_zero = format!("{BASE_STAGES}[[stages]]\nduration = \"2s\"\nrate = 100\nramp = true\n");
+    let p = parse(&first_ramps_from_zero, Path::new("x.toml")).unwrap();
+    let first = p.producers.open_loop.unwrap().stages.unwrap().plans().next().unwrap();
+    assert_eq!((first.rate_from, first.rate_to), (0.0, 100.0));
+    // The raw scenario writes its stages back as they were read.
+    let again = parse(&toml::to_string(&parse(STAGED, Path::new("x.toml")).unwrap().scenario).unwrap(), Path::new("x"));
+    assert_eq!(again.unwrap().producers.open_loop.unwrap().stages, Some(stages));
+}
+
+const BASE_STAGES: &str = "name = \"t\"\nseed = 1\n";
+
+#[test]
+fn stage_mistakes_name_the_stage_and_the_rule() {
+    let two = |second: &str| format!("{BASE_STAGES}[[stages]]\nduration = \"1s\"\nrate = 10\n[[stages]]\n{second}\n");
+    let e = refused_raw(&two("duration = \"1s\"\nrate = -5"), &["stages[1].rate = -5", "from 0 to 10000000"]);
+    assert_eq!(e.line(), Some(8), "the line of the second stage's rate");
+    refused_raw(&two("duration = \"1s\"\nrate = 2e7"), &["stages[1].rate", "from 0 to 10000000"]);
+    refused_raw(&two("duration = \"0s\"\nrate = 5"), &["stages[1].duration = \"0s\"", "longer than 0"]);
+    refused_raw(&two("duration = \"7d\"\nrate = 5"), &["stages[1].duration", "at most 7days together"]);
+    refused_raw(&two("duration = \"1s\"\nrate = 5\nramp = 1"), &["ramp"]);
+    refused_raw(&two("duration = \"1s\"\nrates = 5"), &["unknown field `rates`"]);
+    let stage = "[[stages]]\nduration = \"1s\"\nrate = 10\n";
+    refused_raw(
+        &format!("{BASE_STAGES}duration = \"5s\"\n{stage}"),
+        &["duration = \"5s\"", "no duration with [[stages]]"],
+    );
+    refused_raw(&format!("{BASE_STAGES}jobs = 5\n{stage}"), &["jobs = 5", "no jobs with [[stages]]"]);
+    refused_raw(
+        &format!("{BASE_STAGES}[producers]\nrate = 5.0\n{stage}"),
+        &["producers.rate = 5", "no producers.rate"],
+    );
+    refused_raw(&format!("{BASE_STAGES}[producers]\ncount = 0\n{stage}"), &["producers.count = 0", "[[stages]]"]);
+    refused_raw(&format!("{BASE_STAGES}warmup = \"1s\"\n{stage}"), &["stages = 1s in all", "longer than warmup"]);
+    refused_raw(&format!("{BASE_STAGES}[[stages]]\nduration = \"1s\"\nrate = 0\n"), &["stages", "at least one job"]);
+    let many = stage.repeat(bounds::MAX_STAGES + 1);
+    refused_raw(&format!("{BASE_STAGES}{many}"), &["stages = 1001 stages", "at most 1000 [[stages]]"]);
+}
+
+#[test]
+fn a_duration_override_cuts_the_stages_or_holds_the_last_rate() {
+    let p = parse(STAGED, Path::new("x.toml")).unwrap();
+    let cut = p.clone().with_overrides(Some(Duration::from_secs(10)), None).unwrap();
+    assert_eq!(cut.stop, Stop::Duration(Duration::from_secs(10)));
+    let open = cut.producers.open_loop.as_ref().unwrap();
+    // 5 s at 1 000/s, then half the ramp: 5 000 + 5 s × 2 000/s on average.
+    assert_eq!(open.rate_per_sec, 1500.0);
+    assert_eq!(cut.scenario.stages.len(), 2);
+    assert_eq!((cut.scenario.stages[1].rate, cut.scenario.stages[1].ramp), (3000.0, true));
+    assert!(cut.scenario.duration.is_none(), "the written scenario keeps stages without a duration");
+    let again = parse(&toml::to_string(&cut.scenario).unwrap(), Path::new("x")).unwrap();
+    assert_eq!(again.producers.open_loop, cut.producers.open_loop, "the results' scenario.toml repeats the run");
+    let held = p.with_overrides(Some(Duration::from_secs(30)), None).unwrap();
+    assert_eq!(held.producers.open_loop.unwrap().rate_per_sec, (60_000.0 + 50_000.0) / 30.0);
 }

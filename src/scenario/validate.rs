@@ -19,6 +19,7 @@ use super::error::ScenarioError;
 use super::file::{Queues, Scenario};
 use super::plan::{Backoff, ConsumerPlan, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
 use super::sampler::{DurationSampler, SizeSampler, MAX_DURATION};
+use super::stages::Stages;
 use super::MIN_PAYLOAD;
 
 /// Resolves `raw` (parsed from `text`, read from `path`) into a [`Plan`].
@@ -28,9 +29,26 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         return Err(cx.err("name", format!("{:?}", raw.name), "1-64 bytes of [A-Za-z0-9_.-]"));
     }
     let warmup = cx.at_most("warmup", &raw.warmup, MAX_RUN)?;
+    let stages = super::stages::stages(&cx, &raw.stages)?;
     let stop = match (&raw.duration, raw.jobs) {
+        // The stages set the run's length: the load phase lasts exactly as long as they do.
+        (Some(d), _) if stages.is_some() => {
+            let expected = "no duration with [[stages]] (the run lasts the stages' summed durations)";
+            return Err(cx.err("duration", format!("{:?}", d.as_str()), expected));
+        }
+        (_, Some(n)) if stages.is_some() => {
+            return Err(cx.err("jobs", n, "no jobs with [[stages]] (the stages' rates and durations set the jobs)"));
+        }
+        (None, None) => match &stages {
+            Some(s) if s.total() <= warmup => {
+                let found = format!("{} in all", humantime::format_duration(s.total()));
+                let expected = format!("stages lasting longer than warmup ({}) together", raw.warmup);
+                return Err(cx.err("stages", found, expected));
+            }
+            Some(s) => Stop::Duration(s.total()),
+            None => return Err(cx.err("duration + jobs", "neither set", "exactly one of them (or [[stages]])")),
+        },
         (Some(_), Some(_)) => return Err(cx.err_at("jobs", "duration + jobs", "both set", "exactly one of them")),
-        (None, None) => return Err(cx.err("duration + jobs", "neither set", "exactly one of them")),
         (Some(d), None) if d.get() <= warmup => {
             let expected = format!("a duration longer than warmup ({})", raw.warmup);
             return Err(cx.err("duration", format!("{d:?}", d = d.as_str()), expected));
@@ -38,7 +56,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         (Some(d), None) => Stop::Duration(cx.at_most("duration", d, MAX_RUN)?),
         (None, Some(n)) => Stop::Jobs(u64::from(cx.count("jobs", n, 1, MAX_JOBS, "jobs to enqueue")?)),
     };
-    let producers = producers(&cx, &raw)?;
+    let producers = producers(&cx, &raw, stages)?;
     // Consumers claim what producers enqueued: their payloads are the producers' sizes.
     let consumers = consumers(&cx, &raw, producers.payload.largest_drawn_bytes())?;
     Ok(Plan {
@@ -112,26 +130,22 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
     Ok(TargetPlan::Url(url.clone()))
 }
 
-fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
+/// `[producers]`; `stages` (resolved `[[stages]]`) selects the open loop instead of `rate`.
+fn producers(cx: &Ctx, raw: &Scenario, stages: Option<Stages>) -> Result<ProducerPlan, ScenarioError> {
     let p = &raw.producers;
     let tasks = cx.tasks("producers", p.count, p.connections, p.pipeline)?;
-    let open_loop = match (p.rate, p.arrival) {
-        (None, Some(a)) => {
-            let found = format!("{a:?} without producers.rate").to_lowercase();
-            return Err(cx.err("producers.arrival", found, "arrival only together with rate"));
-        }
-        (None, None) => None,
-        (Some(r), _) if !(r.is_finite() && r > 0.0) => return Err(cx.err("producers.rate", r, "a rate in jobs/s > 0")),
-        (Some(r), _) if r > MAX_RATE => {
-            let expected = format!(
-                "a rate of at most {MAX_RATE} jobs/s (the schedule's gap would be under 0.1 µs; nothing sends that fast)"
-            );
+    let open_loop = match (p.rate, p.arrival, stages) {
+        (Some(r), _, Some(_)) => {
+            let expected = "no producers.rate with [[stages]] (the stages set the rate)";
             return Err(cx.err("producers.rate", r, expected));
         }
-        (Some(_), _) if tasks.count == 0 => {
-            return Err(cx.err("producers.count", 0, "at least 1 producer when rate is set"))
+        (None, _, Some(_)) if tasks.count == 0 => {
+            return Err(cx.err("producers.count", 0, "at least 1 producer when [[stages]] are set"))
         }
-        (Some(r), a) => Some(OpenLoop { rate_per_sec: r, arrival: a.unwrap_or_default() }),
+        (None, a, Some(s)) => {
+            Some(OpenLoop { rate_per_sec: s.mean_rate(), arrival: a.unwrap_or_default(), stages: Some(s) })
+        }
+        (r, a, None) => open_loop(cx, tasks, r, a)?,
     };
     let priority = cx.fraction("producers.priority", p.priority)?;
     if priority.get() > 0.0 && p.priorities.is_empty() {
@@ -171,6 +185,33 @@ fn producers(cx: &Ctx, raw: &Scenario) -> Result<ProducerPlan, ScenarioError> {
         priorities: p.priorities.clone(),
         duplicate: cx.fraction("producers.duplicate", p.duplicate)?,
         max_attempts,
+    })
+}
+
+/// The open loop of a constant `producers.rate` (`None`: a closed loop), with its `arrival`.
+fn open_loop(
+    cx: &Ctx,
+    tasks: super::context::Tasks,
+    rate: Option<f64>,
+    arrival: Option<super::producers::Arrival>,
+) -> Result<Option<OpenLoop>, ScenarioError> {
+    Ok(match (rate, arrival) {
+        (None, Some(a)) => {
+            let found = format!("{a:?} without producers.rate").to_lowercase();
+            return Err(cx.err("producers.arrival", found, "arrival only together with rate or [[stages]]"));
+        }
+        (None, None) => None,
+        (Some(r), _) if !(r.is_finite() && r > 0.0) => return Err(cx.err("producers.rate", r, "a rate in jobs/s > 0")),
+        (Some(r), _) if r > MAX_RATE => {
+            let expected = format!(
+                "a rate of at most {MAX_RATE} jobs/s (the schedule's gap would be under 0.1 µs; nothing sends that fast)"
+            );
+            return Err(cx.err("producers.rate", r, expected));
+        }
+        (Some(_), _) if tasks.count == 0 => {
+            return Err(cx.err("producers.count", 0, "at least 1 producer when rate is set"))
+        }
+        (Some(r), a) => Some(OpenLoop { rate_per_sec: r, arrival: a.unwrap_or_default(), stages: None }),
     })
 }
 

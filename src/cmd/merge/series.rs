@@ -13,11 +13,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-/// Per second and script of intervals.csv: (ok, errors, ops/s, faults).
-type IntervalSums = BTreeMap<(u64, String), (u64, u64, f64, Vec<String>)>;
+/// Per second and script of intervals.csv: (ok, errors, ops/s, faults, the load shape's
+/// (stage, intended rate)).
+type IntervalSums = BTreeMap<(u64, String), (u64, u64, f64, Vec<String>, Shape)>;
 /// Per second of queue.csv: (shards that reported it, the depths with `None` once any shard
-/// lacked one, the counters).
-type QueueSums = BTreeMap<u64, (usize, [Option<u64>; 5], [u64; 4])>;
+/// lacked one, the counters, the stage).
+type QueueSums = BTreeMap<u64, (usize, [Option<u64>; 5], [u64; 4], Option<usize>)>;
+/// A second's stage (the same in every shard: the stages follow the fleet's common start) and
+/// intended rate (each shard's part of the fleet's, so their sum is the fleet's).
+type Shape = (Option<usize>, Option<f64>);
 
 /// One row of a shard's intervals.csv (the columns the fleet adds up).
 #[derive(Debug, Deserialize)]
@@ -29,6 +33,10 @@ struct IntervalRow {
     ops_per_sec: f64,
     #[serde(default)]
     faults: String,
+    #[serde(default)]
+    stage: Option<usize>,
+    #[serde(default)]
+    intended_rate: Option<f64>,
 }
 
 fn usage(path: &Path, e: impl std::fmt::Display) -> AppError {
@@ -96,6 +104,10 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
                 entry.0 += r.ok;
                 entry.1 += r.errors;
                 entry.2 += r.ops_per_sec;
+                entry.4 .0 = entry.4 .0.or(r.stage);
+                if let Some(rate) = r.intended_rate {
+                    entry.4 .1 = Some(entry.4 .1.unwrap_or(0.0) + rate);
+                }
                 for f in r.faults.split(';').filter(|f| !f.is_empty()) {
                     if !entry.3.iter().any(|x| x == f) {
                         entry.3.push(f.to_string());
@@ -103,8 +115,9 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
                 }
             }
         }
-        let mut csv = String::from("t_s,script,ok,errors,ops_per_sec,p50_ms,p99_ms,max_ms,faults\n");
-        for ((t, script), (ok, errors, ops, faults)) in &sums {
+        let mut csv =
+            String::from("t_s,script,ok,errors,ops_per_sec,p50_ms,p99_ms,max_ms,faults,stage,intended_rate\n");
+        for ((t, script), (ok, errors, ops, faults, (stage, intended))) in &sums {
             let ms = |q: f64| {
                 seconds.get(&(*t, script.clone())).map_or("0.000".to_string(), |(h, _)| {
                     let us = if q >= 1.0 { h.max() } else { h.value_at_quantile(q) };
@@ -112,11 +125,13 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
                 })
             };
             csv.push_str(&format!(
-                "{t},{script},{ok},{errors},{ops:.1},{},{},{},{}\n",
+                "{t},{script},{ok},{errors},{ops:.1},{},{},{},{},{},{}\n",
                 ms(0.5),
                 ms(0.99),
                 ms(1.0),
-                faults.join(";")
+                faults.join(";"),
+                stage.map(|s| s.to_string()).unwrap_or_default(),
+                intended.map(|r| format!("{r:.1}")).unwrap_or_default(),
             ));
         }
         write_text(&out.join("intervals.csv"), &csv).map_err(AppError::Report)?;
@@ -127,8 +142,9 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
         let mut sums = QueueSums::new();
         for path in queue_files {
             for r in rows::<QueueRow>(&path)? {
-                let entry = sums.entry(r.t_s).or_insert((0, [Some(0); 5], [0; 4]));
+                let entry = sums.entry(r.t_s).or_insert((0, [Some(0); 5], [0; 4], None));
                 entry.0 += 1;
+                entry.3 = entry.3.or(r.stage);
                 for (sum, v) in entry.1.iter_mut().zip([r.pending, r.active, r.delayed, r.completed, r.failed]) {
                     // Shards of a `shared` fleet read the same queues: the deepest reading
                     // of the second, not a sum that counts every job once per shard.
@@ -141,7 +157,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
         }
         let path = out.join("queue.csv");
         let mut csv = csv::Writer::from_writer(Vec::new());
-        for (t, (seen, depths, counters)) in &sums {
+        for (t, (seen, depths, counters, stage)) in &sums {
             // A depth is the fleet's only when every shard read its queues in that second.
             let depth = |i: usize| depths[i].filter(|_| *seen == shards);
             let row = QueueRow {
@@ -155,6 +171,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
                 completed_calls: counters[1],
                 reaped: counters[2],
                 stale_refused: counters[3],
+                stage: *stage,
             };
             csv.serialize(row).map_err(|e| usage(&path, e))?;
         }

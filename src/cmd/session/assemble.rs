@@ -66,7 +66,7 @@ pub(super) fn summarize(
     // whole measured run.
     crate::report::over_load_phase(&mut scripts, driven.load_secs - metrics.warmup_intervals as f64);
     let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
-    let producers = plan.producers.open_loop.map(|open| {
+    let producers = plan.producers.open_loop.as_ref().map(|open| {
         let late = all_jobs(metrics)[JobCounter::LateSends.index()];
         let jobs_bounded = matches!(plan.stop, scenario::Stop::Jobs(_));
         let (load, sent, never) = (driven.load_secs, driven.sent, driven.never_sent);

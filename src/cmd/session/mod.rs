@@ -461,6 +461,7 @@ impl Session {
                 depths: &depth_log,
                 invariants: checked.as_ref().map(|outcome| &outcome.report),
                 history: (&header, &driven.streams),
+                stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
             },
             &run_writers(),
         );

@@ -176,7 +176,23 @@ impl RunOptions {
             let key = vec!["producers".to_owned(), "rate".to_owned()];
             settings.push(scenario::settings::Setting { key, value: toml::Value::Float(rate) });
         }
-        let plan = scenario::load_with(&args.scenario, &settings)?.with_overrides(args.duration, args.seed)?;
+        let plan = match scenario::load_with(&args.scenario, &settings) {
+            Ok(plan) => plan,
+            // A scenario whose rate follows [[stages]] has no single rate to replace: said as
+            // the flag's error, not as a `--set` the user never typed.
+            Err(err) => match args.rate.and_then(|_| scenario::load_with(&args.scenario, &args.set).ok()) {
+                Some(plain) if plain.producers.open_loop.as_ref().is_some_and(|open| open.stages.is_some()) => {
+                    return Err(AppError::Usage(format!(
+                        "{}: --rate {}: the scenario's rate follows its [[stages]]; expected no --rate (change \
+                         the stages' rates instead)",
+                        args.scenario.display(),
+                        args.rate.unwrap_or_default()
+                    )));
+                }
+                _ => return Err(err.into()),
+            },
+        };
+        let plan = plan.with_overrides(args.duration, args.seed)?;
         let url = args.url.clone().or(match &plan.target {
             TargetPlan::Url(url) => Some(url.clone()),
             TargetPlan::Embedded { .. } => None,
