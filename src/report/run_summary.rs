@@ -375,6 +375,7 @@ mod tests {
                     }),
                     detail: "grows".into(),
                 }],
+                not_tested: None,
             }),
             time_in_queue_us: Some(super::super::Percentiles { p50: 400, p99: 3100, ..Default::default() }),
             depths_end: Some(Depths { pending: 1, ..Depths::default() }),

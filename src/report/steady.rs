@@ -116,6 +116,10 @@ pub struct SteadyState {
     pub seconds: usize,
     /// Each check, in order: rate, backlog, throughput, then p99 per script.
     pub checks: Vec<SteadyCheck>,
+    /// Why the trends were not tested, when they were not (a run whose `[[stages]]` change the
+    /// rate on purpose); `steady` is then `null` unless the rate was not held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_tested: Option<String>,
 }
 
 impl SteadyState {
@@ -130,6 +134,9 @@ impl SteadyState {
         match self.steady {
             Some(true) => format!("steady: yes ({} checks over {} s of load)", self.checks.len(), self.seconds),
             Some(false) => format!("steady: NO: {}", self.failures().join("; ")),
+            None if self.not_tested.is_some() => {
+                format!("steady: not tested ({})", self.not_tested.as_deref().unwrap_or_default())
+            }
             None => {
                 format!("steady: too short to tell ({} s of load measured; a trend needs {MIN_POINTS})", self.seconds)
             }
@@ -223,7 +230,10 @@ impl LoadSeries {
 /// backlog grows significantly by more than [`BACKLOG_SHARE`] of the arrival rate; the jobs
 /// finished per second trend significantly by more than [`THROUGHPUT_CHANGE`] of their median
 /// over the window; a script's per-second p99 rises significantly by more than [`P99_CHANGE`].
-pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>) -> SteadyState {
+///
+/// `shaped`: the run's rate follows `[[stages]]`, so its throughput, backlog and p99 change on
+/// purpose: only the rate is judged, and the trends are reported as not tested.
+pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool) -> SteadyState {
     let seconds = series.arrivals.len();
     let mut checks = Vec::new();
     if let Some(r) = rates {
@@ -242,7 +252,7 @@ pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>) -> SteadyState 
         });
     }
     let too_short = seconds < MIN_POINTS;
-    if !too_short {
+    if !too_short && !shaped {
         let arrivals = crate::stats::mean(&series.arrivals).unwrap_or(0.0);
         if let Some(t) = mann_kendall(&series.backlog) {
             let grows = t.p_value < TREND_P && t.slope > BACKLOG_SHARE * arrivals && t.slope > 0.0;
@@ -295,12 +305,13 @@ pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>) -> SteadyState 
     let failed = checks.iter().any(|c| !c.steady);
     let steady = if failed {
         Some(false)
-    } else if too_short {
+    } else if too_short || shaped {
         None
     } else {
         Some(true)
     };
-    SteadyState { steady, seconds, checks }
+    let not_tested = shaped.then(|| "the [[stages]] change the rate on purpose; only the rate held is judged".into());
+    SteadyState { steady, seconds, checks, not_tested }
 }
 
 fn statistic(t: &TrendTest, xs: &[f64]) -> TrendStatistic {
@@ -361,7 +372,7 @@ mod tests {
     #[test]
     fn a_stationary_run_is_steady() {
         for seed in 0..20 {
-            let s = judge(&stationary(seed * 10), Some(&held(true)));
+            let s = judge(&stationary(seed * 10), Some(&held(true)), false);
             assert_eq!(s.steady, Some(true), "seed {seed}: {:?}", s.failures());
             assert_eq!(s.checks.len(), 4);
         }
@@ -372,7 +383,7 @@ mod tests {
         let mut s = stationary(1);
         // Consumers finish 730 of 1000 a second: the backlog grows 270 a second.
         s.backlog = s.backlog.iter().enumerate().map(|(i, b)| b + 270.0 * i as f64).collect();
-        let j = judge(&s, Some(&held(true)));
+        let j = judge(&s, Some(&held(true)), false);
         assert_eq!(j.steady, Some(false));
         let failures = j.failures();
         assert_eq!(failures.len(), 1, "{failures:?}");
@@ -384,18 +395,18 @@ mod tests {
     fn a_trending_p99_is_not_steady_and_a_falling_one_is() {
         let mut s = stationary(2);
         s.p99_us[0].1 = s.p99_us[0].1.iter().enumerate().map(|(i, p)| p + 40.0 * i as f64).collect();
-        let j = judge(&s, None);
+        let j = judge(&s, None, false);
         assert_eq!(j.steady, Some(false));
         assert!(j.failures()[0].starts_with("p99 claim: per-second p99 rises"), "{:?}", j.failures());
         s.p99_us[0].1.reverse();
-        assert_eq!(judge(&s, None).steady, Some(true));
+        assert_eq!(judge(&s, None, false).steady, Some(true));
     }
 
     #[test]
     fn falling_throughput_is_not_steady() {
         let mut s = stationary(3);
         s.finished = s.finished.iter().enumerate().map(|(i, f)| f - 15.0 * i as f64).collect();
-        let j = judge(&s, None);
+        let j = judge(&s, None, false);
         assert_eq!(j.steady, Some(false));
         assert!(j.failures()[0].starts_with("throughput:"), "{:?}", j.failures());
     }
@@ -403,16 +414,26 @@ mod tests {
     #[test]
     fn a_shortfall_is_not_steady_even_when_too_short_to_test_trends() {
         let mut s = stationary(4);
-        let j = judge(&s, Some(&held(false)));
+        let j = judge(&s, Some(&held(false)), false);
         assert_eq!(j.steady, Some(false));
         assert!(j.failures()[0].starts_with("rate: achieved 700 of 1000"), "{:?}", j.failures());
         s.arrivals.truncate(5);
         s.finished.truncate(5);
         s.backlog.truncate(5);
-        assert_eq!(judge(&s, Some(&held(false))).steady, Some(false));
-        let short = judge(&s, Some(&held(true)));
+        assert_eq!(judge(&s, Some(&held(false)), false).steady, Some(false));
+        let short = judge(&s, Some(&held(true)), false);
         assert_eq!(short.steady, None);
         assert!(short.line().contains("too short"), "{}", short.line());
+    }
+
+    #[test]
+    fn a_shaped_run_judges_only_its_rate() {
+        let mut s = stationary(5);
+        s.backlog = s.backlog.iter().enumerate().map(|(i, b)| b + 270.0 * i as f64).collect();
+        let j = judge(&s, Some(&held(true)), true);
+        assert_eq!((j.steady, j.checks.len()), (None, 1));
+        assert!(j.line().starts_with("steady: not tested ("), "{}", j.line());
+        assert_eq!(judge(&s, Some(&held(false)), true).steady, Some(false));
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub(super) fn summarize(
             .with_server(server.saturated().map(|n| (n.node.as_str(), n.cpu_pct_mean)))
     });
     let series = steady::LoadSeries::of(metrics, depths, driven.load_secs);
-    let steady = Some(steady::judge(&series, producers.as_ref()));
+    let shaped = plan.producers.open_loop.as_ref().is_some_and(|o| o.stages.is_some());
+    let steady = Some(steady::judge(&series, producers.as_ref(), shaped));
     let system = Some(series.system_rates());
     RunSummary {
         schema_version: SCHEMA_VERSION,
