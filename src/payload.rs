@@ -37,7 +37,7 @@ const FILLER_STRIDE: usize = 64;
 /// Bytes between two CRC checkpoints of a filler stream (the stride and the pool are multiples
 /// of it, so a checkpoint's bytes never straddle the pool's end).
 const CHECKPOINT: usize = 64;
-const _: () = assert!(FILLER_STRIDE % CHECKPOINT == 0 && POOL_LEN % CHECKPOINT == 0);
+const _: () = assert!(FILLER_STRIDE.is_multiple_of(CHECKPOINT) && POOL_LEN.is_multiple_of(CHECKPOINT));
 
 /// A pool of random filler bytes; one per load thread (`!Sync`: its CRC caches are cells).
 pub struct PayloadPool {

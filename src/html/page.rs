@@ -4,7 +4,8 @@
 use super::chart::{Chart, Line, XAxis, PALETTE};
 use super::model::{RunView, ScriptView};
 use super::parts::{esc, figure, open_page};
-use crate::report::ms3;
+use crate::report::percentile_bounds::{grouped, range_ms, CONFIDENCE};
+use crate::report::{ms3, PercentileBound, ScriptSummary};
 use std::fmt::Write;
 
 /// The whole page for `view`.
@@ -128,23 +129,65 @@ fn scripts_table(out: &mut String, view: &RunView) {
     out.push_str("<h2>Scripts</h2><table><tr><th>script</th><th>calls</th><th>ok</th><th>errors</th><th>ops/s</th>\
         <th>p50 ms</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th><th>service p50</th><th>service p99</th></tr>");
     for s in &view.summary.scripts {
-        let l = &s.latency_us;
+        let (l, iv) = (&s.latency_us, &s.latency_us.intervals);
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.script), s.calls, s.ok, s.error_total(), s.ops_per_sec,
-            ms3(l.p50), ms3(l.p90), ms3(l.p99), ms3(l.p999), ms3(l.p9999), ms3(l.max),
+            with_interval(l.p50, &iv.p50, iv.samples), with_interval(l.p90, &iv.p90, iv.samples),
+            with_interval(l.p99, &iv.p99, iv.samples), with_interval(l.p999, &iv.p999, iv.samples),
+            with_interval(l.p9999, &iv.p9999, iv.samples), ms3(l.max),
             ms3(s.service_us.p50), ms3(s.service_us.p99)
         );
     }
     let jobs: Vec<String> =
         view.summary.jobs.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
     out.push_str("</table>");
+    let _ = write!(
+        out,
+        "<p class=\"note\">In brackets: the {:.0} % interval of each percentile, from order statistics (true for any \
+         latency distribution if calls are independent; a tail percentile with too few calls has no finite upper \
+         bound and says how many it needs).{}</p>",
+        CONFIDENCE * 100.0,
+        esc(&effective_note(&view.summary.scripts))
+    );
     // The errors line before the jobs, as in the terminal.
     if let Some(errors) = crate::report::errors_line(&view.summary.scripts) {
         let _ = write!(out, "<p class=\"note\">{}</p>", esc(&errors));
     }
     let _ = write!(out, "<p class=\"note\">latency from the intended send (coordinated-omission free), service time from the actual send; jobs: {}</p>", esc(&jobs.join(", ")));
+}
+
+/// A percentile cell: `1.310 (1.280–1.350)`, or `1.310 needs ≥ 3 688 calls` with no finite
+/// upper bound; the value alone without an ok call.
+fn with_interval(value_us: u64, b: &PercentileBound, samples: u64) -> String {
+    if samples == 0 {
+        return ms3(value_us);
+    }
+    let interval = match (b.hi_us, b.needs_calls) {
+        (None, Some(needs)) => format!("needs ≥ {} calls", grouped(needs)),
+        _ => format!("({})", range_ms(b)),
+    };
+    format!("{} <span class=\"ci\">{}</span>", ms3(value_us), esc(&interval))
+}
+
+/// ` Per-second p99 correlated: enqueue worth 2 100 independent calls of 9 000 (lag-1 0.62).`
+/// for the scripts whose correlation halves their calls; empty when none does.
+fn effective_note(scripts: &[ScriptSummary]) -> String {
+    let parts: Vec<String> = scripts
+        .iter()
+        .filter_map(|s| {
+            let (ess, rho) = (s.effective_samples?, s.lag1_autocorrelation?);
+            (ess.saturating_mul(2) < s.ok).then(|| {
+                format!("{} worth {} independent calls of {} (lag-1 {rho:.2})", s.script, grouped(ess), grouped(s.ok))
+            })
+        })
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" Per-second p99 correlated, so the intervals are too narrow: {}.", parts.join("; "))
+    }
 }
 
 fn script_section(out: &mut String, script: &ScriptView, x: XAxis, shade: &[(f64, f64)]) {

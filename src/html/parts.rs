@@ -15,7 +15,7 @@ figure{margin:0;border:1px solid #e4e4e4;border-radius:4px;padding:6px}figcaptio
 .legend{font-size:12px;margin:2px 4px}.legend span{margin-right:14px;white-space:nowrap}\
 .legend i{display:inline-block;width:14px;height:4px;margin:0 4px 3px 0;vertical-align:middle}\
 .pass{color:#17702a;font-weight:600}.fail{color:#b3161b;font-weight:600}.nodata{color:#888;padding:40px 10px}\
-.note{color:#555;font-size:12px;text-align:left}.fault{background:rgba(255,0,0,.15);padding:0 4px}";
+.note{color:#555;font-size:12px;text-align:left}.ci{color:#777;font-size:12px;white-space:nowrap}.fault{background:rgba(255,0,0,.15);padding:0 4px}";
 
 /// Escapes `s` for HTML text and attribute values (the five characters HTML gives meaning).
 pub fn esc(s: &str) -> String {

@@ -90,7 +90,7 @@ pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(c);
@@ -118,19 +118,24 @@ fn phrase(label: &str, value_us: u64, b: &PercentileBound, samples: u64) -> Stri
 }
 
 /// The lines under the terminal table: one per script with an ok call, giving its p99 and its
-/// 95 % interval, then p99.9 and p99.99 where their interval is not finite or wide (more than
-/// a fifth of the value), then, when the per-second p99 series is correlated enough to halve
+/// 95 % interval, then p99.9 and p99.99 where their interval is wide (more than a fifth of the
+/// value) or not finite (only the lowest percentile without an upper bound is named), then, when the per-second p99 series is correlated enough to halve
 /// the information, the effective sample size. Shape, ms:
 ///
-/// `  enqueue: p99 1.310 (1.280–1.350); p99.9 needs ≥ 3 688 calls (has 1 204); p99.99 needs ≥ 36 887 calls (has 1 204)`
+/// `  enqueue: p99 1.310 (1.280–1.350); p99.9 needs ≥ 3 688 calls (has 1 204)`
 pub fn interval_lines(scripts: &[ScriptSummary]) -> Vec<String> {
     let mut lines = Vec::new();
     for s in scripts.iter().filter(|s| s.ok > 0) {
         let (l, iv) = (&s.latency_us, &s.latency_us.intervals);
         let mut line = format!("  {}: {}", s.script, phrase("p99", l.p99, &iv.p99, iv.samples));
-        for (label, value, b) in [("p99.9", l.p999, &iv.p999), ("p99.99", l.p9999, &iv.p9999)] {
+        // A higher percentile than one with no upper bound has none either: say it once.
+        let tails = [("p99.9", l.p999, &iv.p999), ("p99.99", l.p9999, &iv.p9999)];
+        for (label, value, b) in tails.into_iter().take_while(|_| iv.p99.hi_us.is_some()) {
             if b.hi_us.is_none() || b.is_wide(value) {
                 let _ = write!(line, "; {}", phrase(label, value, b, iv.samples));
+            }
+            if b.hi_us.is_none() {
+                break;
             }
         }
         if let (Some(ess), Some(rho)) = (s.effective_samples, s.lag1_autocorrelation) {
@@ -183,6 +188,22 @@ mod tests {
         let iv = PercentileIntervals::of(&histogram(0));
         assert_eq!(iv.samples, 0);
         assert_eq!(iv.p50.lo_us, None);
+    }
+
+    #[test]
+    fn a_script_line_names_p99_and_only_the_first_tail_percentile_without_a_bound() {
+        let mut s = ScriptSummary::with_counts("claim", 1_204, 1_204, &[]);
+        s.latency_us = super::super::Percentiles::of(&histogram(1_204));
+        let iv = s.latency_us.intervals.p99;
+        let want = format!("  claim: p99 1.192 ({}); p99.9 needs ≥ 3 688 calls (has 1 204)", range_ms(&iv));
+        assert_eq!(interval_lines(&[s.clone()]), [want.clone()]);
+        // Correlated enough to halve the calls: said at the end of the line.
+        (s.lag1_autocorrelation, s.effective_samples) = (Some(0.8), Some(133));
+        let line = &interval_lines(&[s])[0];
+        assert_eq!(
+            line.strip_prefix(&want).unwrap(),
+            "; per-second p99 correlated (lag-1 0.80): worth 133 independent calls"
+        );
     }
 
     #[test]

@@ -119,12 +119,8 @@ mod tests {
                 && lines[2].ends_with(&ms3(run.script(crate::lua::Script::Complete).unwrap().latency.max()))
         );
         assert_eq!(lines[4], "95 % intervals (order statistics, any distribution, independent calls assumed):");
-        assert_eq!(
-            lines[5],
-            "  enqueue: p99 needs ≥ 368 calls (has 20); p99.9 needs ≥ 3 688 calls (has 20); \
-             p99.99 needs ≥ 36 887 calls (has 20)"
-        );
-        assert!(lines[6].starts_with("  complete: p99 needs ≥ 368 calls (has 10);"), "{table}");
+        assert_eq!(lines[5], "  enqueue: p99 needs ≥ 368 calls (has 20)");
+        assert_eq!(lines[6], "  complete: p99 needs ≥ 368 calls (has 10)");
         assert_eq!(
             lines[7],
             "errors: complete EMQFENCE 2; stale workers' calls refused (fencing, invariant I6): 2 of 2"

@@ -220,7 +220,7 @@ fn take_members(
 ) -> Result<(), CallError> {
     let step = if loc == Location::Delayed { 2 } else { 1 };
     let bad = || CallError::Reply(format!("range of {}{}: not a list of members", bull.prefix, loc.name()));
-    if chunk.len() % step != 0 {
+    if !chunk.len().is_multiple_of(step) {
         return Err(bad());
     }
     let mut items = chunk.into_iter();

@@ -4,6 +4,8 @@
 //! ([`compare_paired`]: sign test, bootstrap interval of the median ratio, noise band
 //! `--noise-cost`).
 
+mod render;
+
 pub use crate::cli::cost::CostArgs;
 use crate::compare::verdict::{compare_metric, compare_paired, MetricComparison, Overall};
 use crate::compare::{CompareOptions, Measure, Metric};
@@ -15,8 +17,8 @@ use crate::report::{write_atomic, ReportError};
 use crate::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
+use render::{markdown, table};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -227,138 +229,4 @@ fn pairs_of(blocks: &[(u32, ScriptCost)], script: Script) -> Vec<(f64, f64)> {
         }
     }
     pairs
-}
-
-/// The table: one row per script, the median µs per call of each arm (and its CV), and with
-/// two arms the change, its interval and the verdict, then the overall verdict.
-fn table(report: &CostReport, options: &CompareOptions) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "server cost per call, medians over the blocks of {} repetition(s) on valkey {} (µs inside the script; CPU = script + I/O):",
-        report.repeat, report.server_version
-    );
-    let cv =
-        |xs: &[f64]| stats::coefficient_of_variation(xs).map_or("-".to_string(), |cv| format!("{:.1}%", cv * 100.0));
-    match report.lua_dirs.as_slice() {
-        [dir] => {
-            let _ = writeln!(out, "{dir}\n");
-            let _ = writeln!(out, "{:<16} {:>8} {:>10} {:>6} {:>10}", "script", "calls", "µs/call", "cv", "CPU µs");
-            for s in &report.scripts {
-                let _ = writeln!(
-                    out,
-                    "{:<16} {:>8} {:>10.2} {:>6} {:>10.2}",
-                    s.script,
-                    s.calls,
-                    med(&s.us_per_call[0]),
-                    cv(&s.us_per_call[0]),
-                    med(&s.cpu_us_per_call[0])
-                );
-            }
-            if let [cycle] = report.cycle_cpu_us[..] {
-                let _ = writeln!(out, "\njob cycle (enqueue + claim + complete): server CPU {cycle:.2} µs per job");
-            }
-        }
-        [base, new] => {
-            let _ = writeln!(out, "BASE {base}\nNEW  {new}\n");
-            let _ = writeln!(
-                out,
-                "{:<16} {:>10} {:>10} {:>8} {:>18} {:>8}  verdict",
-                "script", "BASE µs", "NEW µs", "change", "95% CI", "p"
-            );
-            for s in &report.scripts {
-                let Some(c) = &s.comparison else { continue };
-                let (change, ci) = change_and_ci(c);
-                let p = c.p_worse.zip(c.p_better).map_or("-".to_string(), |(w, b)| format!("{:.3}", w.min(b)));
-                let _ = writeln!(
-                    out,
-                    "{:<16} {:>10.2} {:>10.2} {:>8} {:>18} {:>8}  {} ({})",
-                    s.script,
-                    med(&s.us_per_call[0]),
-                    med(&s.us_per_call[1]),
-                    change,
-                    ci,
-                    p,
-                    c.verdict.word(),
-                    c.reason
-                );
-            }
-            if let [base, new] = report.cycle_cpu_us[..] {
-                let _ = writeln!(
-                    out,
-                    "\njob cycle (enqueue + claim + complete): server CPU {base:.2} -> {new:.2} µs per job ({:+.1}%)",
-                    (new / base - 1.0) * 100.0
-                );
-            }
-            if let Some(verdict) = report.verdict {
-                let _ = writeln!(
-                    out,
-                    "\nverdict: {} (noise band {:.0}%, alpha {})",
-                    verdict.word(),
-                    options.noise_cost * 100.0,
-                    options.alpha
-                );
-            }
-        }
-        _ => {}
-    }
-    out
-}
-
-/// The Markdown: per script the cost before and after, the change with its interval and the
-/// verdict; with two arms, largest change first.
-fn markdown(report: &CostReport, options: &CompareOptions) -> String {
-    let mut out = String::new();
-    let Some(verdict) = report.verdict else {
-        let _ = writeln!(out, "### Server cost per call ({}, valkey {})\n", report.lua_dirs[0], report.server_version);
-        let _ = writeln!(out, "| script | µs/call | CPU µs/call |\n|---|---:|---:|");
-        for s in &report.scripts {
-            let _ =
-                writeln!(out, "| {} | {:.2} | {:.2} |", s.script, med(&s.us_per_call[0]), med(&s.cpu_us_per_call[0]));
-        }
-        return out;
-    };
-    let _ = writeln!(
-        out,
-        "### Script cost gate: **{}**\n\nBASE `{}`, NEW `{}`; valkey {}; noise band {:.0}%, α {}; server µs per call \
-         inside the script, medians over alternating blocks.\n",
-        verdict.word(),
-        report.lua_dirs[0],
-        report.lua_dirs[1],
-        report.server_version,
-        options.noise_cost * 100.0,
-        options.alpha
-    );
-    let _ = writeln!(out, "| script | BASE µs | NEW µs | change | 95% CI | verdict |\n|---|---:|---:|---:|---|---|");
-    let mut rows: Vec<&ScriptCosts> = report.scripts.iter().filter(|s| s.comparison.is_some()).collect();
-    let size = |s: &ScriptCosts| s.comparison.as_ref().and_then(|c| c.change).map_or(0.0, f64::abs);
-    rows.sort_by(|a, b| size(b).total_cmp(&size(a)));
-    for s in rows {
-        let c = s.comparison.as_ref().expect("filtered");
-        let (change, ci) = change_and_ci(c);
-        let word = match c.verdict {
-            crate::compare::verdict::MetricVerdict::Regressed => "**regressed**".to_string(),
-            v => v.word().to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {:.2} | {:.2} | {change} | {ci} | {word} |",
-            s.script,
-            med(&s.us_per_call[0]),
-            med(&s.us_per_call[1]),
-        );
-    }
-    out
-}
-
-/// A comparison's change and interval as the outputs print them: `+12.3%`, `+9.0% .. +15.1%`.
-fn change_and_ci(c: &MetricComparison) -> (String, String) {
-    let pct = |ratio: f64| format!("{:+.1}%", (ratio - 1.0) * 100.0);
-    let change = c.change.map_or("-".into(), |x| pct(x + 1.0));
-    (change, c.ci.map_or("-".into(), |ci| format!("{} .. {}", pct(ci.lo), pct(ci.hi))))
-}
-
-/// The median the outputs print (NaN, printed `NaN`, for no values).
-fn med(xs: &[f64]) -> f64 {
-    stats::median(xs).unwrap_or(f64::NAN)
 }
