@@ -196,7 +196,7 @@ mod tests {
         s.latency_us = super::super::Percentiles::of(&histogram(1_204));
         let iv = s.latency_us.intervals.p99;
         let want = format!("  claim: p99 1.192 ({}); p99.9 needs ≥ 3 688 calls (has 1 204)", range_ms(&iv));
-        assert_eq!(interval_lines(std::slice::from_ref(&s)), [want.clone()]);
+        assert_eq!(interval_lines(std::slice::from_ref(&s)), std::slice::from_ref(&want));
         // Correlated enough to halve the calls: said at the end of the line.
         (s.lag1_autocorrelation, s.effective_samples) = (Some(0.8), Some(133));
         let line = &interval_lines(&[s])[0];
