@@ -69,8 +69,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             args.run.scenario.display()
         )));
     }
-    let start =
-        args.start_rate.or(base.plan.producers.open_loop.as_ref().map(|o| o.rate_per_sec)).unwrap_or(1000.0);
+    let start = args.start_rate.or(base.plan.producers.open_loop.as_ref().map(|o| o.rate_per_sec)).unwrap_or(1000.0);
     if !(FLOOR..=CEILING).contains(&start) {
         return Err(AppError::Usage(format!("--start-rate {start}: expected {FLOOR} to {CEILING} jobs/s")));
     }

@@ -117,23 +117,30 @@ fn phrase(label: &str, value_us: u64, b: &PercentileBound, samples: u64) -> Stri
     }
 }
 
-/// The lines under the terminal table: one per script with an ok call, giving its p99 and its
-/// 95 % interval, then p99.9 and p99.99 where their interval is wide (more than a fifth of the
-/// value) or not finite (only the lowest percentile without an upper bound is named), then, when the per-second p99 series is correlated enough to halve
-/// the information, the effective sample size. Shape, ms:
+/// The lines under the terminal table: one per script with an ok call, giving each percentile
+/// of the table with its 95 % interval, up to the first whose interval has no upper bound
+/// (named with the calls it needs; the higher ones have none either), then, when the
+/// per-second p99 series is correlated enough to halve the information, the effective sample
+/// size. Shape, ms:
 ///
-/// `  enqueue: p99 1.310 (1.280–1.350); p99.9 needs ≥ 3 688 calls (has 1 204)`
+/// `  enqueue: p50 0.210 (0.205–0.214); p90 0.610 (0.600–0.622); p99 1.310 (1.280–1.350); p99.9
+/// needs ≥ 3 688 calls (has 1 204)`
 pub fn interval_lines(scripts: &[ScriptSummary]) -> Vec<String> {
     let mut lines = Vec::new();
     for s in scripts.iter().filter(|s| s.ok > 0) {
         let (l, iv) = (&s.latency_us, &s.latency_us.intervals);
-        let mut line = format!("  {}: {}", s.script, phrase("p99", l.p99, &iv.p99, iv.samples));
+        let mut line = format!("  {}:", s.script);
+        let all = [
+            ("p50", l.p50, &iv.p50),
+            ("p90", l.p90, &iv.p90),
+            ("p99", l.p99, &iv.p99),
+            ("p99.9", l.p999, &iv.p999),
+            ("p99.99", l.p9999, &iv.p9999),
+        ];
         // A higher percentile than one with no upper bound has none either: say it once.
-        let tails = [("p99.9", l.p999, &iv.p999), ("p99.99", l.p9999, &iv.p9999)];
-        for (label, value, b) in tails.into_iter().take_while(|_| iv.p99.hi_us.is_some()) {
-            if b.hi_us.is_none() || b.is_wide(value) {
-                let _ = write!(line, "; {}", phrase(label, value, b, iv.samples));
-            }
+        for (k, (label, value, b)) in all.into_iter().enumerate() {
+            let sep = if k == 0 { " " } else { "; " };
+            let _ = write!(line, "{sep}{}", phrase(label, value, b, iv.samples));
             if b.hi_us.is_none() {
                 break;
             }
@@ -191,11 +198,16 @@ mod tests {
     }
 
     #[test]
-    fn a_script_line_names_p99_and_only_the_first_tail_percentile_without_a_bound() {
+    fn a_script_line_gives_every_interval_up_to_the_first_percentile_without_a_bound() {
         let mut s = ScriptSummary::with_counts("claim", 1_204, 1_204, &[]);
         s.latency_us = super::super::Percentiles::of(&histogram(1_204));
-        let iv = s.latency_us.intervals.p99;
-        let want = format!("  claim: p99 1.192 ({}); p99.9 needs ≥ 3 688 calls (has 1 204)", range_ms(&iv));
+        let iv = s.latency_us.intervals;
+        let want = format!(
+            "  claim: p50 0.602 ({}); p90 1.084 ({}); p99 1.192 ({}); p99.9 needs ≥ 3 688 calls (has 1 204)",
+            range_ms(&iv.p50),
+            range_ms(&iv.p90),
+            range_ms(&iv.p99)
+        );
         assert_eq!(interval_lines(std::slice::from_ref(&s)), std::slice::from_ref(&want));
         // Correlated enough to halve the calls: said at the end of the line.
         (s.lag1_autocorrelation, s.effective_samples) = (Some(0.8), Some(133));
