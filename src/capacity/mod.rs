@@ -143,6 +143,8 @@ pub enum SearchEnd {
     Budget,
     /// A stop signal ended it.
     Stopped,
+    /// A probe could not run (`error` says why): the interval is what is known.
+    ProbeFailed,
 }
 
 /// `capacity.json`: the answer, how sure it is, and every probe.
@@ -178,6 +180,9 @@ pub struct CapacityReport {
     pub budget_secs: f64,
     /// See `budget_secs`.
     pub elapsed_secs: f64,
+    /// Why a probe could not run, when one could not (`ended` is then `probe_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Every probe, in order.
     pub probes: Vec<ProbeRecord>,
 }
@@ -251,6 +256,9 @@ impl CapacityReport {
             SearchEnd::Ceiling => "the ceiling was sustained".to_string(),
             SearchEnd::Budget => "INCONCLUSIVE: the budget ran out before the tolerance was reached".to_string(),
             SearchEnd::Stopped => "INCONCLUSIVE: stopped".to_string(),
+            SearchEnd::ProbeFailed => {
+                format!("INCONCLUSIVE: a probe could not run: {}", self.error.as_deref().unwrap_or("unknown"))
+            }
         };
         let rate = self.sustainable_rate.map_or("none".to_string(), |x| format!("{} jobs/s", r(x)));
         let mut line = format!("sustainable rate: {rate} ({bracket}; {how})");

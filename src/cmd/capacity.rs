@@ -97,6 +97,9 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         let mut probes: Vec<ProbeRecord> = Vec::new();
         // Seconds a probe takes beyond its load phase (start, drain, check, files), learnt.
         let mut overhead = Duration::from_secs(3);
+        // A probe that could not run (the target lost, keys appeared): the search ends, and
+        // capacity.json still records every probe before it.
+        let mut failed: Option<AppError> = None;
         let ended = 'search: loop {
             let Some(next) = search.next() else {
                 break match (search.lo(), search.hi()) {
@@ -124,8 +127,16 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
                 );
                 session.set_options(probe_options(probe.rate, probe.length)?);
                 let t = Instant::now();
-                let (result, _) =
-                    session.rep(registry.clone(), registry.dir(), &dir.join(&folder), false, stop.clone()).await?;
+                let (result, _) = match session
+                    .rep(registry.clone(), registry.dir(), &dir.join(&folder), false, stop.clone())
+                    .await
+                {
+                    Ok(done) => done,
+                    Err(err) => {
+                        failed = Some(err);
+                        break 'search SearchEnd::ProbeFailed;
+                    }
+                };
                 overhead = t.elapsed().saturating_sub(length).max(Duration::from_secs(1));
                 let mut record = ProbeRecord::of(index, probe, folder, &result.summary, &slos);
                 if let Some(b) = result.summary.producers.as_ref().and_then(|p| p.bottleneck.clone()) {
@@ -181,15 +192,23 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             probe_secs: args.probe.as_secs_f64(),
             budget_secs: args.budget.as_secs_f64(),
             elapsed_secs: began.elapsed().as_secs_f64(),
+            error: failed.as_ref().map(ToString::to_string),
             probes,
         };
         write_json(&dir.join(CAPACITY_FILE), &report)?;
         crate::html::capacity::write_capacity_html(&dir, &report)?;
+        if let Some(err) = failed {
+            eprintln!(
+                "emq-bench: capacity: the search ended early; {} holds its probes",
+                dir.join(CAPACITY_FILE).display()
+            );
+            return Err(err);
+        }
         let violations = report.probes.iter().any(|p| p.violations > 0);
         let outcome = match report.ended {
             _ if violations => Outcome::Failed,
             SearchEnd::NoRate => Outcome::Failed,
-            SearchEnd::Budget | SearchEnd::Stopped => Outcome::Inconclusive,
+            SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed => Outcome::Inconclusive,
             SearchEnd::Found | SearchEnd::Ceiling => Outcome::Success,
         };
         let mut table = report.table();

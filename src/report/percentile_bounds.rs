@@ -42,14 +42,6 @@ impl PercentileBound {
             needs_calls: hi_us.is_none().then(|| samples_for_upper_bound(q, CONFIDENCE)),
         }
     }
-
-    /// True when the interval spans more than a fifth of `value_us`, or has no lower bound.
-    fn is_wide(&self, value_us: u64) -> bool {
-        match (self.lo_us, self.hi_us) {
-            (Some(lo), Some(hi)) => (hi - lo) as f64 > 0.2 * value_us as f64,
-            _ => true,
-        }
-    }
 }
 
 /// The intervals of [`Percentiles`](super::Percentiles)' named percentiles, and the samples
