@@ -18,7 +18,11 @@ use std::collections::BTreeMap;
 pub use search::{NextProbe, ProbeOutcome, Search, Step};
 pub use slo::{Slo, SloDecision, SloReading};
 
+use crate::metrics::RunMetrics;
 use crate::report::run_summary::RunSummary;
+
+/// The share of a probe's intended sends that may go unsent for it to count as sustained.
+pub const MAX_UNSENT: f64 = 0.01;
 use crate::report::Percentiles;
 
 /// `capacity.json`'s layout version.
@@ -67,21 +71,38 @@ impl ProbeRecord {
     /// Reads a probe's `summary` against `slos`: not sustained when its verdict failed, an
     /// objective was violated or it was not steady; undecided when an objective's interval
     /// straddles its limit or the run was too short to judge steadiness; else sustained.
-    pub fn of(index: usize, probe: NextProbe, folder: String, summary: &RunSummary, slos: &[Slo]) -> ProbeRecord {
-        let slo_readings: Vec<SloReading> = slos.iter().map(|s| s.read(&summary.scripts)).collect();
+    pub fn of(
+        index: usize,
+        probe: NextProbe,
+        folder: String,
+        summary: &RunSummary,
+        run: &RunMetrics,
+        slos: &[Slo],
+    ) -> ProbeRecord {
+        let slo_readings: Vec<SloReading> = slos.iter().map(|s| s.read(&summary.scripts, run)).collect();
         let steady = summary.steady.as_ref().and_then(|s| s.steady);
         let not_steady = summary.steady.as_ref().map(|s| s.failures()).unwrap_or_default();
         let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();
         let passed = summary.passed() == Some(true);
         let mut reasons = Vec::new();
         for r in &slo_readings {
-            let shown = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
-            let interval = format!("[{}, {}] ms", shown(r.lo_us), shown(r.hi_us));
             match r.decision {
                 SloDecision::Holds => {}
-                SloDecision::Violated => reasons.push(format!("{} violated: {interval}", r.slo)),
-                SloDecision::Undecided => reasons.push(format!("{} undecided: {interval} straddles the limit", r.slo)),
+                SloDecision::Violated => reasons.push(format!("violated {}", r.describe())),
+                SloDecision::Undecided => reasons.push(format!("undecided {}", r.describe())),
             }
+        }
+        // Inside a capacity search the rate must be held closer than a run's 95 % gate: the
+        // answer is an offered rate, and a probe that left more of it unsent did not carry it.
+        let unsent =
+            summary.producers.as_ref().filter(|p| p.intended > 0).map(|p| p.never_sent as f64 / p.intended as f64);
+        let short = unsent.is_some_and(|u| u > MAX_UNSENT);
+        if short {
+            reasons.push(format!(
+                "the rate was not carried: {:.1} % of the intended sends never sent (at most {:.0} % may be)",
+                unsent.unwrap_or(0.0) * 100.0,
+                MAX_UNSENT * 100.0
+            ));
         }
         reasons.extend(not_steady.iter().map(|l| format!("not steady: {l}")));
         if steady.is_none() {
@@ -90,7 +111,7 @@ impl ProbeRecord {
         reasons.extend(failures.iter().map(|l| format!("verdict: {l}")));
         let violated = slo_readings.iter().any(|r| r.decision == SloDecision::Violated);
         let undecided = slo_readings.iter().any(|r| r.decision == SloDecision::Undecided) || steady.is_none();
-        let outcome = if !passed || violated || steady == Some(false) {
+        let outcome = if !passed || violated || short || steady == Some(false) {
             Some(ProbeOutcome::NotSustained)
         } else if undecided {
             None
@@ -163,7 +184,8 @@ pub struct CapacityReport {
     /// The objectives, as written.
     pub slos: Vec<String>,
     /// The highest offered rate sustained (R*), jobs (enqueue calls) per second: the bracket's
-    /// low end; `null` when none was.
+    /// low end, once the search ended `found` (re-checked) or `ceiling`; `null` otherwise (the
+    /// interval then says what is known).
     pub sustainable_rate: Option<f64>,
     /// Where the true boundary lies: between the highest rate sustained and the lowest not.
     pub interval: RateInterval,
@@ -214,12 +236,22 @@ impl CapacityReport {
                 .iter()
                 .map(|r| {
                     let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
+                    let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
                     let word = match r.decision {
                         SloDecision::Holds => "ok",
                         SloDecision::Violated => "MISSED",
                         SloDecision::Undecided => "undecided",
                     };
-                    format!("{} {} [{}, {}] ms {word}", r.slo, ms(r.value_us), ms(r.lo_us), ms(r.hi_us))
+                    format!(
+                        "{} {} [{}, {}] ms, {} % over [{}, {}] {word}",
+                        r.slo,
+                        ms(r.value_us),
+                        ms(r.lo_us),
+                        ms(r.hi_us),
+                        pct(r.over_limit),
+                        pct(r.over_limit_lo),
+                        pct(r.over_limit_hi)
+                    )
                 })
                 .collect();
             let _ = writeln!(
@@ -254,13 +286,19 @@ impl CapacityReport {
             SearchEnd::Found => format!("within {:.0} %, the low end re-checked", self.tolerance * 100.0),
             SearchEnd::NoRate => "nothing sustained down to the floor".to_string(),
             SearchEnd::Ceiling => "the ceiling was sustained".to_string(),
-            SearchEnd::Budget => "INCONCLUSIVE: the budget ran out before the tolerance was reached".to_string(),
+            SearchEnd::Budget => match (self.interval.lo, self.interval.hi) {
+                (Some(lo), Some(hi)) if hi - lo <= self.tolerance * lo => {
+                    "INCONCLUSIVE: the bracket is within the tolerance, but its re-check did not fit the budget"
+                        .to_string()
+                }
+                _ => "INCONCLUSIVE: the budget ran out before the tolerance was reached".to_string(),
+            },
             SearchEnd::Stopped => "INCONCLUSIVE: stopped".to_string(),
             SearchEnd::ProbeFailed => {
                 format!("INCONCLUSIVE: a probe could not run: {}", self.error.as_deref().unwrap_or("unknown"))
             }
         };
-        let rate = self.sustainable_rate.map_or("none".to_string(), |x| format!("{} jobs/s", r(x)));
+        let rate = self.sustainable_rate.map_or("not established".to_string(), |x| format!("{} jobs/s", r(x)));
         let mut line = format!("sustainable rate: {rate} ({bracket}; {how})");
         if !self.binding.is_empty() {
             line.push_str(&format!("\nbinding at the lowest rate not sustained: {}", self.binding.join("; ")));

@@ -1,9 +1,19 @@
-//! A latency objective (`claim.p99 < 5ms`) and its decision on one probe: a statistical test
-//! on the 95 % interval of the recorded percentile, never the point value alone.
+//! A latency objective (`claim.p99 < 5ms`) and its decision on one probe: a statistical test,
+//! never the point value alone.
+//!
+//! `p99 < 5 ms` is the same statement as "fewer than 1 % of the calls take 5 ms or more". The
+//! decision tests that share with the **seconds** as the independent units
+//! ([`crate::stats::ratio`]): calls of one second share its server state, and an interval that
+//! counted them as independent (the percentile's order-statistic interval) is far narrower
+//! than the probe-to-probe spread. The order-statistic interval must also clear the limit: it
+//! is the within-probe precision, and says when the calls are too few for the percentile at
+//! all (p99.9 needs 3 688).
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::RunMetrics;
 use crate::report::ScriptSummary;
+use crate::stats::ratio::share_interval;
 
 /// The percentiles an objective may name, with their quantiles (the ones every summary carries
 /// with an interval).
@@ -44,15 +54,52 @@ pub struct SloReading {
     pub slo: String,
     /// The percentile's value, µs (`null`: no ok call).
     pub value_us: Option<u64>,
-    /// Its 95 % interval's bounds, µs (`null`: no finite bound with this many calls).
+    /// Its 95 % order-statistic interval's bounds, µs (`null`: no finite bound with this many
+    /// calls).
     pub lo_us: Option<u64>,
     /// See `lo_us`.
     pub hi_us: Option<u64>,
+    /// The share of ok calls at or over the limit (`null`: no ok call).
+    pub over_limit: Option<f64>,
+    /// Its 95 % interval with the seconds as units (`null`: fewer than 4 seconds with calls).
+    pub over_limit_lo: Option<f64>,
+    /// See `over_limit_lo`.
+    pub over_limit_hi: Option<f64>,
+    /// The share the objective allows: 1 − the percentile's quantile (0.01 for p99).
+    pub allowed: f64,
+    /// Seconds with ok calls the share's interval rests on.
+    pub seconds: usize,
     /// The decision.
     pub decision: SloDecision,
 }
 
+impl SloReading {
+    /// One line: `claim.p99 < 5ms: p99 4.963 [4.947, 4.971] ms; 0.93 % of calls at or over 5 ms
+    /// [0.41, 1.46] % over 16 s (1 % allowed)`.
+    pub fn describe(&self) -> String {
+        let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
+        let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
+        format!(
+            "{}: {} [{}, {}] ms; {} % of calls over the limit [{}, {}] % over {} s ({} % allowed)",
+            self.slo,
+            ms(self.value_us),
+            ms(self.lo_us),
+            ms(self.hi_us),
+            pct(self.over_limit),
+            pct(self.over_limit_lo),
+            pct(self.over_limit_hi),
+            self.seconds,
+            self.allowed * 100.0
+        )
+    }
+}
+
 impl Slo {
+    /// The percentile's quantile (0.99 for p99).
+    pub fn quantile(&self) -> f64 {
+        PERCENTILES.iter().find(|(name, _)| *name == self.percentile).map_or(0.99, |(_, q)| *q)
+    }
+
     /// Parses `<script>.<percentile> <|<= <duration>`, e.g. `claim.p99 < 5ms`.
     ///
     /// # Errors
@@ -82,8 +129,8 @@ impl Slo {
         }
         let limit = humantime::parse_duration(limit.trim())
             .map_err(|_| bad(&format!("{:?}: expected a duration with a unit, e.g. 5ms or 750us", limit.trim())))?;
-        if limit.is_zero() {
-            return Err(bad("the limit must be above zero"));
+        if limit < std::time::Duration::from_micros(1) {
+            return Err(bad("the limit must be at least 1us, the latency histograms' resolution"));
         }
         Ok(Slo {
             text: text.trim().to_string(),
@@ -103,16 +150,25 @@ impl Slo {
         }
     }
 
-    /// The reading of this objective on a probe whose scripts are `scripts`: it holds when the
-    /// interval's upper bound meets the limit, is violated when its lower bound misses it (or
-    /// the script had no ok call), and is undecided otherwise.
-    pub fn read(&self, scripts: &[ScriptSummary]) -> SloReading {
+    /// The reading of this objective on a probe whose scripts are `scripts` and per-second
+    /// series `run`. It **holds** when the share of calls at or over the limit is below the
+    /// allowed share (1 − q) over the whole 95 % interval of that share (seconds as units) and
+    /// the percentile's order-statistic interval lies under the limit; it is **violated** when
+    /// the share's whole interval is at or above the allowed share, or the script had no ok
+    /// call; else **undecided** (too few calls or seconds, or an interval across the line).
+    pub fn read(&self, scripts: &[ScriptSummary], run: &RunMetrics) -> SloReading {
+        let allowed = 1.0 - self.quantile();
         let Some(s) = scripts.iter().find(|s| s.script == self.script && s.ok > 0) else {
             return SloReading {
                 slo: self.text.clone(),
                 value_us: None,
                 lo_us: None,
                 hi_us: None,
+                over_limit: None,
+                over_limit_lo: None,
+                over_limit_hi: None,
+                allowed,
+                seconds: 0,
                 decision: SloDecision::Violated,
             };
         };
@@ -125,12 +181,45 @@ impl Slo {
             "p99.9" => (l.p999, &i.p999),
             _ => (l.p9999, &i.p9999),
         };
-        let decision = match (bound.lo_us, bound.hi_us) {
-            (_, Some(hi)) if self.meets(hi as f64) => SloDecision::Holds,
-            (Some(lo), _) if !self.meets(lo as f64) => SloDecision::Violated,
+        let (over, calls) = self.over_limit_per_second(run);
+        let share = share_interval(&over, &calls, 0.95);
+        let rank_holds = bound.hi_us.is_some_and(|hi| self.meets(hi as f64));
+        let decision = match share {
+            Some(sh) if sh.lo >= allowed => SloDecision::Violated,
+            Some(sh) if sh.hi < allowed && rank_holds => SloDecision::Holds,
             _ => SloDecision::Undecided,
         };
-        SloReading { slo: self.text.clone(), value_us: Some(value), lo_us: bound.lo_us, hi_us: bound.hi_us, decision }
+        let total: f64 = calls.iter().sum();
+        SloReading {
+            slo: self.text.clone(),
+            value_us: Some(value),
+            lo_us: bound.lo_us,
+            hi_us: bound.hi_us,
+            over_limit: (total > 0.0).then(|| over.iter().sum::<f64>() / total),
+            over_limit_lo: share.map(|sh| sh.lo),
+            over_limit_hi: share.map(|sh| sh.hi),
+            allowed,
+            seconds: share.map_or(0, |sh| sh.units),
+            decision,
+        }
+    }
+
+    /// Per measured second: the script's ok calls that missed the limit, and its ok calls.
+    fn over_limit_per_second(&self, run: &RunMetrics) -> (Vec<f64>, Vec<f64>) {
+        // A latency misses `< L` from ceil(L) µs on, and `<= L` from floor(L) + 1 µs on.
+        let from = if self.inclusive { self.limit_us.floor() as u64 + 1 } else { self.limit_us.ceil() as u64 };
+        let mut over = Vec::new();
+        let mut calls = Vec::new();
+        for second in &run.intervals {
+            let Some(s) = second.scripts.iter().find(|s| s.script.name() == self.script && s.ok > 0) else {
+                continue;
+            };
+            let Ok(h) = s.latency.decode() else { continue };
+            let missed = if h.max() >= from { h.count_between(from, h.max()) } else { 0 };
+            over.push(missed as f64);
+            calls.push(h.len() as f64);
+        }
+        (over, calls)
     }
 }
 
@@ -159,7 +248,8 @@ mod tests {
             ("claim.p95 < 5ms", "expected one of p50"),
             ("claim.max < 5ms", "expected one of p50"),
             ("claim.p99 < 5", "expected a duration with a unit"),
-            ("claim.p99 < 0ms", "above zero"),
+            ("claim.p99 < 0ms", "at least 1us"),
+            ("claim.p99 < 1ns", "at least 1us"),
         ] {
             let err = Slo::parse(text).unwrap_err();
             assert!(err.contains(says) && err.contains(text), "{text}: {err}");

@@ -15,6 +15,7 @@ use crate::capacity::{
 use crate::cli::capacity::CapacityArgs;
 use crate::error::AppError;
 use crate::load::stop::StopSignal;
+use crate::output::note;
 use crate::report::write_json;
 
 /// The lowest rate the search offers, jobs/s.
@@ -51,6 +52,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         (args.run.repeat != 1, "--repeat: each probe is one run"),
         (args.run.shards != 1, "--shards: a capacity search runs in one process"),
         (args.run.keep, "--keep: every probe deletes its keys before the next"),
+        (args.run.no_check, "--no-check: a probe is sustained only when its invariant check passes"),
     ];
     if let Some((_, why)) = refused.iter().find(|(given, _)| *given) {
         return Err(AppError::Usage(format!("capacity: {why}")));
@@ -73,8 +75,17 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
     if !(FLOOR..=CEILING).contains(&start) {
         return Err(AppError::Usage(format!("--start-rate {start}: expected {FLOOR} to {CEILING} jobs/s")));
     }
-    check_out(base.out.as_deref())?;
     let warmup = base.plan.warmup;
+    let shortest = warmup + args.probe + Duration::from_secs(3);
+    if args.budget < shortest {
+        return Err(AppError::Usage(format!(
+            "--budget {}: shorter than one probe (warmup {} + --probe {} + about 3 s to start, drain, check and write)",
+            humantime::format_duration(args.budget),
+            humantime::format_duration(warmup),
+            humantime::format_duration(args.probe)
+        )));
+    }
+    check_out(base.out.as_deref())?;
     let drain = base.plan.drain.min(PROBE_DRAIN);
     let probe_options = |rate: f64, length: u32| {
         let mut a = args.run.clone();
@@ -119,15 +130,18 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
                 }
                 let index = probes.len() + 1;
                 let folder = format!("probe-{index:02}-{:.0}", probe.rate);
-                eprintln!(
-                    "emq-bench: capacity: probe {index}: {:.0} jobs/s for {} ({})",
-                    probe.rate,
-                    humantime::format_duration(length),
-                    probe.step.name()
+                note(
+                    "capacity",
+                    &format!(
+                        "probe {index}: {:.0} jobs/s for {} ({})",
+                        probe.rate,
+                        humantime::format_duration(length),
+                        probe.step.name()
+                    ),
                 );
                 session.set_options(probe_options(probe.rate, probe.length)?);
                 let t = Instant::now();
-                let (result, _) = match session
+                let (result, metrics) = match session
                     .rep(registry.clone(), registry.dir(), &dir.join(&folder), false, stop.clone())
                     .await
                 {
@@ -138,7 +152,18 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
                     }
                 };
                 overhead = t.elapsed().saturating_sub(length).max(Duration::from_secs(1));
-                let mut record = ProbeRecord::of(index, probe, folder, &result.summary, &slos);
+                if let Some(slo) = slos
+                    .iter()
+                    .find(|slo| !result.summary.scripts.iter().any(|s| s.script == slo.script && s.calls > 0))
+                {
+                    failed = Some(AppError::Usage(format!(
+                        "--slo {:?}: the scenario never called {} in probe {index}; an objective needs a script the \
+                         scenario calls",
+                        slo.text, slo.script
+                    )));
+                    break 'search SearchEnd::ProbeFailed;
+                }
+                let mut record = ProbeRecord::of(index, probe, folder, &result.summary, &metrics, &slos);
                 if let Some(b) = result.summary.producers.as_ref().and_then(|p| p.bottleneck.clone()) {
                     record.reasons.push(format!("the rate was not held; bottleneck: {b}"));
                 }
@@ -158,7 +183,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
                         record.outcome
                     }
                 };
-                eprintln!("emq-bench: capacity: probe {index}: {}", probe_line(&record));
+                note("capacity", &format!("probe {index}: {}", probe_line(&record)));
                 probes.push(record);
                 if stopped {
                     break 'search SearchEnd::Stopped;
@@ -184,7 +209,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             target: session.target_url(),
             protocol: registry.protocol().name().to_string(),
             slos: slos.iter().map(|s| s.text.clone()).collect(),
-            sustainable_rate: lo,
+            sustainable_rate: lo.filter(|_| matches!(ended, SearchEnd::Found | SearchEnd::Ceiling)),
             interval: RateInterval { lo, hi },
             tolerance: args.tolerance,
             ended,
@@ -198,9 +223,9 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         write_json(&dir.join(CAPACITY_FILE), &report)?;
         crate::html::capacity::write_capacity_html(&dir, &report)?;
         if let Some(err) = failed {
-            eprintln!(
-                "emq-bench: capacity: the search ended early; {} holds its probes",
-                dir.join(CAPACITY_FILE).display()
+            note(
+                "capacity",
+                &format!("the search ended early; {} holds its probes", dir.join(CAPACITY_FILE).display()),
             );
             return Err(err);
         }

@@ -121,7 +121,7 @@ fn curve(report: &CapacityReport, script: &str) -> Chart<'static> {
 fn probes_table(out: &mut String, report: &CapacityReport) {
     out.push_str(
         "<h2>Probes</h2><table><tr><th>#</th><th>offered/s</th><th>achieved/s</th><th>finished/s</th><th>step</th>\
-         <th>steady</th><th>objectives (value [95 % interval] ms)</th><th>outcome</th><th>why</th><th>folder</th></tr>",
+         <th>steady</th><th>objectives (value [95 % interval]; share of calls over the limit [95 % interval, seconds as units])</th><th>outcome</th><th>why</th><th>folder</th></tr>",
     );
     let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
     for p in &report.probes {
@@ -134,12 +134,16 @@ fn probes_table(out: &mut String, report: &CapacityReport) {
                     SloDecision::Violated => "fail",
                     SloDecision::Undecided => "",
                 };
+                let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
                 format!(
-                    "<span class=\"{class}\">{} {} [{}, {}]</span>",
+                    "<span class=\"{class}\">{} {} [{}, {}] ms; {} % over the limit [{}, {}] %</span>",
                     esc(&r.slo),
                     ms(r.value_us),
                     ms(r.lo_us),
-                    ms(r.hi_us)
+                    ms(r.hi_us),
+                    pct(r.over_limit),
+                    pct(r.over_limit_lo),
+                    pct(r.over_limit_hi)
                 )
             })
             .collect();

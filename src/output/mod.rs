@@ -1,6 +1,13 @@
-//! Terminal output only: the live progress line on stderr. Workers never print; the final
-//! table is formatted by `report::format_table` and printed by the command.
+//! Terminal output only: the live progress line on stderr, and a command's notes as it goes
+//! (a capacity probe started, ended). Workers never print; the final table is formatted by
+//! `report::format_table` and printed by the command.
 
 mod progress;
 
 pub use progress::Progress;
+
+/// One note of a command's progress on stderr, `emq-bench: <what>: <line>` (stdout is the
+/// table's, and `--json`'s).
+pub fn note(what: &str, line: &str) {
+    eprintln!("emq-bench: {what}: {line}");
+}

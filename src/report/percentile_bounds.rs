@@ -37,7 +37,9 @@ impl PercentileBound {
         let ranks = rank_interval(h.len(), q, CONFIDENCE);
         let hi_us = ranks.upper.and_then(|k| value_at_rank(h, k));
         PercentileBound {
-            lo_us: ranks.lower.and_then(|k| value_at_rank(h, k)),
+            // The lower bound is its bucket's bottom: a bucket's top would lift it by up to a
+            // bucket width, and an objective's test must not be tipped by the rounding.
+            lo_us: ranks.lower.and_then(|k| value_at_rank(h, k)).map(|v| h.lowest_equivalent(v)),
             hi_us,
             needs_calls: hi_us.is_none().then(|| samples_for_upper_bound(q, CONFIDENCE)),
         }

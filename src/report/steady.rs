@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::{JobCounter, RunMetrics};
-use crate::stats::trend::{mann_kendall, TrendTest, MIN_POINTS};
+use crate::stats::trend::{mann_kendall_binned as mann_kendall, TrendTest, MIN_POINTS};
 
 use super::rates::ProducerRates;
 use super::results::DepthSample;
@@ -255,14 +255,32 @@ pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool) -
     if !too_short && !shaped {
         let arrivals = crate::stats::mean(&series.arrivals).unwrap_or(0.0);
         if let Some(t) = mann_kendall(&series.backlog) {
-            let grows = t.p_value < TREND_P && t.slope > BACKLOG_SHARE * arrivals && t.slope > 0.0;
             let share = if arrivals > 0.0 { t.slope / arrivals * 100.0 } else { 0.0 };
+            let trend = t.p_value < TREND_P && t.slope > BACKLOG_SHARE * arrivals && t.slope > 0.0;
+            // A size check that needs no significance: a short window whose backlog grew by
+            // more than the allowed share of what arrived, while fewer finished than arrived
+            // by as much, fell behind however noisy the series.
+            let window = series.backlog.len().saturating_sub(1) as f64;
+            let grown = series.backlog.last().unwrap_or(&0.0) - series.backlog.first().unwrap_or(&0.0);
+            let (arrived, finished) = (series.arrivals.iter().sum::<f64>(), series.finished.iter().sum::<f64>());
+            let behind = window > 0.0
+                && grown > BACKLOG_SHARE * arrivals * window
+                && arrived - finished > BACKLOG_SHARE * arrived;
+            let grows = trend || behind;
+            let size = if behind && !trend {
+                format!(
+                    "; grew {grown:.0} jobs over {window:.0} s while {:.1} % of the arrivals finished",
+                    finished / arrived.max(1.0) * 100.0
+                )
+            } else {
+                String::new()
+            };
             checks.push(SteadyCheck {
                 name: "backlog".into(),
                 steady: !grows,
                 trend: Some(statistic(&t, &series.backlog)),
                 detail: format!(
-                    "{} {:+.1} jobs/s ({share:.1} % of the {arrivals:.0} arriving per s; {})",
+                    "{} {:+.1} jobs/s ({share:.1} % of the {arrivals:.0} arriving per s; {}){size}",
                     if grows { "grows" } else { "slope" },
                     t.slope,
                     test_words(&t)
@@ -389,6 +407,20 @@ mod tests {
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert!(failures[0].starts_with("backlog: grows +27"), "{failures:?}");
         assert!(j.line().starts_with("steady: NO: backlog"), "{}", j.line());
+    }
+
+    #[test]
+    fn a_backlog_that_grew_by_more_than_the_share_is_not_steady_without_significance() {
+        let mut s = stationary(6);
+        // 9 s of noisy growth, +794 a second on average, 3 % of the arrivals left unfinished:
+        // too noisy for the trend test at 1 %, too large to be steady.
+        s.arrivals = vec![20_000.0; 10];
+        s.finished = vec![19_400.0; 10];
+        s.backlog = vec![80.0, 4_000.0, 200.0, 5_000.0, 300.0, 5_500.0, 900.0, 6_000.0, 1_500.0, 7_226.0];
+        s.p99_us.clear();
+        let j = judge(&s, None, false);
+        assert_eq!(j.steady, Some(false), "{:?}", j.checks);
+        assert!(j.failures()[0].contains("while 97.0 % of the arrivals finished"), "{:?}", j.failures());
     }
 
     #[test]

@@ -119,8 +119,8 @@ mod tests {
                 && lines[2].ends_with(&ms3(run.script(crate::lua::Script::Complete).unwrap().latency.max()))
         );
         assert_eq!(lines[4], "95 % intervals (order statistics, any distribution, independent calls assumed):");
-        assert_eq!(lines[5], "  enqueue: p99 needs ≥ 368 calls (has 20)");
-        assert_eq!(lines[6], "  complete: p99 needs ≥ 368 calls (has 10)");
+        assert_eq!(lines[5], "  enqueue: p50 1.000 (0.600–1.500); p90 needs ≥ 36 calls (has 20)");
+        assert_eq!(lines[6], "  complete: p50 0.500 (0.200–2.000); p90 needs ≥ 36 calls (has 10)");
         assert_eq!(
             lines[7],
             "errors: complete EMQFENCE 2; stale workers' calls refused (fencing, invariant I6): 2 of 2"

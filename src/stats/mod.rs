@@ -12,6 +12,8 @@
 //! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979), and of
 //!   a median of paired ratios.
 //! - [`sign`]: the one-sided sign test for paired ratios.
+//! - [`ratio`]: a share of events over units of time with an interval that treats the units,
+//!   not the events, as independent.
 //! - [`trend`]: the Mann–Kendall trend test, corrected for autocorrelation, and the Theil–Sen slope.
 //! - [`autocorrelation`]: the lag-1 autocorrelation of a series and the effective sample size
 //!   it leaves, for intervals that assume independent samples.
@@ -24,6 +26,7 @@ pub mod describe;
 pub mod mann_whitney;
 pub mod normal;
 pub mod quantile_interval;
+pub mod ratio;
 pub mod sign;
 pub mod trend;
 

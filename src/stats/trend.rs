@@ -87,6 +87,22 @@ pub fn mann_kendall(xs: &[f64]) -> Option<TrendTest> {
     Some(TrendTest { n, s, z, p_value, slope, variance_factor })
 }
 
+/// The most points [`mann_kendall_binned`] tests: the test and the slope take time and memory
+/// quadratic in the points (a day of seconds would need 30 GB for the slopes).
+pub const MAX_POINTS: usize = 600;
+
+/// [`mann_kendall`] of `xs` averaged into at most [`MAX_POINTS`] equal bins (the last one
+/// shorter), with the slope given back per step of `xs`, not per bin. A long run's trend is
+/// the same trend at a coarser step; bin means are also less autocorrelated than seconds.
+pub fn mann_kendall_binned(xs: &[f64]) -> Option<TrendTest> {
+    if xs.len() <= MAX_POINTS {
+        return mann_kendall(xs);
+    }
+    let width = xs.len().div_ceil(MAX_POINTS);
+    let bins: Vec<f64> = xs.chunks(width).map(|c| c.iter().sum::<f64>() / c.len() as f64).collect();
+    mann_kendall(&bins).map(|t| TrendTest { slope: t.slope / width as f64, ..t })
+}
+
 /// The Theil–Sen slope of `xs` against its index: the median of every pairwise slope.
 fn sen_slope(xs: &[f64]) -> f64 {
     let n = xs.len();
@@ -150,6 +166,15 @@ mod tests {
     fn noise(n: usize, seed: u64) -> Vec<f64> {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
         (0..n).map(|_| rng.random::<f64>()).collect()
+    }
+
+    #[test]
+    fn a_long_series_is_tested_in_bins_with_its_slope_per_step() {
+        let xs: Vec<f64> = noise(86_400, 3).iter().enumerate().map(|(i, e)| 0.001 * i as f64 + e).collect();
+        let t = mann_kendall_binned(&xs).unwrap();
+        assert!(t.n <= MAX_POINTS);
+        assert!((t.slope - 0.001).abs() < 1e-4, "{}", t.slope);
+        assert_eq!(mann_kendall_binned(&xs[..100]), mann_kendall(&xs[..100]));
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
     if let Some(q) = &summary.time_in_queue_us {
         let ms = crate::report::ms3;
         table.push_str(&format!(
-            "time in queue (enqueue -> first claim), ms: p50 {} p90 {} p99 {} p99.9 {} max {}\n",
+            "time in queue (at most: enqueue sent -> first claim read), ms: p50 {} p90 {} p99 {} p99.9 {} max {}\n",
             ms(q.p50),
             ms(q.p90),
             ms(q.p99),
