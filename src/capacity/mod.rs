@@ -111,7 +111,16 @@ impl ProbeRecord {
         reasons.extend(failures.iter().map(|l| format!("verdict: {l}")));
         let violated = slo_readings.iter().any(|r| r.decision == SloDecision::Violated);
         let undecided = slo_readings.iter().any(|r| r.decision == SloDecision::Undecided) || steady.is_none();
-        let outcome = if !passed || violated || short || steady == Some(false) {
+        // An undecided objective whose share over the limit already exceeds the allowed one is
+        // not run longer: a longer probe could at best leave it undecided or confirm it, never
+        // make the rate sustained on this evidence, and the budget is better spent nearer.
+        let leaning = slo_readings
+            .iter()
+            .any(|r| r.decision == SloDecision::Undecided && r.over_limit.unwrap_or(1.0) >= r.allowed);
+        if leaning {
+            reasons.push("an undecided objective is over its allowed share: counted as not sustained".to_string());
+        }
+        let outcome = if !passed || violated || short || leaning || steady == Some(false) {
             Some(ProbeOutcome::NotSustained)
         } else if undecided {
             None

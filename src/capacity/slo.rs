@@ -80,7 +80,7 @@ impl SloReading {
         let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
         let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
         format!(
-            "{}: {} [{}, {}] ms; {} % of calls over the limit [{}, {}] % over {} s ({} % allowed)",
+            "{}: {} [{}, {}] ms; {} % of calls over the limit [{}, {}] % over {} s ({:.2} % allowed)",
             self.slo,
             ms(self.value_us),
             ms(self.lo_us),

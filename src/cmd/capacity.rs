@@ -23,7 +23,7 @@ const FLOOR: f64 = 10.0;
 /// The highest: the scenario's bound on `producers.rate`.
 const CEILING: f64 = 1e7;
 /// An undecided probe is run again twice as long, up to this many base lengths.
-const LONGEST: u32 = 8;
+const LONGEST: u32 = 4;
 /// A probe's drain is cut to this: a probe that cannot finish its backlog this fast was not
 /// sustained anyway, and a long drain after an overloaded probe only spends the budget.
 const PROBE_DRAIN: Duration = Duration::from_secs(5);
