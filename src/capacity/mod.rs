@@ -244,23 +244,12 @@ impl CapacityReport {
                 .slos
                 .iter()
                 .map(|r| {
-                    let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
-                    let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
                     let word = match r.decision {
                         SloDecision::Holds => "ok",
                         SloDecision::Violated => "MISSED",
                         SloDecision::Undecided => "undecided",
                     };
-                    format!(
-                        "{} {} [{}, {}] ms, {} % over [{}, {}] {word}",
-                        r.slo,
-                        ms(r.value_us),
-                        ms(r.lo_us),
-                        ms(r.hi_us),
-                        pct(r.over_limit),
-                        pct(r.over_limit_lo),
-                        pct(r.over_limit_hi)
-                    )
+                    format!("{} {} {word}", r.slo, r.figures())
                 })
                 .collect();
             let _ = writeln!(

@@ -74,23 +74,26 @@ pub struct SloReading {
 }
 
 impl SloReading {
-    /// One line: `claim.p99 < 5ms: p99 4.963 [4.947, 4.971] ms; 0.93 % of calls at or over 5 ms
-    /// [0.41, 1.46] % over 16 s (1 % allowed)`.
-    pub fn describe(&self) -> String {
+    /// The reading's figures: `4.963 [4.947, 4.971] ms, 0.93 % over the limit [0.41, 1.46] %`
+    /// (the percentile with its order-statistic interval, then the share of calls at or over
+    /// the limit with its interval, seconds as units; `∞` or `?` where there is none).
+    pub fn figures(&self) -> String {
         let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
         let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
         format!(
-            "{}: {} [{}, {}] ms; {} % of calls over the limit [{}, {}] % over {} s ({:.2} % allowed)",
-            self.slo,
+            "{} [{}, {}] ms, {} % over the limit [{}, {}] %",
             ms(self.value_us),
             ms(self.lo_us),
             ms(self.hi_us),
             pct(self.over_limit),
             pct(self.over_limit_lo),
-            pct(self.over_limit_hi),
-            self.seconds,
-            self.allowed * 100.0
+            pct(self.over_limit_hi)
         )
+    }
+
+    /// One line: the objective, [`SloReading::figures`], and the seconds and share allowed.
+    pub fn describe(&self) -> String {
+        format!("{}: {} over {} s ({:.2} % allowed)", self.slo, self.figures(), self.seconds, self.allowed * 100.0)
     }
 }
 

@@ -123,7 +123,6 @@ fn probes_table(out: &mut String, report: &CapacityReport) {
         "<h2>Probes</h2><table><tr><th>#</th><th>offered/s</th><th>achieved/s</th><th>finished/s</th><th>step</th>\
          <th>steady</th><th>objectives (value [95 % interval]; share of calls over the limit [95 % interval, seconds as units])</th><th>outcome</th><th>why</th><th>folder</th></tr>",
     );
-    let ms = |us: Option<u64>| us.map_or("∞".to_string(), |v| format!("{:.3}", v as f64 / 1000.0));
     for p in &report.probes {
         let slos: Vec<String> = p
             .slos
@@ -134,17 +133,7 @@ fn probes_table(out: &mut String, report: &CapacityReport) {
                     SloDecision::Violated => "fail",
                     SloDecision::Undecided => "",
                 };
-                let pct = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{:.2}", v * 100.0));
-                format!(
-                    "<span class=\"{class}\">{} {} [{}, {}] ms; {} % over the limit [{}, {}] %</span>",
-                    esc(&r.slo),
-                    ms(r.value_us),
-                    ms(r.lo_us),
-                    ms(r.hi_us),
-                    pct(r.over_limit),
-                    pct(r.over_limit_lo),
-                    pct(r.over_limit_hi)
-                )
+                format!("<span class=\"{class}\">{} {}</span>", esc(&r.slo), esc(&r.figures()))
             })
             .collect();
         let (outcome, class) = match p.outcome {
