@@ -34,11 +34,12 @@ impl Cluster {
     }
 
     /// Starts `n` primaries with `replicas` replicas each (`node_timeout`), through the
-    /// product's [`EmbeddedCluster`], on a thread that outlives the nodes.
+    /// product's [`EmbeddedCluster`].
     pub async fn replicated(n: usize, replicas: usize, node_timeout: Duration) -> Cluster {
         let options = ClusterOptions { primaries: n, replicas, node_timeout, server: ServerOptions::default() };
-        // The nodes die with the thread that started them: the test's thread lives long enough.
-        let inner = tokio::task::block_in_place(|| EmbeddedCluster::start(&options)).expect("start a cluster");
+        // Started on the test's own thread, not block_in_place's (whose thread may end while
+        // the cluster runs): the nodes die with the thread that started them.
+        let inner = EmbeddedCluster::start(&options).expect("start a cluster");
         let ids = inner.nodes().iter().map(|n| n.id.clone()).collect();
         Cluster { inner, ids }
     }
