@@ -102,3 +102,22 @@ async fn the_same_soak_on_the_replicated_cluster_without_a_kill_checks_clean() {
     assert_eq!(check.violations_total, 0, "{check:?}\n{}", result.table);
     assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}\n{}", result.failures, result.table);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_with_target_cluster_starts_its_own_replicated_cluster_and_checks_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut soak: toml::Table = std::fs::read_to_string(soak()).unwrap().parse().unwrap();
+    let cluster: toml::Table = "cluster = { primaries = 3, replicas = 1, node_timeout = \"2s\" }".parse().unwrap();
+    soak.insert("target".into(), cluster.into());
+    let path = tmp.path().join("cluster-soak.toml");
+    std::fs::write(&path, toml::to_string(&soak).unwrap()).unwrap();
+    let mut a = support::run_args(&path, tmp.path());
+    a.duration = Some(Duration::from_secs(3));
+    let result = run(a, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    let topology = &result.summary.target.topology;
+    assert_eq!(topology.kind, emq_bench::net::topology::Kind::Cluster);
+    assert_eq!(topology.nodes.len(), 3, "three primaries: {topology:?}");
+    assert!(result.summary.target.embedded);
+    assert_eq!(result.summary.check.as_ref().expect("a check ran").violations_total, 0);
+}
