@@ -160,7 +160,8 @@ pub struct RunSummary {
     pub steady: Option<super::steady::SteadyState>,
     /// Each claimed job's wait from its enqueue's reply to its first claim's reply, µs, the
     /// whole run (warmup included: a job's wait is the job's, not a call's); from the history
-    /// (absent when it could not be read, or no job was claimed).
+    /// the check merges (absent with `--no-check`, when it could not be read, or when no job
+    /// was claimed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_in_queue_us: Option<super::Percentiles>,
     /// Jobs left in each location set at the end (None when the server was unreachable).

@@ -384,10 +384,15 @@ impl Session {
         let header = observe::history_header(&plan, &driven);
         // A `shared` fleet's check needs every shard's history: the merge runs it.
         let no_check = !opts.check || plan.shares_queues();
-        // One merged history for the check and the time each job waited in the queue.
-        let history = match aborted {
-            true => Err("the run was aborted".to_string()),
-            false => crate::history::History::merge(header.clone(), &driven.streams).map_err(|e| e.to_string()),
+        // One merged history for the check and the time each job waited in the queue; a run
+        // without the check merges none (the merge costs about as much per job as the load
+        // did, and `--no-check` asks for the load's cost alone), so it has no time in queue.
+        let history = match (aborted, no_check) {
+            (true, _) => Err("the run was aborted".to_string()),
+            (false, true) => Err("the check was not asked for".to_string()),
+            (false, false) => {
+                crate::history::History::merge(header.clone(), &driven.streams).map_err(|e| e.to_string())
+            }
         };
         let queue_time = history.as_ref().ok().map(crate::report::queue_time::time_in_queue);
         let checked = match stop
