@@ -65,7 +65,7 @@ async fn a_slot_migrated_mid_run_is_followed_and_the_run_checks_clean() {
     let migrator = async {
         tokio::time::sleep(Duration::from_millis(2000)).await;
         // The queue on node 0: its run lock names it; its slot goes to node 1.
-        let mut conn = support::cluster::conn(&cluster.nodes[0]).await;
+        let mut conn = support::cluster::conn(cluster.node(0)).await;
         let (_, locks): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(0)
             .arg("MATCH")

@@ -337,7 +337,7 @@ async fn a_shared_fleet_produces_on_one_shard_consumes_on_two_and_is_checked_onc
     assert_eq!(by(Kind::Enqueue), [0].into());
     assert_eq!(by(Kind::Claim), [1, 2].into());
     // Nothing of the run is left on the server: no queue key, no lock.
-    for node in &cluster.nodes {
+    for node in cluster.servers() {
         let mut conn = support::cluster::conn(node).await;
         let left: Vec<String> = redis::cmd("KEYS").arg("*bench-*").query_async(&mut conn).await.unwrap();
         assert!(left.is_empty(), "{left:?}");

@@ -13,7 +13,7 @@ use super::{
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::queue::{Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, QueueOps, Verb};
-use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::resp::routes::{lane_node, redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::{self, Plan};
 use redis::Value;
@@ -224,7 +224,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
         let opts = self.add_opts(priority, delay_ms);
         self.payload.clear();
         write_payload(&mut self.payload);
-        let node = self.routes.node(queue);
+        let node = lane_node(self.routes.node(queue), lanes.len().min(self.clients.len()));
         self.clients[node].queue_add_job(&mut lanes[node], &self.queues[queue], id, &self.payload, &opts);
         node
     }
@@ -248,7 +248,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
         priority: Option<u64>,
         delay_ms: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        let Some(start) = redo_node(&self.routes, &mut self.clients, queue, node, &err).await else { return Err(err) };
+        let start = redo_node(&self.routes, &mut self.clients, queue, node, &err).await;
         self.add(queue, start, id, payload, priority, delay_ms).await
     }
 

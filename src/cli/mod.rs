@@ -59,8 +59,8 @@ pub struct Cli {
 pub enum Command {
     /// Run a scenario: drive producers and consumers, print a latency table per script, write a results folder.
     Run(RunArgs),
-    /// Start the embedded valkey-server on a free loopback port and print its URL until Ctrl-C.
-    Server(ServerArgs),
+    /// Start the embedded valkey-server on a free loopback port (or a cluster of them, --cluster) and print its URL(s) until Ctrl-C.
+    Server(ServerCmdArgs),
     /// Check the invariants of PROTOCOL.md against what the server holds for the given queues; exit 1 on any violation.
     Check(CheckArgs),
     /// Compare two results folders (BASE, NEW): per script ops/s, p50, p99, p99.9 and the job cycle's ops/s; exit 1 on a regression, 3 when inconclusive.
@@ -274,6 +274,30 @@ pub struct ServerArgs {
     /// An extra server config directive, NAME=VALUE (repeatable), e.g. --server-config io-threads=2.
     #[arg(long = "server-config", value_name = "NAME=VALUE", value_parser = parse_directive)]
     pub server_config: Vec<(String, String)>,
+}
+
+/// `emq-bench server`'s flags: the embedded server's, and the cluster's shape.
+#[derive(Debug, Clone, Args)]
+pub struct ServerCmdArgs {
+    /// The binary and its config.
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Start an embedded cluster instead, PRIMARIESxREPLICAS (e.g. 3x1: three primaries with
+    /// one replica each; node timeout 2 s).
+    #[arg(long, value_name = "PxR", value_parser = parse_cluster)]
+    pub cluster: Option<(usize, usize)>,
+}
+
+/// `PRIMARIESxREPLICAS`, primaries in 1..=16 and replicas in 0..=4 (the scenario's bounds).
+fn parse_cluster(text: &str) -> Result<(usize, usize), String> {
+    let expected =
+        || format!("expected PRIMARIESxREPLICAS such as 3x1 (1..=16 primaries, 0..=4 replicas), found {text:?}");
+    let (p, r) = text.split_once(['x', 'X']).ok_or_else(expected)?;
+    let (p, r): (usize, usize) = (p.parse().map_err(|_| expected())?, r.parse().map_err(|_| expected())?);
+    if !(1..=16).contains(&p) || r > 4 {
+        return Err(expected());
+    }
+    Ok((p, r))
 }
 
 fn parse_directive(text: &str) -> Result<(String, String), String> {

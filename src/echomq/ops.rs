@@ -4,7 +4,7 @@ use super::{enqueue_reply, EnqueueFrames};
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::queue::{Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, QueueOps, Verb};
-use crate::resp::routes::{redo_node, routed, Routes, MAX_REDIRECTS};
+use crate::resp::routes::{lane_node, redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
@@ -79,7 +79,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         priority: Option<u64>,
         delay_ms: Option<u64>,
     ) -> usize {
-        let node = self.routes.node(queue);
+        let node = lane_node(self.routes.node(queue), lanes.len().min(self.clients.len()));
         let frames = &self.frames[queue];
         self.clients[node].queue_enqueue(&mut lanes[node], frames, id, payload_len, write_payload, priority, delay_ms);
         node
@@ -113,7 +113,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         priority: Option<u64>,
         delay_ms: Option<u64>,
     ) -> Result<EnqueueReply, CallError> {
-        let Some(start) = redo_node(&self.routes, &mut self.clients, queue, node, &err).await else { return Err(err) };
+        let start = redo_node(&self.routes, &mut self.clients, queue, node, &err).await;
         routed!(self, queue, start, |c, keys| c.send_enqueue(keys, &id, payload, priority, delay_ms))
     }
 

@@ -199,7 +199,16 @@ pub async fn drive(
     let thread_queues: Arc<[QueueKeys]> = queues.iter().cloned().collect();
     // Every load connection goes where the plane's do: one connector per node, each queue to
     // the node that owns its slot.
-    let nodes: Arc<[Connector]> = plane.nodes().iter().map(|n| n.connector().clone()).collect();
+    // A cluster's replicas too, after the primaries: a failover promotes one, and the load
+    // then already has its connections (and its lanes) to it.
+    let mut nodes: Vec<Connector> = plane.nodes().iter().map(|n| n.connector().clone()).collect();
+    for (host, port) in plane.replicas() {
+        match plane.seed().connector().at(&host, port) {
+            Ok(connector) => nodes.push(connector),
+            Err(_) => continue,
+        }
+    }
+    let nodes: Arc<[Connector]> = nodes.into();
     let placement: Arc<[usize]> = queues.iter().map(|q| plane.node_of(q)).collect();
     for index in 0..opts.threads.max(1) {
         let spec = ThreadSpec {

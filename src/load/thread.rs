@@ -16,7 +16,7 @@ use crate::metrics::{JobCounter, MetricsSink, Recorder};
 use crate::net::{ConnectOptions, Connector, Control, Transport};
 use crate::payload::PayloadPool;
 use crate::queue::Driver;
-use crate::resp::routes::Routes;
+use crate::resp::routes::{Dial, Routes};
 use crate::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use std::cell::RefCell;
@@ -278,6 +278,8 @@ async fn connect_all<W: Wire>(spec: &ThreadSpec) -> Result<Connected<W>, CallErr
     let cconns = open(spec, connections_for(consumers.len(), plan.consumers.count, plan.consumers.connections)).await?;
     let mconn = if spec.index == 0 { open(spec, 1).await? } else { Vec::new() };
     let nodes = spec.nodes.iter().map(|c| (c.endpoint().host.clone(), c.endpoint().port)).collect();
-    let routes = Rc::new(Routes::new(&spec.placement, nodes));
+    let slots = spec.queues.iter().map(|q| crate::net::slot::slot(q.lock.as_bytes())).collect();
+    let dial = Dial { connector: spec.nodes[0].clone(), opts: spec.connect, registry: spec.registry.clone() };
+    let routes = Rc::new(Routes::new(&spec.placement, slots, nodes, dial));
     Ok((queues, routes, pconns, cconns, mconn))
 }

@@ -106,6 +106,11 @@ pub async fn discover(control: &Control) -> Result<Topology, NetError> {
             };
             (role.to_string(), field("cluster_enabled").as_deref() == Some("1"))
         }
+        // A node that cannot be reached tells nothing of the topology (it would read as a
+        // standalone server of one node).
+        Err(err) if matches!(NetError::from_redis(&err), NetError::Connection(_) | NetError::Timeout) => {
+            return Err(NetError::from_redis(&err));
+        }
         // A denied INFO is reported by the run's per-node INFO reads (summary.json's
         // `target.unavailable`), not here.
         Err(_) => {
@@ -119,30 +124,15 @@ pub async fn discover(control: &Control) -> Result<Topology, NetError> {
         let node = node(&t.host, t.port, &role, Vec::new());
         return Ok(Topology { kind: Kind::Standalone, nodes: vec![node] });
     }
-    // CLUSTER SLOTS: [[start, end, [host, port, id], replicas...], ...] (also on older servers).
-    let slots: Vec<redis::Value> =
+    let slots: redis::Value =
         redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut conn).await.map_err(|e| NetError::from_redis(&e))?;
     let mut nodes: Vec<Node> = Vec::new();
-    for range in slots {
-        let redis::Value::Array(parts) = range else { continue };
-        let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end)), Some(redis::Value::Array(primary))) =
-            (parts.first(), parts.get(1), parts.get(2))
-        else {
-            continue;
-        };
-        let host = match primary.first() {
-            Some(redis::Value::BulkString(h)) if !h.is_empty() => String::from_utf8_lossy(h).into_owned(),
-            _ => t.host.clone(),
-        };
-        let port = match primary.get(1) {
-            Some(redis::Value::Int(p)) => *p,
-            _ => 0,
-        };
-        let range = (*start as u16, *end as u16);
-        let port = u16::try_from(port).unwrap_or(0);
+    for range in parse_slots(&slots, &t.host) {
+        let (host, port) = range.primary;
+        let slots = (range.start, range.end);
         match nodes.iter_mut().find(|n| n.host == host && n.port == port) {
-            Some(node) => node.slots.push(range),
-            None => nodes.push(node(&host, port, "primary", vec![range])),
+            Some(node) => node.slots.push(slots),
+            None => nodes.push(node(&host, port, "primary", vec![slots])),
         }
     }
     if nodes.is_empty() {
@@ -157,6 +147,66 @@ pub async fn discover(control: &Control) -> Result<Topology, NetError> {
     // A stable order, so a queue's node index means the same in every load thread.
     nodes.sort_by(|a, b| (a.host.as_str(), a.port).cmp(&(b.host.as_str(), b.port)));
     Ok(Topology { kind: Kind::Cluster, nodes })
+}
+
+/// One range of a CLUSTER SLOTS reply: its slots, inclusive, and where they are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotRange {
+    /// First slot.
+    pub start: u16,
+    /// Last slot (inclusive).
+    pub end: u16,
+    /// The primary's host and port.
+    pub primary: (String, u16),
+    /// Its replicas' hosts and ports.
+    pub replicas: Vec<(String, u16)>,
+}
+
+/// Reads a CLUSTER SLOTS reply, `[[start, end, [host, port, id], replica...], ...]` (also the
+/// older servers' shape); a node with an empty host is on `default_host` (the node asked).
+/// Entries of another shape are skipped: an empty list means no slot is served.
+pub fn parse_slots(reply: &redis::Value, default_host: &str) -> Vec<SlotRange> {
+    let redis::Value::Array(ranges) = reply else { return Vec::new() };
+    let address = |value: &redis::Value| {
+        let redis::Value::Array(parts) = value else { return None };
+        let host = match parts.first() {
+            Some(redis::Value::BulkString(h)) if !h.is_empty() => String::from_utf8_lossy(h).into_owned(),
+            _ => default_host.to_string(),
+        };
+        match parts.get(1) {
+            Some(redis::Value::Int(port)) => Some((host, u16::try_from(*port).ok()?)),
+            _ => None,
+        }
+    };
+    let mut out = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let redis::Value::Array(parts) = range else { continue };
+        let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end)), Some(primary)) =
+            (parts.first(), parts.get(1), parts.get(2).and_then(address))
+        else {
+            continue;
+        };
+        let replicas = parts.iter().skip(3).filter_map(address).collect();
+        out.push(SlotRange { start: *start as u16, end: *end as u16, primary, replicas });
+    }
+    out
+}
+
+/// The replicas of every primary of a cluster, as CLUSTER SLOTS lists them through `control`
+/// (none for a standalone server, or where CLUSTER SLOTS is refused).
+pub async fn replicas(control: &Control) -> Vec<(String, u16)> {
+    let reply: Result<redis::Value, _> = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut control.clone()).await;
+    let host = control.connector().endpoint().host.clone();
+    let mut out: Vec<(String, u16)> = Vec::new();
+    for range in reply.map(|r| parse_slots(&r, &host)).unwrap_or_default() {
+        for replica in range.replicas {
+            if !out.contains(&replica) {
+                out.push(replica);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn node(host: &str, port: u16, role: &str, slots: Vec<(u16, u16)>) -> Node {

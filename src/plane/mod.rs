@@ -92,6 +92,9 @@ struct Map {
     topology: Topology,
     /// One connection per node of `topology.nodes`, same order.
     conns: Vec<Control>,
+    /// Every replica of a cluster's primaries, as CLUSTER SLOTS lists them (the nodes a
+    /// failover may promote).
+    replicas: Vec<(String, u16)>,
 }
 
 impl Plane {
@@ -141,18 +144,48 @@ impl Plane {
         map.conns[node].clone()
     }
 
-    /// Reads the slot map again (after a MOVED: a slot migrated) and connects to new nodes.
+    /// Every replica of the cluster's primaries as last read (none for a standalone server).
+    pub fn replicas(&self) -> Vec<(String, u16)> {
+        self.inner.map.lock().expect("plane map").replicas.clone()
+    }
+
+    /// Reads the slot map again (after a MOVED: a slot migrated; after a failover: a replica
+    /// took over) from the first node that answers: the seed, then the nodes and replicas
+    /// last known. Connections to nodes already known are kept; new nodes get new ones.
     ///
-    /// Errors: the topology read or a new node's connect.
+    /// Errors: the last node's topology read or a new node's connect, when none answered.
     pub async fn refresh(&self) -> Result<(), PlaneError> {
-        let map = connect_map(&self.inner.seed, self.inner.opts).await?;
-        *self.inner.map.lock().expect("plane map") = map;
-        Ok(())
+        let (mut candidates, replicas, known) = {
+            let map = self.inner.map.lock().expect("plane map");
+            (map.conns.clone(), map.replicas.clone(), map.conns.clone())
+        };
+        candidates.insert(0, self.inner.seed.clone());
+        for (host, port) in replicas {
+            let connector = self.inner.seed.connector().at(&host, port)?;
+            if let Ok(conn) = Control::connect(&connector, self.inner.opts).await {
+                candidates.push(conn);
+            }
+        }
+        let mut last = None;
+        for seed in &candidates {
+            match connect_map_with(seed, self.inner.opts, &known).await {
+                Ok(map) => {
+                    *self.inner.map.lock().expect("plane map") = map;
+                    return Ok(());
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.expect("the seed is a candidate"))
     }
 
     /// Runs `call` on the connection of `keys`' node, following the slot: after MOVED the map
     /// is read again; while the slot migrates (ASK, TRYAGAIN) the call is retried every 10 ms,
     /// for up to 2 s (a control command never needs ASKING: it waits for the migration to end).
+    /// A node fault (a lost or refused connection, no reply, CLUSTERDOWN, LOADING) is waited
+    /// out for up to 20 s, the map read again every 100 ms: a failover moves the queue to a
+    /// promoted replica. Control calls are reads or idempotent (a lock renewal by its owner),
+    /// so one whose outcome is unknown may be sent again.
     ///
     /// Errors: `call`'s error, the last redirect, or the refresh's as [`CallError::Connection`].
     pub async fn on_queue<T, F, Fut>(&self, keys: &QueueKeys, mut call: F) -> Result<T, CallError>
@@ -160,7 +193,7 @@ impl Plane {
         F: FnMut(Control) -> Fut,
         Fut: std::future::Future<Output = Result<T, CallError>>,
     {
-        let mut tries = 0;
+        let (mut tries, mut faults) = (0, 0);
         loop {
             match call(self.conn_for(keys)).await {
                 Err(CallError::Redirect(redirect)) if tries < 200 => {
@@ -170,6 +203,12 @@ impl Plane {
                     } else {
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
+                }
+                Err(err) if err.is_node_fault() && faults < 200 => {
+                    faults += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    // A failed read leaves the map as it was: the next try asks again.
+                    let _ = self.refresh().await;
                 }
                 other => return other,
             }
@@ -186,17 +225,30 @@ impl Route for Plane {
 }
 
 async fn connect_map(seed: &Control, opts: ConnectOptions) -> Result<Map, PlaneError> {
+    connect_map_with(seed, opts, &[]).await
+}
+
+/// The map as `seed` reads it, with a connection per node: `seed` itself, one of `known`
+/// (kept from the last map), or a new one.
+async fn connect_map_with(seed: &Control, opts: ConnectOptions, known: &[Control]) -> Result<Map, PlaneError> {
     let topology = discover(seed).await?;
+    let replicas = match topology.kind {
+        crate::net::topology::Kind::Cluster => crate::net::topology::replicas(seed).await,
+        _ => Vec::new(),
+    };
     let t = seed.connector().endpoint();
     let mut conns = Vec::with_capacity(topology.nodes.len());
     for node in &topology.nodes {
+        let at = (node.host.clone(), node.port);
         if (node.host.as_str(), node.port) == (t.host.as_str(), t.port) || topology.nodes.len() == 1 {
             conns.push(seed.clone());
+        } else if let Some(conn) = known.iter().find(|c| c.connector().host_port() == at) {
+            conns.push(conn.clone());
         } else {
             conns.push(Control::connect(&seed.connector().at(&node.host, node.port)?, opts).await?);
         }
     }
-    Ok(Map { topology, conns })
+    Ok(Map { topology, conns, replicas })
 }
 
 /// Names for `count` queues `<prefix>bench-K` (a shard's prefix, or none) spread evenly over the primaries of `topology`: queue i

@@ -178,10 +178,12 @@ pub trait Driver<W: Wire>: QueueOps {
 }
 
 /// True for the replies a queued call ([`QueueOps::queue_enqueue`]) does not follow itself: a
-/// redirect (the cluster moved the queue's slot) or NOSCRIPT (the server lost its scripts). The
-/// script did not run; the call is redone on the routed path, which follows and reloads.
+/// redirect (the cluster moved the queue's slot), NOSCRIPT (the server lost its scripts), or a
+/// refusal for now (its node unreachable, CLUSTERDOWN, LOADING: [`CallError::is_refused_for_now`]).
+/// The script did not run; the call is redone on the routed path, which follows, reloads and
+/// waits the fault out.
 pub fn needs_redo(err: &CallError) -> bool {
-    matches!(err, CallError::Redirect(_) | CallError::NoScript(_))
+    matches!(err, CallError::Redirect(_) | CallError::NoScript(_)) || err.is_refused_for_now()
 }
 
 /// The verbs besides enqueue, by what they do: [`QueueOps::script`] names the script each

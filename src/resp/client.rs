@@ -113,6 +113,11 @@ impl<W: Wire> ScriptClient<W> {
         lane.queue(&self.scratch);
     }
 
+    /// Sends a plain command (CLUSTER SLOTS) on the client's connection and returns its reply.
+    pub(crate) async fn command(&mut self, request: &Request) -> Result<Value, CallError> {
+        self.conn.send(request).await
+    }
+
     /// Sends the scratch command built by [`evalsha`](Self::evalsha), reloading once on NOSCRIPT.
     pub(crate) async fn call(&mut self, script: Script) -> Result<Value, CallError> {
         let asking = std::mem::take(&mut self.asking);

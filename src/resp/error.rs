@@ -37,6 +37,10 @@ pub enum CallError {
     /// The connection failed before a reply arrived: the outcome is unknown.
     #[error("connection failed: {0}")]
     Connection(String),
+    /// The call was never written: its node's connection was down and could not be opened
+    /// again (connection refused). The script did not run, so the call may be sent again.
+    #[error("not sent: {0}")]
+    Unsent(String),
     /// The endpoint's first answer to a new connection was not RESP (an HTTP server, say), or
     /// it closed the connection without a byte: not a Redis/Valkey server. Only a connection's
     /// handshake reports it (see [`Connector::not_resp`](crate::net::Connector::not_resp)).
@@ -109,9 +113,29 @@ impl CallError {
             },
             CallError::Reply(_) => ErrorCode::Reply,
             CallError::Timeout => ErrorCode::Timeout,
-            CallError::Connection(_) | CallError::NotRedis { .. } => ErrorCode::Connection,
+            CallError::Connection(_) | CallError::Unsent(_) | CallError::NotRedis { .. } => ErrorCode::Connection,
             CallError::Redirect(_) => ErrorCode::Server,
         }
+    }
+
+    /// True when the script certainly did not run and the refusal is a cluster's passing state,
+    /// so the same call may be sent again after a pause: never written ([`CallError::Unsent`]),
+    /// `CLUSTERDOWN` (a failed primary not yet replaced), `LOADING` (a node loading its data).
+    /// MOVED, ASK and TRYAGAIN are redirects, followed apart.
+    pub fn is_refused_for_now(&self) -> bool {
+        match self {
+            CallError::Unsent(_) => true,
+            CallError::Server(reply) => reply.starts_with("CLUSTERDOWN ") || reply.starts_with("LOADING "),
+            _ => false,
+        }
+    }
+
+    /// True when the call's node may be gone (the connection failed, no reply in time, or it
+    /// could not be reached): the slot map is worth reading again. The call itself is sent
+    /// again only when [`is_refused_for_now`](Self::is_refused_for_now) says so.
+    pub fn is_node_fault(&self) -> bool {
+        matches!(self, CallError::Connection(_) | CallError::Timeout | CallError::Unsent(_))
+            || self.is_refused_for_now()
     }
 
     /// Classifies a redis-rs error. NOSCRIPT is a `Server` error here; the registry reloads

@@ -95,3 +95,8 @@ pub const LANE_CALLS_PER_SEC: f64 = 20_000.0;
 /// `Instant` would panic (`duration = "500000000000y"`). The other durations (lease, poll, the
 /// maintenance intervals, ...) are bounded by [`MAX_DURATION`](super::MAX_DURATION), 1 h.
 pub const MAX_RUN: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Primaries of an embedded cluster: enough to spread queues, few enough for one machine.
+pub const MAX_PRIMARIES: u64 = 16;
+/// Replicas per primary of an embedded cluster.
+pub const MAX_REPLICAS: u64 = 4;

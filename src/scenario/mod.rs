@@ -47,7 +47,9 @@ pub use error::ScenarioError;
 pub use faults::{FaultKind, FaultPlan, FaultSpec, PauseMode, RestartSignal};
 pub use file::{Queues, Scenario};
 pub use maintenance::Maintenance;
-pub use plan::{Backoff, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
+pub use plan::{
+    Backoff, ClusterShape, ConsumerPlan, Fraction, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan,
+};
 pub use producers::{Arrival, Producers};
 pub use sampler::{DurationSampler, SizeSampler, MAX_DURATION, MAX_SIZE};
 pub use shard::{FleetLayout, JobNumbers, QueueMode, Shard, ShardRole, TaskRange};

@@ -158,9 +158,22 @@ pub enum TargetPlan {
     Embedded {
         /// Option name -> value, from `target.server`.
         options: BTreeMap<String, String>,
+        /// A cluster of embedded servers instead of one (`target.cluster`).
+        cluster: Option<ClusterShape>,
     },
     /// Connect to this `redis://` URL.
     Url(String),
+}
+
+/// The embedded cluster's shape, checked: `primaries` in 1..=16, `replicas` in 0..=4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterShape {
+    /// Primaries.
+    pub primaries: usize,
+    /// Replicas per primary.
+    pub replicas: usize,
+    /// `cluster-node-timeout`.
+    pub node_timeout: std::time::Duration,
 }
 
 /// A probability in [0, 1], checked at resolution.

@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 /// tls_skip_verify = false       # TLS: accept any certificate (test deployments only)
 /// # or, for the embedded server only, extra valkey-server options (name -> value):
 /// server = { "io-threads" = "2", "appendonly" = "no" }
+/// # and, instead of one server, an embedded cluster (primaries x replicas, on loopback):
+/// cluster = { primaries = 3, replicas = 1, node_timeout = "2s" }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +51,24 @@ pub struct TargetTable {
     /// `--name value`). Refused together with `url`, where it would be silently ignored.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub server: BTreeMap<String, String>,
+    /// An embedded Valkey Cluster instead of one embedded server. Refused with `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterTable>,
+}
+
+/// `[target] cluster = { primaries = 3, replicas = 1, node_timeout = "2s" }`: the embedded
+/// cluster's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterTable {
+    /// Primaries, each serving an even share of the slots (1..=16).
+    pub primaries: u64,
+    /// Replicas per primary (0..=4; default 0).
+    #[serde(default)]
+    pub replicas: u64,
+    /// `cluster-node-timeout` (default 2 s): how long a silent node takes to be failed over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_timeout: Option<crate::scenario::HumanDuration>,
 }
 
 impl TargetTable {

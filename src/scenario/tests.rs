@@ -53,7 +53,7 @@ fn a_minimal_file_gets_the_defaults() {
     assert_eq!(p.stop, Stop::Duration(Duration::from_secs(1)));
     assert_eq!((p.warmup, p.drain), (Duration::ZERO, Duration::from_secs(30)));
     assert_eq!(p.queues, ["bench"]);
-    assert_eq!(p.target, TargetPlan::Embedded { options: Default::default() });
+    assert_eq!(p.target, TargetPlan::Embedded { options: Default::default(), cluster: None });
     let mut rng = SmallRng::seed_from_u64(0);
     assert_eq!(p.producers.payload.sample(&mut rng), 256);
     assert!(p.producers.open_loop.is_none());
@@ -374,4 +374,18 @@ fn a_duration_override_cuts_the_stages_or_holds_the_last_rate() {
     assert_eq!(again.producers.open_loop, cut.producers.open_loop, "the results' scenario.toml repeats the run");
     let held = p.with_overrides(Some(Duration::from_secs(30)), None).unwrap();
     assert_eq!(held.producers.open_loop.unwrap().rate_per_sec, (60_000.0 + 50_000.0) / 30.0);
+}
+
+#[test]
+fn an_embedded_cluster_resolves_with_its_node_timeout_and_is_refused_out_of_bounds_or_with_a_url() {
+    let p = ok("[target]\ncluster = { primaries = 3, replicas = 1 }\n");
+    let shape = crate::scenario::ClusterShape { primaries: 3, replicas: 1, node_timeout: Duration::from_secs(2) };
+    assert_eq!(p.target, TargetPlan::Embedded { options: Default::default(), cluster: Some(shape) });
+    let p = ok("[target]\ncluster = { primaries = 1, node_timeout = \"500ms\" }\n");
+    let TargetPlan::Embedded { cluster: Some(shape), .. } = p.target else { panic!("{:?}", p.target) };
+    assert_eq!((shape.replicas, shape.node_timeout), (0, Duration::from_millis(500)));
+    refused("[target]\ncluster = { primaries = 17 }\n", &["target.cluster.primaries", "1..=16"]);
+    refused("[target]\ncluster = { primaries = 3, replicas = 5 }\n", &["target.cluster.replicas", "0..=4"]);
+    refused("[target]\nurl = \"redis://127.0.0.1:7000\"\ncluster = { primaries = 3 }\n", &["target.cluster"]);
+    refused("[target]\ncluster = { primaries = 3, replica = 1 }\n", &["replica"]);
 }

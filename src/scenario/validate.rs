@@ -13,11 +13,14 @@ use super::bounds::{
     MAX_ATTEMPTS, MAX_BATCH, MAX_JOBS, MAX_LIMIT, MAX_LIST, MAX_PAYLOAD_IN_FLIGHT, MAX_PROGRESS, MAX_QUEUES, MAX_RATE,
     MAX_RUN,
 };
+use super::bounds::{MAX_PRIMARIES, MAX_REPLICAS};
 use super::consumers::{BackoffSpec, ExtendSpec};
 use super::context::Ctx;
 use super::error::ScenarioError;
 use super::file::{Queues, Scenario};
-use super::plan::{Backoff, ConsumerPlan, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan};
+use super::plan::{
+    Backoff, ClusterShape, ConsumerPlan, MaintenancePlan, OpenLoop, Plan, ProducerPlan, Stop, TargetPlan,
+};
 use super::sampler::{DurationSampler, SizeSampler, MAX_DURATION};
 use super::stages::Stages;
 use super::MIN_PAYLOAD;
@@ -115,8 +118,12 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
             let expected = "user and TLS keys only with a url (the embedded server has neither)";
             return Err(cx.err("target", "user or TLS keys without url", expected));
         }
-        return Ok(TargetPlan::Embedded { options: t.server.clone() });
+        return Ok(TargetPlan::Embedded { options: t.server.clone(), cluster: cluster(cx, t)? });
     };
+    if t.cluster.is_some() {
+        let expected = "no cluster with a url (the harness starts a cluster only where it starts the servers)";
+        return Err(cx.err("target.cluster", "a cluster", expected));
+    }
     if !t.server.is_empty() {
         let expected = "no server options with a url (they apply to the embedded server only)";
         return Err(cx.err("target.server", "options", expected));
@@ -128,6 +135,22 @@ fn target(cx: &Ctx, raw: &Scenario) -> Result<TargetPlan, ScenarioError> {
         return Err(cx.err("target.url", err.to_string(), expected));
     }
     Ok(TargetPlan::Url(url.clone()))
+}
+
+/// `target.cluster`, its bounds checked; the node timeout 2 s unless given.
+fn cluster(cx: &Ctx, t: &crate::scenario::target::TargetTable) -> Result<Option<ClusterShape>, ScenarioError> {
+    let Some(c) = &t.cluster else { return Ok(None) };
+    if !(1..=MAX_PRIMARIES).contains(&c.primaries) {
+        return Err(cx.err("target.cluster.primaries", c.primaries, format!("1..={MAX_PRIMARIES}")));
+    }
+    if c.replicas > MAX_REPLICAS {
+        return Err(cx.err("target.cluster.replicas", c.replicas, format!("0..={MAX_REPLICAS}")));
+    }
+    let node_timeout = c.node_timeout.as_ref().map_or(std::time::Duration::from_secs(2), |d| d.get());
+    if node_timeout < std::time::Duration::from_millis(100) {
+        return Err(cx.err("target.cluster.node_timeout", format!("{node_timeout:?}"), "at least 100ms"));
+    }
+    Ok(Some(ClusterShape { primaries: c.primaries as usize, replicas: c.replicas as usize, node_timeout }))
 }
 
 /// `[producers]`; `stages` (resolved `[[stages]]`) selects the open loop instead of `rate`.

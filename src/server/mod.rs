@@ -1,9 +1,12 @@
 //! The embedded server: a real `valkey-server` on a free loopback port, persistence off by
-//! default, stopped when the handle is dropped (also on panic) or when this process dies.
+//! default, stopped when the handle is dropped (also on panic) or when this process dies; and
+//! an embedded cluster of them ([`EmbeddedCluster`]).
 
+mod cluster;
 mod locate;
 mod process;
 
+pub use cluster::{ClusterNode, ClusterOptions, EmbeddedCluster, Role};
 pub use locate::{find_server_binary, SERVER_ENV, TOOLS_SERVER};
 pub use process::{EmbeddedServer, ServerOptions};
 

@@ -1,28 +1,17 @@
 //! A Valkey Cluster of real `valkey-server` processes on loopback ports, for the cluster
-//! tests: each node on a port below 55536 whose bus port (+10000) is free too, the slots split
-//! evenly by CLUSTER ADDSLOTSRANGE, joined by CLUSTER MEET, ready at `cluster_state:ok`.
+//! tests: the product's [`EmbeddedCluster`], plus what the tests do to it (find a slot's owner,
+//! migrate a slot).
 
-use emq_bench::server::{EmbeddedServer, ServerOptions};
+use emq_bench::server::{ClusterOptions, EmbeddedCluster, EmbeddedServer, ServerOptions};
 use redis::aio::MultiplexedConnection;
-use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The running nodes; dropping it stops them.
 pub struct Cluster {
-    /// The nodes, in slot order (node i serves the i-th share of the slots).
-    pub nodes: Vec<EmbeddedServer>,
+    /// The product's cluster (primaries first, then replicas).
+    pub inner: EmbeddedCluster,
     /// Each node's cluster id.
     pub ids: Vec<String>,
-}
-
-/// A free port below 55536 whose bus port is free too.
-fn cluster_port() -> u16 {
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if port < 55536 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
 }
 
 /// A connection to `node`.
@@ -39,53 +28,41 @@ async fn query<T: redis::FromRedisValue>(node: &EmbeddedServer, args: &[&str]) -
 }
 
 impl Cluster {
-    /// Starts `n` primaries and waits (up to 20 s) until every node reports the cluster ok.
+    /// Starts `n` primaries and waits until every node reports the cluster ok.
     pub async fn start(n: usize) -> Cluster {
-        let mut nodes = Vec::new();
-        for _ in 0..n {
-            let options = ServerOptions {
-                binary: None,
-                config: vec![("cluster-enabled".into(), "yes".into()), ("cluster-node-timeout".into(), "5000".into())],
-                port: Some(cluster_port()),
-            };
-            nodes.push(EmbeddedServer::start(&options).expect("start a cluster node"));
-        }
-        let share = 16384 / n;
-        for (i, node) in nodes.iter().enumerate() {
-            let first = i * share;
-            let last = if i + 1 == n { 16383 } else { (i + 1) * share - 1 };
-            let _: () = query(node, &["CLUSTER", "ADDSLOTSRANGE", &first.to_string(), &last.to_string()]).await;
-        }
-        for node in &nodes[1..] {
-            let _: () = query(&nodes[0], &["CLUSTER", "MEET", "127.0.0.1", &node.port().to_string()]).await;
-        }
-        let mut ids = Vec::new();
-        for node in &nodes {
-            ids.push(query::<String>(node, &["CLUSTER", "MYID"]).await);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for node in &nodes {
-            loop {
-                let info: String = query(node, &["CLUSTER", "INFO"]).await;
-                let known = format!("cluster_known_nodes:{n}");
-                if info.contains("cluster_state:ok") && info.contains(&known) {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "the cluster did not come up: {info}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        Cluster { nodes, ids }
+        Cluster::replicated(n, 0, Duration::from_secs(5)).await
+    }
+
+    /// Starts `n` primaries with `replicas` replicas each (`node_timeout`), through the
+    /// product's [`EmbeddedCluster`].
+    pub async fn replicated(n: usize, replicas: usize, node_timeout: Duration) -> Cluster {
+        let options = ClusterOptions { primaries: n, replicas, node_timeout, server: ServerOptions::default() };
+        // Started on the test's own thread, not block_in_place's (whose thread may end while
+        // the cluster runs): the nodes die with the thread that started them.
+        let inner = EmbeddedCluster::start(&options).expect("start a cluster");
+        let ids = inner.nodes().iter().map(|n| n.id.clone()).collect();
+        Cluster { inner, ids }
+    }
+
+    /// Node `i`: the primaries in slot order (node i serves the i-th share of the slots), then
+    /// the replicas.
+    pub fn node(&self, i: usize) -> &EmbeddedServer {
+        &self.inner.nodes()[i].server
+    }
+
+    /// Every node's server, in [`node`](Self::node) order.
+    pub fn servers(&self) -> impl Iterator<Item = &EmbeddedServer> {
+        self.inner.nodes().iter().map(|n| &n.server)
     }
 
     /// The URL of node 0 (any node's URL works for the harness).
     pub fn url(&self) -> String {
-        self.nodes[0].url()
+        self.node(0).url()
     }
 
     /// The index of the node that serves `slot`.
     pub async fn owner(&self, slot: u16) -> usize {
-        let slots: Vec<redis::Value> = query(&self.nodes[0], &["CLUSTER", "SLOTS"]).await;
+        let slots: Vec<redis::Value> = query(self.node(0), &["CLUSTER", "SLOTS"]).await;
         for range in slots {
             let redis::Value::Array(parts) = range else { continue };
             let (redis::Value::Int(a), redis::Value::Int(b), redis::Value::Array(primary)) =
@@ -95,7 +72,7 @@ impl Cluster {
             };
             if (*a..=*b).contains(&i64::from(slot)) {
                 let redis::Value::Int(port) = primary[1] else { continue };
-                return self.nodes.iter().position(|n| i64::from(n.port()) == port).unwrap();
+                return self.servers().position(|n| i64::from(n.port()) == port).unwrap();
             }
         }
         panic!("no node serves slot {slot}");
@@ -107,7 +84,7 @@ impl Cluster {
     /// node. Returns how many keys moved.
     pub async fn migrate_slot(&self, slot: u16, from: usize, to: usize) -> usize {
         let s = slot.to_string();
-        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
+        let (src, dst) = (self.node(from), self.node(to));
         let _: () = query(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &self.ids[from]]).await;
         let _: () = query(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &self.ids[to]]).await;
         let mut moved = 0;
@@ -124,9 +101,9 @@ impl Cluster {
         }
         // The target first, then the source, then the rest (as the cluster tutorial orders it).
         let mut order = vec![to, from];
-        order.extend((0..self.nodes.len()).filter(|i| *i != to && *i != from));
+        order.extend((0..self.ids.len()).filter(|i| *i != to && *i != from));
         for i in order {
-            let _: () = query(&self.nodes[i], &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]).await;
+            let _: () = query(self.node(i), &["CLUSTER", "SETSLOT", &s, "NODE", &self.ids[to]]).await;
         }
         moved
     }

@@ -31,7 +31,7 @@ use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
 use crate::report::{write_all, DepthSample, RunResults};
 use crate::resp::ScriptRegistry;
 use crate::scenario::{FaultKind, Plan};
-use crate::server::EmbeddedServer;
+use crate::server::{EmbeddedCluster, EmbeddedServer};
 use crate::verdict::{KeptBecause, KeysFate};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -59,6 +59,8 @@ pub struct Session {
     /// The target's shape (standalone or cluster, its nodes).
     pub topology: Topology,
     embedded: Option<Arc<Mutex<EmbeddedServer>>>,
+    /// The embedded cluster (`[target] cluster`), stopped when the session is dropped.
+    cluster: Option<EmbeddedCluster>,
     nemesis: Option<Nemesis>,
     plane: Plane,
     lock: Option<RunLock>,
@@ -97,14 +99,22 @@ impl Session {
             Some(url) => Some(Connector::new(Endpoint::resolve(url, flags, |name| std::env::var(name).ok())?)?),
             None => None,
         };
-        let embedded = match &options.url {
-            Some(_) => None,
-            None => Some(EmbeddedServer::start(&options.server)?),
+        let cluster = match (&options.url, &options.cluster) {
+            (None, Some(shape)) => Some(EmbeddedCluster::start(shape)?),
+            _ => None,
+        };
+        let embedded = match (&options.url, &cluster) {
+            (None, None) => Some(EmbeddedServer::start(&options.server)?),
+            _ => None,
         };
         let connector = match resolved {
             Some(connector) => connector,
             None => {
-                let url = embedded.as_ref().expect("started").url();
+                // A cluster is driven as a `--url` of one of its nodes would drive it.
+                let url = match (&cluster, &embedded) {
+                    (Some(cluster), _) => cluster.url(),
+                    (None, embedded) => embedded.as_ref().expect("started").url(),
+                };
                 Connector::new(Endpoint::resolve(&url, flags, |_| None)?)?
             }
         };
@@ -192,7 +202,7 @@ impl Session {
         let nemesis =
             (!plan.faults.is_empty()).then(|| Nemesis::start(plan.faults.clone(), &plane, embedded.clone(), replica));
         let options = RunOptions { plan, ..options.clone() };
-        let session = Session { queues, topology, embedded, nemesis, plane, lock: Some(lock), options };
+        let session = Session { queues, topology, embedded, cluster, nemesis, plane, lock: Some(lock), options };
         Ok((session, registries))
     }
 
@@ -351,7 +361,7 @@ impl Session {
             topology,
             tls: self.plane.seed().tls_info(),
             unavailable,
-            embedded: self.embedded.is_some(),
+            embedded: self.embedded.is_some() || self.cluster.is_some(),
             protocol: registry.protocol().name().to_string(),
             lua_dir: lua_dir.display().to_string(),
             // The release beside the scripts (`<install>/commands`), else the one scripts/setup
@@ -447,7 +457,7 @@ impl Session {
             check_error,
             lock_lost: lost,
             kept_hint: judge::KeptKeysHint {
-                embedded: self.embedded.is_some(),
+                embedded: self.embedded.is_some() || self.cluster.is_some(),
                 url: summary.target.url.clone(),
                 queues: plan.queues.clone(),
             },

@@ -74,7 +74,20 @@ pub(super) async fn node_info(
     unavailable: &mut Vec<String>,
 ) -> Option<InfoSnapshot> {
     let mut snapshots = Vec::new();
-    for (node, mut conn) in topology.nodes.iter_mut().zip(plane.nodes()) {
+    let conns = plane.nodes();
+    let topology_len = topology.nodes.len();
+    for node in topology.nodes.iter_mut() {
+        // By address: after a failover the plane's nodes are no longer the start's.
+        let at = (node.host.clone(), node.port);
+        // (A standalone server's one connection may follow a FAILOVER elsewhere: it is the node.)
+        let found = match conns.as_slice() {
+            [only] if topology_len == 1 => Some(only.clone()),
+            _ => conns.iter().find(|c| c.connector().host_port() == at).cloned(),
+        };
+        let Some(mut conn) = found else {
+            unavailable.push(format!("INFO of {} {when} the run: no longer a primary (failed over?)", node.address));
+            continue;
+        };
         match net::info(&mut conn).await {
             Ok(snapshot) => {
                 node.version = snapshot.server_version.clone();

@@ -8,7 +8,7 @@ use crate::error::AppError;
 use crate::lua::Protocol;
 use crate::net::{ConnectOptions, TargetFlags};
 use crate::scenario::{self, FaultKind, Plan, TargetPlan};
-use crate::server::ServerOptions;
+use crate::server::{ClusterOptions, ServerOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,6 +31,8 @@ pub struct RunOptions {
     /// The embedded server's binary and configuration (the scenario's options, then
     /// `--server-config`).
     pub server: ServerOptions,
+    /// The embedded cluster to start instead of one server (`[target] cluster` without a URL).
+    pub cluster: Option<ClusterOptions>,
     /// The load's connections: the reply timeout, the transport, a client name when a
     /// kill-connections fault must find them.
     pub connect: ConnectOptions,
@@ -227,11 +229,28 @@ impl RunOptions {
             )));
         }
         let mut config: Vec<(String, String)> = match &plan.target {
-            TargetPlan::Embedded { options } => options.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            TargetPlan::Embedded { options, .. } => options.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             TargetPlan::Url(_) => Vec::new(),
         };
         config.extend(args.server.server_config.iter().cloned());
         let server = ServerOptions { binary: args.server.server_bin.clone(), config, port: None };
+        let cluster = match (&plan.target, &url) {
+            (TargetPlan::Embedded { cluster: Some(shape), .. }, None) => Some(ClusterOptions {
+                primaries: shape.primaries,
+                replicas: shape.replicas,
+                node_timeout: shape.node_timeout,
+                server: server.clone(),
+            }),
+            _ => None,
+        };
+        // The nemesis acts on one embedded server's process; a cluster's faults are its own.
+        if let Some(fault) = plan.faults.iter().find(|f| f.kind.needs_embedded() && cluster.is_some()) {
+            return Err(AppError::Usage(format!(
+                "{}: a {} fault needs one embedded server, not an embedded cluster",
+                args.scenario.display(),
+                fault.kind.name()
+            )));
+        }
         let (plan, fleet) = resolve_fleet(args, plan, url.as_deref())?;
         // Only a kill-connections fault needs the load's connections named (CLIENT SETNAME,
         // which a least-privilege user may not be allowed).
@@ -250,6 +269,7 @@ impl RunOptions {
             url,
             flags,
             server,
+            cluster,
             connect,
             give_up: args.give_up,
             threads: args.threads.max(1) as usize,

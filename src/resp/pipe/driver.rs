@@ -34,6 +34,8 @@ const REPLIES_PER_POLL: usize = 256;
 /// Reconnect backoff: 10 ms doubling to 1 s, as redis-rs' ConnectionManager does here.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// How often requests queued on an unreachable node's connection are refused.
+const UNREACHABLE_POLL: Duration = Duration::from_millis(5);
 
 /// Serves the connection (`shared.stream`, open) until it fails, then reconnects with backoff,
 /// forever; the task ends when the load thread's `LocalSet` is dropped. While it is down,
@@ -53,25 +55,39 @@ pub(super) async fn run(shared: Rc<Shared>, target: DialSpec) {
 
 /// Opens a new connection, retrying with backoff. Requests made meanwhile stay queued (they
 /// are written once the handshake is done) until the oldest has waited the response timeout;
-/// then they fail, and the retries go on.
+/// then they fail, and the retries go on. Once an attempt has failed, the node is taken for
+/// unreachable: requests queued from then on fail at once as [`CallError::Unsent`] (none of
+/// them was written), so a cluster client can send them to the node that takes over.
 async fn reconnect(shared: &Shared, target: &DialSpec) -> Stream {
     let timeout = target.opts.response_timeout;
     let mut backoff = FIRST_BACKOFF;
+    let mut refused: Option<String> = None;
     loop {
         let next_try = Instant::now() + backoff;
         loop {
             // Wake up for the queued requests' deadline too, not only for the next attempt
-            // (a request queued during this sleep is looked at after it: at most 1 s late).
+            // (a request queued during this sleep is looked at after it: at most 1 s late),
+            // and every few ms while the node is unreachable, to refuse what was queued.
             let expiry = shared.state.borrow_mut().expire(timeout);
-            let until = expiry.map_or(next_try, |at| at.min(next_try));
+            let mut until = expiry.map_or(next_try, |at| at.min(next_try));
+            if let Some(why) = &refused {
+                shared.state.borrow_mut().fail_all(CallError::Unsent(why.clone()));
+                until = until.min(Instant::now() + UNREACHABLE_POLL);
+            }
             tokio::time::sleep_until(until.into()).await;
-            if until >= next_try {
+            if Instant::now() >= next_try {
                 break;
             }
         }
-        if let Ok(stream) = open(target).await {
-            crate::net::connector::note_reconnect();
-            return stream;
+        match open(target).await {
+            Ok(stream) => {
+                crate::net::connector::note_reconnect();
+                return stream;
+            }
+            Err(err) => {
+                shared.state.borrow_mut().fail_all(CallError::Unsent(err.to_string()));
+                refused = Some(err.to_string());
+            }
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }

@@ -1,0 +1,123 @@
+//! Following a failover: an embedded 3-primary × 1-replica cluster (node timeout 2 s) under
+//! the fencing soak, and a SIGKILL of the primary that serves the first queue. The run follows
+//! the cluster to the promoted replica, its check runs at the end, and the calls of the first
+//! queue succeed on the new primary. Whatever the check finds is what the failover did (lost
+//! acknowledged writes are the expected finding); the same run without the kill checks clean.
+
+mod support;
+
+use emq_bench::cmd::run::run;
+use emq_bench::server::Role;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::cluster::Cluster;
+
+/// The fencing soak, as shipped (three queues: one per primary).
+fn soak() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml")
+}
+
+/// EVALSHA calls `node` has served (INFO commandstats).
+async fn evalsha_calls(node: &emq_bench::server::EmbeddedServer) -> u64 {
+    let Ok(client) = redis::Client::open(node.url()) else { return 0 };
+    let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return 0 };
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The enqueue calls that succeeded in each second of the run (intervals.csv).
+fn enqueue_ok_per_second(dir: &Path) -> Vec<u64> {
+    let mut rows = csv::Reader::from_path(dir.join("intervals.csv")).unwrap();
+    let headers = rows.headers().unwrap().clone();
+    let column = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (script, ok) = (column("script"), column("ok"));
+    rows.records().map(|r| r.unwrap()).filter(|r| &r[script] == "enqueue").map(|r| r[ok].parse().unwrap()).collect()
+}
+
+/// The soak for `secs` on a fresh 3×1 cluster, its URL that of the primary serving the first
+/// queue; `kill_after` SIGKILLs that primary. Returns the result, the out dir, and (with a
+/// kill) the seconds from the kill until the promoted replica served its first script call.
+async fn soak_on_cluster(
+    secs: u64,
+    kill_after: Option<Duration>,
+) -> (emq_bench::cmd::session::RunResult, tempfile::TempDir, Option<f64>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let cluster = Cluster::replicated(3, 1, Duration::from_secs(2)).await;
+    // The queues are spread over the primaries in address order: the first queue lands on the
+    // primary with the lowest port.
+    let primaries: Vec<usize> = (0..3).collect();
+    let victim = *primaries.iter().min_by_key(|&&i| cluster.node(i).port()).unwrap();
+    let replica = (0..cluster.ids.len())
+        .find(|&i| cluster.inner.nodes()[i].role == Role::Replica { of: victim })
+        .expect("a replica of the victim");
+    let mut a = support::run_args(&soak(), tmp.path());
+    a.url = Some(cluster.node(victim).url());
+    a.duration = Some(Duration::from_secs(secs));
+    let killer = async {
+        let after = kill_after?;
+        tokio::time::sleep(after).await;
+        let pid = cluster.node(victim).pid() as libc::pid_t;
+        // SAFETY: kill(2) on a child process of this test; no memory is touched.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let killed = Instant::now();
+        let before = evalsha_calls(cluster.node(replica)).await;
+        while killed.elapsed() < Duration::from_secs(20) {
+            if evalsha_calls(cluster.node(replica)).await > before {
+                return Some(killed.elapsed().as_secs_f64());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    };
+    let (result, recovered) = tokio::join!(run(a, std::future::pending()), killer);
+    (result.unwrap(), tmp, recovered)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_is_followed_to_its_promoted_replica_and_the_check_runs() {
+    let (result, tmp, recovered) = soak_on_cluster(14, Some(Duration::from_secs(4))).await;
+    let summary = &result.summary;
+    eprintln!("{}", result.table);
+    let recovered = recovered.expect("the promoted replica never served a script call");
+    eprintln!("the first queue's calls succeed again {recovered:.2} s after the kill");
+    let check = summary.check.as_ref().unwrap_or_else(|| panic!("no check ran: {:?}", result.failures));
+    eprintln!("the check after the failover: {} violation(s): {check:?}", check.violations_total);
+    let redirects = summary.jobs["redirects"];
+    let reconnects = summary.jobs["reconnects"];
+    assert!(redirects + reconnects > 0, "no fault was seen: {:?}", summary.jobs);
+    let per_second = enqueue_ok_per_second(tmp.path());
+    let last = &per_second[per_second.len().saturating_sub(3)..];
+    assert!(last.iter().all(|&n| n > 0), "enqueues stopped succeeding: {per_second:?}");
+    assert!(summary.jobs["enqueued"] > 1000, "{:?}", summary.jobs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_soak_on_the_replicated_cluster_without_a_kill_checks_clean() {
+    let (result, _tmp, _) = soak_on_cluster(6, None).await;
+    let check = result.summary.check.as_ref().expect("a check ran");
+    assert_eq!(check.violations_total, 0, "{check:?}\n{}", result.table);
+    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}\n{}", result.failures, result.table);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_with_target_cluster_starts_its_own_replicated_cluster_and_checks_clean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut soak: toml::Table = std::fs::read_to_string(soak()).unwrap().parse().unwrap();
+    let cluster: toml::Table = "cluster = { primaries = 3, replicas = 1, node_timeout = \"2s\" }".parse().unwrap();
+    soak.insert("target".into(), cluster.into());
+    let path = tmp.path().join("cluster-soak.toml");
+    std::fs::write(&path, toml::to_string(&soak).unwrap()).unwrap();
+    let mut a = support::run_args(&path, tmp.path());
+    a.duration = Some(Duration::from_secs(3));
+    let result = run(a, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    let topology = &result.summary.target.topology;
+    assert_eq!(topology.kind, emq_bench::net::topology::Kind::Cluster);
+    assert_eq!(topology.nodes.len(), 3, "three primaries: {topology:?}");
+    assert!(result.summary.target.embedded);
+    assert_eq!(result.summary.check.as_ref().expect("a check ran").violations_total, 0);
+}
