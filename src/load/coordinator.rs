@@ -209,6 +209,7 @@ pub async fn drive(
         }
     }
     let nodes: Arc<[Connector]> = nodes.into();
+    let is_cluster = plane.topology().kind == crate::net::topology::Kind::Cluster;
     let placement: Arc<[usize]> = queues.iter().map(|q| plane.node_of(q)).collect();
     for index in 0..opts.threads.max(1) {
         let spec = ThreadSpec {
@@ -216,7 +217,7 @@ pub async fn drive(
             threads: opts.threads.max(1),
             nodes: nodes.clone(),
             placement: placement.clone(),
-            connect: opts.connect,
+            connect: ConnectOptions { refuse_when_unreachable: is_cluster, ..opts.connect },
             registry: opts.registry.clone(),
             plan: plan.clone(),
             shared: shared.clone(),

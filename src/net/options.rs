@@ -28,6 +28,11 @@ pub struct ConnectOptions {
     /// `kill-connections` fault must find them); `None` sends none, as a least-privilege user
     /// may not be allowed CLIENT.
     pub client_name: Option<&'static str>,
+    /// Once a reconnect attempt has failed, refuse calls queued on the connection at once as
+    /// unsent instead of holding them until the response timeout: a cluster's load routes
+    /// them to the node that takes over, where a standalone server has no other node (its
+    /// callers would only spin), so only cluster connections set it.
+    pub refuse_when_unreachable: bool,
 }
 
 impl Default for ConnectOptions {
@@ -37,6 +42,7 @@ impl Default for ConnectOptions {
             response_timeout: Duration::from_secs(5),
             transport: Transport::Pipe,
             client_name: None,
+            refuse_when_unreachable: false,
         }
     }
 }

@@ -56,8 +56,9 @@ pub(super) async fn run(shared: Rc<Shared>, target: DialSpec) {
 /// Opens a new connection, retrying with backoff. Requests made meanwhile stay queued (they
 /// are written once the handshake is done) until the oldest has waited the response timeout;
 /// then they fail, and the retries go on. Once an attempt has failed, the node is taken for
-/// unreachable: requests queued from then on fail at once as [`CallError::Unsent`] (none of
-/// them was written), so a cluster client can send them to the node that takes over.
+/// unreachable: when the options ask for it (a cluster's load), requests queued from then on
+/// fail at once as [`CallError::Unsent`] (none of them was written), so the cluster client can
+/// send them to the node that takes over.
 async fn reconnect(shared: &Shared, target: &DialSpec) -> Stream {
     let timeout = target.opts.response_timeout;
     let mut backoff = FIRST_BACKOFF;
@@ -84,10 +85,11 @@ async fn reconnect(shared: &Shared, target: &DialSpec) -> Stream {
                 crate::net::connector::note_reconnect();
                 return stream;
             }
-            Err(err) => {
+            Err(err) if target.opts.refuse_when_unreachable => {
                 shared.state.borrow_mut().fail_all(CallError::Unsent(err.to_string()));
                 refused = Some(err.to_string());
             }
+            Err(_) => {}
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
