@@ -41,7 +41,15 @@ fn main() {
         let t1 = Instant::now();
         for i in 0..N {
             // The service time (µs) is the one the histograms were given: computed once.
-            history.push(black_box(i as u32), Kind::Complete, Outcome::Ok, 1, 0, sent, black_box(i % 5000));
+            history.push(
+                black_box(i as u32),
+                Kind::Complete,
+                Outcome::Ok,
+                1,
+                Some(i as u32 % 64),
+                sent,
+                black_box(i % 5000),
+            );
         }
         let history_ns = t1.elapsed().as_nanos() as f64 / N as f64;
         println!("histogram recording: {histogram_ns:.1} ns/request");

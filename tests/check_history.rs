@@ -204,3 +204,57 @@ async fn the_check_command_checks_a_subset_of_the_runs_queues_and_refuses_unknow
     assert_eq!(typo.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&typo.stderr).contains("nothing to check"));
 }
+
+/// A token handed out again to another worker (what a failover that rolls back a claim does):
+/// the I5 finding names both holders, the first holder's complete accepted after the reissue
+/// is stale (I6), and the second holder's "already completed" answer is named (I6): both
+/// workers believe they finished the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reissued_token_names_both_holders() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut history = small_run(&server, tmp.path()).await;
+    let (id, _, token) = completed_job(&server).await;
+    let number = job_number(&emq_bench::keyspace::JobId::parse(id.as_bytes()).unwrap());
+    let token = token as u32;
+    let claim = *history
+        .events
+        .iter()
+        .rfind(|e| e.job == number && e.kind == Kind::Claim && e.token == token)
+        .expect("the job's last claim");
+    let holder = claim.worker.expect("claims name their worker");
+    let second = holder + 1000;
+    // The first holder's accepted complete moves after the reissue; the second holder's
+    // same-token complete is answered "already completed".
+    for e in history.events.iter_mut().filter(|e| e.job == number && e.kind == Kind::Complete) {
+        e.sent_us = claim.done_us + 1_000;
+        e.done_us = claim.done_us + 1_100;
+    }
+    history.events.push(Event {
+        worker: Some(second),
+        sent_us: claim.done_us + 400,
+        done_us: claim.done_us + 500,
+        ..claim
+    });
+    history.events.push(Event {
+        kind: Kind::Complete,
+        outcome: Seen::Alt,
+        worker: Some(second),
+        sent_us: claim.done_us + 2_000,
+        done_us: claim.done_us + 2_100,
+        ..claim
+    });
+    history.events.sort_by_key(|e| (e.job, e.sent_us, e.done_us));
+    let violations = check_now(&server, &history).await;
+    let on = |invariant: Invariant, needle: &str| {
+        violations
+            .iter()
+            .any(|v| v.invariant == invariant && v.job.as_deref() == Some(id.as_str()) && v.found.contains(needle))
+    };
+    let twice = format!("by worker {holder}, ");
+    assert!(on(Invariant::I5, &twice) && on(Invariant::I5, &format!("by worker {second}")), "{violations:#?}");
+    assert!(on(Invariant::I6, "was handed out again"), "{violations:#?}");
+    assert!(on(Invariant::I6, "both workers believe they finished the job"), "{violations:#?}");
+    let i5 = violations.iter().find(|v| v.invariant == Invariant::I5).unwrap();
+    assert_eq!(i5.at_us, Some(claim.done_us), "the first hand-out is the evidence's time");
+}

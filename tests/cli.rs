@@ -304,7 +304,7 @@ fn a_truncated_history_names_the_section_it_cut() {
     let start = std::time::Instant::now();
     let mut buf = HistoryBuf::new(start);
     for job in 1..=100 {
-        buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
+        buf.push(job, Kind::Progress, Outcome::Ok, 1, None, start, 0);
     }
     let header = HistoryHeader {
         seed: 1,
@@ -316,13 +316,14 @@ fn a_truncated_history_names_the_section_it_cut() {
         must_finish: true,
         protocol: Default::default(),
         stream_shards: Vec::new(),
+        event_version: emq_bench::history::EVENT_VERSION,
     };
     file::save(&path, &header, &buf.take()).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let (n, cut) = (bytes.len(), path.with_file_name("cut.bin"));
     for (len, want) in [
-        (n - 1, format!("ends at byte {}, expected stream 1 of 1: 500 bytes from byte {} (499 there; the file ends inside its event 100, after 99 whole events)", n - 1, n - 500)),
-        (20, format!("ends at byte 20, expected the header: {} bytes of JSON from byte 12 (8 there)", n - 500 - 8 - 4 - 12)),
+        (n - 1, format!("ends at byte {}, expected stream 1 of 1: 600 bytes from byte {} (599 there; the file ends inside its event 100, after 99 whole events)", n - 1, n - 600)),
+        (20, format!("ends at byte 20, expected the header: {} bytes of JSON from byte 12 (8 there)", n - 600 - 8 - 4 - 12)),
     ] {
         std::fs::write(&cut, &bytes[..len]).unwrap();
         let out = emq_bench(&["check", "--url", "redis://127.0.0.1:1", "--history", cut.to_str().unwrap()], tmp.path());

@@ -98,6 +98,7 @@ fn v(invariant: Invariant, queue: &QueueState, id: Option<&JobId>, expected: &st
         job: id.map(|i| i.to_string()),
         expected: expected.to_string(),
         found: found.to_string(),
+        at_us: None,
     }
 }
 
@@ -125,8 +126,12 @@ fn check_job(
         .or_else(|| minted.map(|id| format!("{id} (no row and no set member left)")))
         .unwrap_or_else(|| format!("job number {} (no row and no set member left)", events[0].job));
     let queue = found.map(|f| f.queue.queue.clone()).unwrap_or_else(|| queue_name(&events[0]));
+    // When the evidence of the next violation happened (see `Violation::at_us`), set just
+    // before it is pushed.
+    let evidence_at = std::cell::Cell::new(None);
     let mut push = |invariant, expected: String, found: String| {
-        out.push(Violation { invariant, queue: queue.clone(), job: Some(job_label.clone()), expected, found });
+        let at_us = evidence_at.take();
+        out.push(Violation { invariant, queue: queue.clone(), job: Some(job_label.clone()), expected, found, at_us });
     };
     let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
 
@@ -150,6 +155,7 @@ fn check_job(
     }
     let Some(found) = found else {
         if created {
+            evidence_at.set(creation.map(|e| e.done_us));
             push(
                 Invariant::I7,
                 "the accepted job to end in one location".into(),
@@ -188,12 +194,23 @@ fn check_job(
         );
     }
 
-    // Tokens (I5): 1, 2, 3, ... each handed out once; final attempts = claims.
+    // Tokens (I5): 1, 2, 3, ... each handed out once; final attempts = claims. A token handed
+    // out twice names each claim (its holder and when its reply was read), so a token reissued
+    // after a rollback (a failover that lost the first claim) names both workers.
     let mut tokens: Vec<u32> = of(Kind::Claim).map(|c| c.token).collect();
     tokens.sort_unstable();
+    let mut reported = None;
     for pair in tokens.windows(2) {
-        if pair[0] == pair[1] {
-            push(Invariant::I5, "each token handed out once".into(), format!("token {} handed out twice", pair[0]));
+        if pair[0] == pair[1] && reported != Some(pair[0]) {
+            reported = Some(pair[0]);
+            let claims: Vec<&Event> = of(Kind::Claim).filter(|c| c.token == pair[0]).collect();
+            let list: Vec<String> = claims.iter().map(|c| format!("at {}{}", seconds(c.done_us), c.holder())).collect();
+            evidence_at.set(claims.first().map(|c| c.done_us));
+            push(
+                Invariant::I5,
+                "each token handed out once".into(),
+                format!("token {} handed out {} times: {}", pair[0], claims.len(), list.join(", ")),
+            );
         }
     }
     let max_token = tokens.last().copied().unwrap_or(0);
@@ -209,12 +226,18 @@ fn check_job(
     if let Some(Ok(attempts)) = row.attempts {
         let fits = if unknown_claims { attempts >= u64::from(max_token) } else { attempts == u64::from(max_token) };
         if !fits {
+            evidence_at.set(of(Kind::Claim).filter(|c| c.token == max_token).map(|c| c.done_us).next());
             push(Invariant::I5, format!("attempts = {max_token} (the claims seen)"), format!("attempts = {attempts}"));
         }
     }
 
     // Fencing (I6).
-    check_fencing(events, &tokens, row, drained, history.header.max_attempts, history.header.protocol, &mut push);
+    let mut push_at = |at: Option<u64>, invariant, expected, found| {
+        evidence_at.set(at);
+        push(invariant, expected, found)
+    };
+    check_fencing(events, &tokens, row, drained, history.header.max_attempts, history.header.protocol, &mut push_at);
+    let mut push = |invariant, expected, found| push_at(None, invariant, expected, found);
 
     // No loss (I7): after a drain every job that exists is completed or failed. A run meant to
     // finish its jobs whose drain did not (consumers that could not keep up) leaves a backlog,
@@ -273,6 +296,23 @@ fn stuck(state: Location, row: &Row, deadline: Option<&f64>, now_ms: Option<u64>
     format!("stuck job: state {}{when}, attempts {attempts}", state.name())
 }
 
+/// `4.213 s`: a time of the history (µs since the run start) as a violation names it.
+fn seconds(us: u64) -> String {
+    format!("{:.3} s", us as f64 / 1e6)
+}
+
+/// For fenced call `e` of a worker known by the history: its own claim of its token (the
+/// last one it read before sending `e`) and a claim of the same token by another worker read
+/// after it and before `e` was sent, when there is one.
+fn handed_again<'a>(events: &'a [Event], e: &Event) -> Option<(&'a Event, &'a Event)> {
+    e.worker?;
+    let claims = || events.iter().filter(|c| c.kind == Kind::Claim && c.token == e.token && c.outcome.accepted());
+    let own = claims().rfind(|c| !c.other_worker(e) && c.done_us <= e.sent_us)?;
+    let other = claims()
+        .find(|c| c.worker.is_some() && c.other_worker(e) && c.done_us > own.done_us && c.done_us < e.sent_us)?;
+    Some((own, other))
+}
+
 /// I6: every accepted fenced call carried the then-current token, at most one terminal outcome.
 fn check_fencing(
     events: &[Event],
@@ -281,7 +321,7 @@ fn check_fencing(
     drained: bool,
     max_attempts: u32,
     protocol: Protocol,
-    push: &mut impl FnMut(Invariant, String, String),
+    push: &mut impl FnMut(Option<u64>, Invariant, String, String),
 ) {
     // BullMQ's updateProgress takes no lock token (docs/bullmq-mapping.md): a stale worker's
     // progress is accepted by design, so only its other calls are fenced.
@@ -299,9 +339,12 @@ fn check_fencing(
         })
         .collect();
     if terminal.len() > 1 {
-        let list: Vec<String> =
-            terminal.iter().map(|e| format!("{} with token {}{}", e.kind.name(), e.token, e.origin())).collect();
+        let list: Vec<String> = terminal
+            .iter()
+            .map(|e| format!("{} with token {}{} at {}", e.kind.name(), e.token, e.holder(), seconds(e.done_us)))
+            .collect();
         push(
+            terminal.first().map(|e| e.done_us),
             Invariant::I6,
             "at most one terminal outcome".into(),
             format!("{} accepted: {}", terminal.len(), list.join(", ")),
@@ -310,10 +353,12 @@ fn check_fencing(
     let max_token = tokens.last().copied().unwrap_or(0);
     for e in events.iter().filter(|e| fenced(e.kind)) {
         let next_handed = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us);
+        let again = handed_again(events, e);
         if let Outcome::Refused(code) = e.outcome {
             // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE.
-            if next_handed.is_some() && !code.is_stale() {
+            if (next_handed.is_some() || again.is_some()) && !code.is_stale() {
                 push(
+                    None,
                     Invariant::I6,
                     format!(
                         "a stale {} refused as stale (EMQFENCE, EMQSTATE; BullMQ: lock missing or mismatched)",
@@ -334,6 +379,7 @@ fn check_fencing(
             if retried != (e.token < max_attempts) {
                 let (want, got) = if retried { ("failed", "retry") } else { ("retry", "failed") };
                 push(
+                    None,
                     Invariant::I6,
                     format!("fail with token {} of max_attempts {max_attempts} to answer {want}", e.token),
                     format!("answered {got}"),
@@ -343,16 +389,65 @@ fn check_fencing(
         let accepted_as = if e.kind == Kind::Complete && e.outcome == Outcome::Alt { "safe retry" } else { "accepted" };
         if !handed(e.token) && !tokens.is_empty() {
             push(
+                None,
                 Invariant::I6,
                 format!("{} with a token some claim handed out", e.kind.name()),
                 format!("{accepted_as} with token {} never handed out", e.token),
             );
             continue;
         }
+        // Stale too: its own token was handed out again, to another worker, after this
+        // worker's claim and before this call (a claim rolled back by a failover, the counter
+        // with it): the fence cannot tell the two holders apart.
+        if let Some((own, other)) = again {
+            push(
+                Some(e.done_us),
+                Invariant::I6,
+                format!(
+                    "{} with token {} refused once token {} was handed out again to another worker",
+                    e.kind.name(),
+                    e.token,
+                    e.token
+                ),
+                format!(
+                    "{accepted_as}{} (its claim read at {}) {} µs after token {} was handed out again at {}{}",
+                    e.holder(),
+                    seconds(own.done_us),
+                    e.sent_us - other.done_us,
+                    e.token,
+                    seconds(other.done_us),
+                    other.holder()
+                ),
+            );
+        }
+        // The same-token retry answer ("already completed") is only for the worker that
+        // completed the job: given to another holder of a reissued token, both believe they
+        // finished it.
+        if e.kind == Kind::Complete && e.outcome == Outcome::Alt {
+            let by_other =
+                terminal.iter().find(|t| t.kind == Kind::Complete && t.token == e.token && t.other_worker(e));
+            if let (Some(done), Some(_)) = (by_other, e.worker) {
+                push(
+                    Some(e.done_us),
+                    Invariant::I6,
+                    "\"already completed\" only to the worker whose complete was accepted (a retry of its own call)"
+                        .into(),
+                    format!(
+                        "complete with token {}{} answered \"already completed\" at {}, but the complete accepted was{} at {}: both workers believe they finished the job",
+                        e.token,
+                        e.holder(),
+                        seconds(e.done_us),
+                        done.holder(),
+                        seconds(done.done_us)
+                    ),
+                );
+            }
+        }
         // Provably stale: the next token was handed out (reply read) before this call was sent.
         if let Some(next) = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us)
         {
             push(
+                Some(e.done_us),
                 Invariant::I6,
                 format!("{} with token {} refused once token {} was handed out", e.kind.name(), e.token, next.token),
                 format!(
@@ -369,6 +464,7 @@ fn check_fencing(
             || (e.kind == Kind::Fail && e.outcome == Outcome::Alt);
         if is_terminal && e.token < max_token {
             push(
+                None,
                 Invariant::I6,
                 format!("{} accepted only with the last token", e.kind.name()),
                 format!("accepted{} with token {} but token {max_token} was handed out", e.origin(), e.token),
@@ -385,22 +481,25 @@ fn check_fencing(
     };
     match row.state {
         StateField::Known(Location::Completed) if drained && !could(Kind::Complete, Outcome::Ok) => push(
+            None,
             Invariant::I6,
             "completed only through an accepted complete".into(),
             "state completed, but no complete was accepted".into(),
         ),
         StateField::Known(Location::Failed) if drained && !could(Kind::Fail, Outcome::Alt) && !stall_failed => push(
+            None,
             Invariant::I6,
             "failed only through a final fail, or by reap after the last attempt stalled".into(),
             "state failed, but no fail answered `failed` and it is not a stalled last attempt".into(),
         ),
         StateField::Known(Location::Failed) if terminal.iter().any(|e| e.kind == Kind::Complete) => push(
+            None,
             Invariant::I6,
             "a completed job to stay completed".into(),
             "state failed after an accepted complete".into(),
         ),
         StateField::Known(Location::Completed) if terminal.iter().any(|e| e.kind == Kind::Fail) => {
-            push(Invariant::I6, "a failed job to stay failed".into(), "state completed after a final fail".into())
+            push(None, Invariant::I6, "a failed job to stay failed".into(), "state completed after a final fail".into())
         }
         _ => {}
     }

@@ -116,6 +116,7 @@ mod tests {
             job: Some(job.into()),
             expected: "attempts ≥ 1".into(),
             found: found.into(),
+            at_us: None,
         }
     }
 

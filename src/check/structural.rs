@@ -181,7 +181,7 @@ pub(super) fn violation(
     expected: String,
     found: String,
 ) -> Violation {
-    Violation { invariant, queue: queue.queue.clone(), job: Some(job.to_string()), expected, found }
+    Violation { invariant, queue: queue.queue.clone(), job: Some(job.to_string()), expected, found, at_us: None }
 }
 
 fn describe_state(state: &StateField) -> String {

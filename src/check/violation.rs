@@ -78,4 +78,10 @@ pub struct Violation {
     pub expected: String,
     /// What the server state or the history shows.
     pub found: String,
+    /// When the history shows it, µs since the run start: the acknowledgement of a lost
+    /// enqueue, the first hand-out of a token handed out twice, the first of two terminal
+    /// outcomes (what the failover table attributes to a fault's window); `None` for what
+    /// only the end state shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_us: Option<u64>,
 }

@@ -6,11 +6,12 @@
 //! was recorded, never joined (joining would copy every byte once more into fresh pages, a
 //! page fault per 4 KiB of history).
 //!
-//! Encoding of one event: a byte `kind << 5 | outcome`; the job number as a zigzag varint delta
-//! from the previous event's; the token (a varint) or, for enqueues, the CRC-32 (4 bytes LE),
-//! the queue (a varint) and the id's time part (a zigzag varint delta, ms, from the previous
-//! enqueue's); the send time as a zigzag varint delta (µs) from the previous
-//! event's; the duration (µs, a varint).
+//! Encoding of one event (version 3): a byte `kind << 5 | outcome`; the job number as a zigzag
+//! varint delta from the previous event's; for enqueues the CRC-32 (4 bytes LE), the queue (a
+//! varint) and the id's time part (a zigzag varint delta, ms, from the previous enqueue's),
+//! otherwise the token and the worker (two varints); the send time as a zigzag varint delta
+//! (µs) from the previous event's; the duration (µs, a varint). Version 2 (older files) has no
+//! worker.
 
 use super::event::{Event, Kind, Outcome};
 use crate::metrics::elapsed_us;
@@ -95,8 +96,17 @@ impl HistoryBuf {
     /// (the service time the caller already computed for the histograms).
     #[inline]
     #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
-    pub fn push(&mut self, job: u32, kind: Kind, outcome: Outcome, token: u32, queue: u16, sent: Instant, dur_us: u64) {
-        self.push_enqueue(job, kind, outcome, token, queue, 0, sent, dur_us);
+    pub fn push(
+        &mut self,
+        job: u32,
+        kind: Kind,
+        outcome: Outcome,
+        token: u32,
+        worker: Option<u32>,
+        sent: Instant,
+        dur_us: u64,
+    ) {
+        self.put(job, kind, outcome, token, worker.map_or(0, |w| u64::from(w) + 1), 0, sent, dur_us);
     }
 
     /// [`push`](Self::push) with the enqueued id's time part `id_ms` (ms since the Unix epoch;
@@ -115,6 +125,24 @@ impl HistoryBuf {
         sent: Instant,
         dur_us: u64,
     ) {
+        self.put(job, kind, outcome, token, u64::from(queue), id_ms, sent, dur_us);
+    }
+
+    /// Encodes one event: `place` is the queue of an enqueue kind, and for any other the worker
+    /// plus one (0: no worker known).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
+    fn put(
+        &mut self,
+        job: u32,
+        kind: Kind,
+        outcome: Outcome,
+        token: u32,
+        place: u64,
+        id_ms: u64,
+        sent: Instant,
+        dur_us: u64,
+    ) {
         if self.at + EVENT_MAX > CHUNK {
             self.next_chunk();
         }
@@ -125,11 +153,12 @@ impl HistoryBuf {
         let mut at = put_varint(buf, 1, zigzag(i64::from(job) - i64::from(self.last_job)));
         if matches!(kind, Kind::Enqueue | Kind::EnqueueDup) {
             buf[at..at + 4].copy_from_slice(&token.to_le_bytes());
-            at = put_varint(buf, at + 4, u64::from(queue));
+            at = put_varint(buf, at + 4, place);
             at = put_varint(buf, at, zigzag(id_ms as i64 - self.last_id_ms as i64));
             self.last_id_ms = id_ms;
         } else {
             at = put_varint(buf, at, u64::from(token));
+            at = put_varint(buf, at, place);
         }
         at = put_varint(buf, at, zigzag(sent_us as i64 - self.last_sent as i64));
         at = put_varint(buf, at, dur_us);
@@ -222,10 +251,22 @@ impl Reader<'_> {
     }
 }
 
-/// Decodes one thread's stream into events, in recording order.
+/// The event encoding this build writes (3: fenced calls and claims carry their worker).
+pub const EVENT_VERSION: u8 = 3;
+
+/// Decodes one thread's stream, written in this build's encoding ([`EVENT_VERSION`]), into
+/// events, in recording order.
 ///
 /// Errors: [`DecodeError`] at the first malformed event.
 pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
+    decode_version(bytes, EVENT_VERSION)
+}
+
+/// [`decode`] for a stream in event encoding `version` (2: no worker; 3: this build's).
+///
+/// Errors: [`DecodeError`] at the first malformed event.
+pub fn decode_version(bytes: &[u8], version: u8) -> Result<Vec<Event>, DecodeError> {
+    let with_worker = version >= 3;
     let mut r = Reader { bytes, at: 0, event: 0 };
     let mut events = Vec::with_capacity(bytes.len() / 8);
     let (mut job, mut sent, mut id_ms) = (0i64, 0i64, 0i64);
@@ -243,11 +284,18 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
         } else {
             (r.varint()? as u32, 0, 0)
         };
+        let worker = match matches!(kind, Kind::Enqueue | Kind::EnqueueDup) || !with_worker {
+            true => None,
+            false => match r.varint()? {
+                0 => None,
+                w => Some(u32::try_from(w - 1).map_err(|_| r.error(start, "worker out of range"))?),
+            },
+        };
         sent += unzigzag(r.varint()?);
         let dur = r.varint()?;
         let job = u32::try_from(job).map_err(|_| r.error(start, "job number out of range"))?;
         let (sent_us, done_us) = (sent as u64, sent as u64 + dur);
-        events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us, shard: None });
+        events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us, worker, shard: None });
         r.event += 1;
     }
     Ok(events)
@@ -269,8 +317,8 @@ mod tests {
             let t = u64::from(job) * 100;
             let id_ms = 1_764_000_000_000 + u64::from(job) / 3;
             buf.push_enqueue(job, Kind::Enqueue, Outcome::Ok, 0xdead_beef ^ job, 1, id_ms, at(t), 80);
-            buf.push(job, Kind::Claim, Outcome::Ok, 1, 0, at(t + 90), 5);
-            buf.push(job, Kind::Complete, Outcome::Refused(ErrorCode::Fence), 1, 0, at(t + 96), 3);
+            buf.push(job, Kind::Claim, Outcome::Ok, 1, Some(job % 7), at(t + 90), 5);
+            buf.push(job, Kind::Complete, Outcome::Refused(ErrorCode::Fence), 1, Some(job % 7), at(t + 96), 3);
             expected.push(Event {
                 job,
                 kind: Kind::Enqueue,
@@ -280,6 +328,7 @@ mod tests {
                 id_ms,
                 sent_us: t,
                 done_us: t + 80,
+                worker: None,
                 shard: None,
             });
             expected.push(Event {
@@ -291,6 +340,7 @@ mod tests {
                 id_ms: 0,
                 sent_us: t + 90,
                 done_us: t + 95,
+                worker: Some(job % 7),
                 shard: None,
             });
             expected.push(Event {
@@ -302,10 +352,11 @@ mod tests {
                 id_ms: 0,
                 sent_us: t + 96,
                 done_us: t + 99,
+                worker: Some(job % 7),
                 shard: None,
             });
         }
-        buf.push(super::super::event::UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, 0, at(5), 2);
+        buf.push(super::super::event::UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, None, at(5), 2);
         expected.push(Event {
             job: u32::MAX,
             kind: Kind::Claim,
@@ -315,6 +366,7 @@ mod tests {
             id_ms: 0,
             sent_us: 5,
             done_us: 7,
+            worker: None,
             shard: None,
         });
         let streams = buf.take();
@@ -325,13 +377,25 @@ mod tests {
         assert!(per_job < 30.0, "{per_job} bytes per job for 3 events");
     }
 
+    /// A version 2 stream (older files) has no worker after a claim's token; it decodes with
+    /// none, and the same bytes are not taken for version 3.
+    #[test]
+    fn version_2_events_decode_without_a_worker() {
+        // claim (kind 2, outcome Ok = 0) of job 3, token 2, sent at 10 µs, 5 µs long.
+        let v2 = [2u8 << 5, 6, 2, 20, 5];
+        let events = decode_version(&v2, 2).unwrap();
+        assert_eq!((events[0].job, events[0].token, events[0].worker), (3, 2, None));
+        assert_eq!((events[0].sent_us, events[0].done_us), (10, 15));
+        assert!(decode(&v2).is_err(), "read as version 3 it is cut short");
+    }
+
     #[test]
     fn streams_spanning_many_chunks_decode_whole() {
         let start = Instant::now();
         let mut buf = HistoryBuf::new(start);
         let n = 3 * CHUNK as u32 / 4; // a few chunks' worth of ~5-byte events
         for job in 0..n {
-            buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
+            buf.push(job, Kind::Progress, Outcome::Ok, 1, None, start, 0);
         }
         let streams = buf.take();
         assert!(streams.len() > 2 && streams.iter().all(|s| s.len() <= CHUNK));
@@ -346,7 +410,7 @@ mod tests {
     fn a_truncated_stream_is_an_error() {
         let start = Instant::now();
         let mut buf = HistoryBuf::new(start);
-        buf.push(3, Kind::Claim, Outcome::Ok, 2, 0, start, 0);
+        buf.push(3, Kind::Claim, Outcome::Ok, 2, None, start, 0);
         let bytes = buf.take().remove(0);
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
     }

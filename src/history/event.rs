@@ -127,6 +127,10 @@ pub struct Event {
     pub sent_us: u64,
     /// When its reply was read (or the call gave up), µs since the run start.
     pub done_us: u64,
+    /// The consumer lane that made the call (claims and fenced calls; run-wide within one
+    /// process, `consumer × pipeline + lane`), so the check tells two holders of one token
+    /// apart; `None` for enqueues and in histories written before it was recorded.
+    pub worker: Option<u32>,
     /// The fleet shard that made the call, in a `shared` fleet's merged history
     /// ([`super::HistoryHeader::stream_shards`]); `None` in one process's.
     pub shard: Option<u16>,
@@ -137,5 +141,21 @@ impl Event {
     /// an event it names.
     pub fn origin(&self) -> String {
         self.shard.map(|s| format!(" (shard {s})")).unwrap_or_default()
+    }
+
+    /// ` by worker W (shard N)`, ` by worker W`, or [`origin`](Self::origin) when the event
+    /// carries no worker: what a violation adds to name who made a call.
+    pub fn holder(&self) -> String {
+        match (self.worker, self.shard) {
+            (Some(w), Some(s)) => format!(" by worker {w} (shard {s})"),
+            (Some(w), None) => format!(" by worker {w}"),
+            (None, _) => self.origin(),
+        }
+    }
+
+    /// True when `other` is known to come from another worker (both carry theirs and they
+    /// differ, or they come from different shards).
+    pub fn other_worker(&self, other: &Event) -> bool {
+        self.shard != other.shard || matches!((self.worker, other.worker), (Some(a), Some(b)) if a != b)
     }
 }

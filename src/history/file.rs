@@ -1,17 +1,20 @@
 //! `history.bin`: the run's history saved in the results folder, so `emq-bench check` can be
-//! re-run later. Versioned: magic `EMQHIST2` (2: enqueues keep the id's time part), a JSON
+//! re-run later. Versioned: magic `EMQHIST3` (3: claims and fenced calls name their worker;
+//! `EMQHIST2` files, whose enqueues already keep the id's time part, are still read), a JSON
 //! header, then the load threads' streams as recorded (the compact varint encoding of
 //! `buffer.rs`; a thread's history is one stream per 1 MiB chunk, each decoding on its own).
 //!
-//! Layout: `EMQHIST2` · u32 LE header length · header JSON · u32 LE stream count ·
+//! Layout: `EMQHIST3` · u32 LE header length · header JSON · u32 LE stream count ·
 //! for each stream: u64 LE length · bytes.
 
 use super::HistoryHeader;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// The file's magic and format version.
-pub const MAGIC: &[u8; 8] = b"EMQHIST2";
+/// The file's magic and format version, as this build writes it.
+pub const MAGIC: &[u8; 8] = b"EMQHIST3";
+/// The magic of the previous version (no worker in its events), still read.
+const MAGIC_V2: &[u8; 8] = b"EMQHIST2";
 
 /// Why a history file could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -25,7 +28,7 @@ pub enum HistoryFileError {
         source: std::io::Error,
     },
     /// Not a history file of this version.
-    #[error("{}: not an emq-bench history (expected magic EMQHIST2)", path.display())]
+    #[error("{}: not an emq-bench history (expected magic EMQHIST3 or EMQHIST2)", path.display())]
     Magic {
         /// The file.
         path: PathBuf,
@@ -81,7 +84,7 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
     let size = file.metadata().map_err(io)?.len();
     let mut input = Sections { input: BufReader::new(file), at: 0, size, path };
     let not_history = || HistoryFileError::Magic { path: path.to_path_buf() };
-    let magic = match input.take(8, |there| format!("the 8-byte magic EMQHIST2 at byte 0 ({there} there)")) {
+    let magic = match input.take(8, |there| format!("the 8-byte magic EMQHIST3 at byte 0 ({there} there)")) {
         Ok(magic) => magic,
         // Fewer than 8 bytes: a prefix of the magic is a history cut short, anything else is
         // another file.
@@ -90,16 +93,19 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
         }
         Err(other) => return Err(other),
     };
-    if magic != MAGIC {
-        return Err(not_history());
-    }
+    let version = match magic.as_slice() {
+        m if m == MAGIC => super::EVENT_VERSION,
+        m if m == MAGIC_V2 => 2,
+        _ => return Err(not_history()),
+    };
     let at = input.at;
     let len = input.u32(|| format!("the header's 4-byte length at byte {at}"))?;
     let at = input.at;
     let json = input
         .take(u64::from(len), |there| format!("the header: {len} bytes of JSON from byte {at} ({there} there)"))?;
-    let header = serde_json::from_slice(&json)
+    let mut header: HistoryHeader = serde_json::from_slice(&json)
         .map_err(|source| HistoryFileError::Header { path: path.to_path_buf(), source })?;
+    header.event_version = version;
     let at = input.at;
     let count = input.u32(|| format!("the 4-byte stream count at byte {at}"))?;
     let mut streams = Vec::new();
@@ -112,7 +118,7 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
         if len > there {
             // Where in the stream's events the file ends: the part that is there decodes up
             // to the event that is cut.
-            let events = match super::buffer::decode(&input.rest()?) {
+            let events = match super::buffer::decode_version(&input.rest()?, version) {
                 _ if there == 0 => String::new(),
                 Ok(events) => format!("; the file ends after its event {}", events.len()),
                 Err(e) => format!("; the file ends inside its event {}, after {} whole events", e.event + 1, e.event),
@@ -196,7 +202,7 @@ mod tests {
             .flat_map(|_| {
                 let mut buf = HistoryBuf::new(start);
                 for job in 1..=events {
-                    buf.push(job, Kind::Progress, Outcome::Ok, 1, 0, start, 0);
+                    buf.push(job, Kind::Progress, Outcome::Ok, 1, None, start, 0);
                 }
                 buf.take()
             })
@@ -214,6 +220,7 @@ mod tests {
             must_finish: true,
             protocol: Default::default(),
             stream_shards: Vec::new(),
+            event_version: crate::history::EVENT_VERSION,
         }
     }
 
@@ -240,33 +247,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.bin");
         let streams = streams(10);
-        assert!(streams.iter().all(|s| s.len() == 50), "5-byte events");
+        assert!(streams.iter().all(|s| s.len() == 60), "6-byte events");
         save(&path, &header(), &streams).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let json = serde_json::to_vec(&header()).unwrap().len();
         let count_at = 12 + json;
-        let stream = |k: usize| count_at + 4 + (k - 1) * 58 + 8; // where stream k's bytes start
+        let stream = |k: usize| count_at + 4 + (k - 1) * 68 + 8; // where stream k's bytes start
         let file = path.with_file_name("cut.bin");
         let f = file.display();
         for (cut, want) in [
-            (0, format!("{f}: truncated: the file ends at byte 0, expected the 8-byte magic EMQHIST2 at byte 0 (0 there)")),
-            (5, "ends at byte 5, expected the 8-byte magic EMQHIST2 at byte 0 (5 there)".into()),
+            (0, format!("{f}: truncated: the file ends at byte 0, expected the 8-byte magic EMQHIST3 at byte 0 (0 there)")),
+            (5, "ends at byte 5, expected the 8-byte magic EMQHIST3 at byte 0 (5 there)".into()),
             (10, "ends at byte 10, expected the header's 4-byte length at byte 8".into()),
             (20, format!("ends at byte 20, expected the header: {json} bytes of JSON from byte 12 (8 there)")),
             (count_at + 2, format!("expected the 4-byte stream count at byte {count_at}")),
             (count_at + 4 + 3, format!("expected the 8-byte length of stream 1 of 2 at byte {}", count_at + 4)),
-            (stream(1), format!("expected stream 1 of 2: 50 bytes from byte {} (0 there)", stream(1))),
+            (stream(1), format!("expected stream 1 of 2: 60 bytes from byte {} (0 there)", stream(1))),
             (
-                stream(2) + 12,
+                stream(2) + 14,
                 format!(
-                    "expected stream 2 of 2: 50 bytes from byte {} (12 there; the file ends inside its event 3, after 2 whole events)",
+                    "expected stream 2 of 2: 60 bytes from byte {} (14 there; the file ends inside its event 3, after 2 whole events)",
                     stream(2)
                 ),
             ),
-            (stream(2) + 25, "(25 there; the file ends after its event 5)".into()),
+            (stream(2) + 30, "(30 there; the file ends after its event 5)".into()),
             (
                 bytes.len() - 1,
-                format!("ends at byte {}, expected stream 2 of 2: 50 bytes from byte {} (49 there; the file ends inside its event 10, after 9 whole events)", bytes.len() - 1, stream(2)),
+                format!("ends at byte {}, expected stream 2 of 2: 60 bytes from byte {} (59 there; the file ends inside its event 10, after 9 whole events)", bytes.len() - 1, stream(2)),
             ),
         ] {
             let err = load_err(dir.path(), &bytes[..cut]);

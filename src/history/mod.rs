@@ -10,7 +10,7 @@ pub mod buffer;
 pub mod event;
 pub mod file;
 
-pub use buffer::{DecodeError, HistoryBuf};
+pub use buffer::{DecodeError, HistoryBuf, EVENT_VERSION};
 pub use event::{Event, Kind, Outcome, UNKNOWN_JOB};
 
 use rayon::prelude::*;
@@ -45,6 +45,14 @@ pub struct HistoryHeader {
     /// index (its events' [`Event::shard`]). Empty for one process's history.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stream_shards: Vec<u16>,
+    /// The streams' event encoding ([`buffer::EVENT_VERSION`] when written by this build; 2 in
+    /// older files, whose claims and fenced calls carry no worker).
+    #[serde(default = "event_version_2")]
+    pub event_version: u8,
+}
+
+fn event_version_2() -> u8 {
+    2
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.
@@ -64,7 +72,9 @@ impl History {
     ///
     /// Errors: the first stream that does not decode.
     pub fn merge(header: HistoryHeader, streams: &[Vec<u8>]) -> Result<History, DecodeError> {
-        let decoded: Vec<Vec<Event>> = streams.par_iter().map(|s| buffer::decode(s)).collect::<Result<_, _>>()?;
+        let version = header.event_version;
+        let decoded: Vec<Vec<Event>> =
+            streams.par_iter().map(|s| buffer::decode_version(s, version)).collect::<Result<_, _>>()?;
         let mut events: Vec<Event> = Vec::with_capacity(decoded.iter().map(Vec::len).sum());
         for (index, stream) in decoded.into_iter().enumerate() {
             let shard = header.stream_shards.get(index).copied();

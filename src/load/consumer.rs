@@ -26,12 +26,14 @@ enum Fate {
 /// Backoff after a failed claim (server down, timeout): keeps a dead server from being hammered.
 const CLAIM_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
-/// Runs one consumer lane until the run stops. `lane` spreads lanes over the queues.
+/// Runs one consumer lane until the run stops. `lane` (unique in the process) spreads lanes
+/// over the queues and names the lane as the worker of its calls in the history.
 pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed: u64) {
     let plan = &ctx.plan.consumers;
     let queues = ctx.plan.queues.len();
     let lease_ms = plan.lease.as_millis().max(1) as u64;
     let mut rng = SmallRng::seed_from_u64(seed);
+    let worker = lane as u32;
     let mut turn = lane;
     while ctx.phase() != Phase::Stop {
         let queue = turn % queues;
@@ -48,7 +50,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
                         Kind::Claim,
                         Outcome::Unknown,
                         0,
-                        0,
+                        Some(worker),
                         span.sent,
                         span.service_us,
                     );
@@ -74,7 +76,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
                 Kind::Claim,
                 outcome,
                 Q::attempt(&job.token),
-                0,
+                Some(worker),
                 span.sent,
                 span.service_us,
             );
@@ -83,7 +85,7 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
             if ctx.phase() == Phase::Stop {
                 return;
             }
-            process(&ctx, &mut ops, queue, job, &mut rng).await;
+            process(&ctx, &mut ops, queue, job, worker, &mut rng).await;
         }
     }
 }
@@ -93,6 +95,7 @@ async fn process<Q: QueueOps>(
     ops: &mut Q,
     queue: usize,
     job: Claimed<Q::Token>,
+    worker: u32,
     rng: &mut SmallRng,
 ) {
     let plan = &ctx.plan.consumers;
@@ -112,18 +115,27 @@ async fn process<Q: QueueOps>(
     if fate == Fate::Stall {
         ctx.bump(JobCounter::Stalled, 1);
         if plan.zombie.draw(rng) {
-            tokio::task::spawn_local(zombie(ctx.clone(), ops.clone(), queue, job));
+            tokio::task::spawn_local(zombie(ctx.clone(), ops.clone(), queue, job, worker));
         }
         return;
     }
     let work = plan.work.sample(rng);
-    if !doomed && !work_on(ctx, ops, queue, &job, work).await {
+    if !doomed && !work_on(ctx, ops, queue, &job, worker, work).await {
         return; // lost the job while working (fenced or gone): nothing more to do with it
     }
     match fate {
         Fate::Complete => {
             let request = ops.complete(queue, job.id, job.token);
-            match fenced::<Q, _>(ctx, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await
+            match fenced::<Q, _>(
+                ctx,
+                worker,
+                Verb::Complete,
+                Q::script(Verb::Complete),
+                &job,
+                request,
+                complete_outcome,
+            )
+            .await
             {
                 Ok(CompleteReply::Completed) => ctx.bump(JobCounter::Completed, 1),
                 Ok(CompleteReply::AlreadyCompleted) | Err(_) => {}
@@ -140,7 +152,7 @@ async fn process<Q: QueueOps>(
             };
             let script = ops.fail_script(&job.token, &args);
             let request = ops.fail(queue, job.id, job.token, args);
-            match fenced::<Q, _>(ctx, Verb::Fail, script, &job, request, fail_outcome).await {
+            match fenced::<Q, _>(ctx, worker, Verb::Fail, script, &job, request, fail_outcome).await {
                 Ok(FailReply::Retry) => ctx.bump(JobCounter::Retried, 1),
                 // A stall failure is counted by the check's scan ("failed by stall"), as reap's.
                 Ok(FailReply::Failed) if doomed => {}
@@ -159,6 +171,7 @@ async fn work_on<Q: QueueOps>(
     ops: &mut Q,
     queue: usize,
     job: &Claimed<Q::Token>,
+    worker: u32,
     work: Duration,
 ) -> bool {
     let plan = &ctx.plan.consumers;
@@ -182,7 +195,9 @@ async fn work_on<Q: QueueOps>(
         if next_extend.is_some_and(|t| t <= now && t < end) {
             let lease_ms = plan.lease.as_millis().max(1) as u64;
             let request = ops.extend(queue, job.id, job.token, lease_ms);
-            if lost(fenced::<Q, _>(ctx, Verb::Extend, Q::script(Verb::Extend), job, request, |_| Outcome::Ok).await) {
+            if lost(
+                fenced::<Q, _>(ctx, worker, Verb::Extend, Q::script(Verb::Extend), job, request, |_| Outcome::Ok).await,
+            ) {
                 return false;
             }
             next_extend = plan.extend_every.map(|every| now + every);
@@ -192,7 +207,7 @@ async fn work_on<Q: QueueOps>(
             let note = progress_note(notes_sent, notes);
             let request = ops.progress(queue, job.id, job.token, note.as_bytes());
             let script = Q::script(Verb::Progress);
-            if lost(fenced::<Q, _>(ctx, Verb::Progress, script, job, request, |_| Outcome::Ok).await) {
+            if lost(fenced::<Q, _>(ctx, worker, Verb::Progress, script, job, request, |_| Outcome::Ok).await) {
                 return false;
             }
             next_note = (notes_sent < notes).then(|| start + step * (notes_sent + 1));
@@ -204,9 +219,11 @@ async fn work_on<Q: QueueOps>(
 }
 
 /// Sends one fenced call (complete, fail, extend, progress: `verb`, running `script`) for
-/// `job`, timed and remembered in the history with the job's attempt.
+/// `job`, timed and remembered in the history with the job's attempt and the `worker` that
+/// holds it.
 async fn fenced<Q: QueueOps, T>(
     ctx: &ThreadCtx,
+    worker: u32,
     verb: Verb,
     script: Script,
     job: &Claimed<Q::Token>,
@@ -220,7 +237,7 @@ async fn fenced<Q: QueueOps, T>(
         _ => Kind::Progress,
     };
     let (result, span) = timed_span(ctx, script, None, request).await;
-    ctx.remember(job_number(&job.id), kind, Q::attempt(&job.token), span, &result, ok);
+    ctx.remember(job_number(&job.id), kind, Q::attempt(&job.token), worker, span, &result, ok);
     result
 }
 
@@ -249,13 +266,14 @@ fn lost<T>(result: Result<T, CallError>) -> bool {
 
 /// A stalled worker coming back late: completes with its stale token after `zombie_delay`.
 /// The protocol must refuse it (EMQFENCE or EMQSTATE) once the lease has been reaped.
-async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: Claimed<Q::Token>) {
+async fn zombie<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usize, job: Claimed<Q::Token>, worker: u32) {
     ctx.wait_until(Instant::now() + ctx.plan.consumers.zombie_delay).await;
     if ctx.phase() == Phase::Stop {
         return;
     }
     let request = ops.complete(queue, job.id, job.token);
-    match fenced::<Q, _>(&ctx, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await {
+    match fenced::<Q, _>(&ctx, worker, Verb::Complete, Q::script(Verb::Complete), &job, request, complete_outcome).await
+    {
         Err(CallError::Emq { code, .. }) if code.is_stale() => ctx.bump(JobCounter::StaleRefused, 1),
         Ok(CompleteReply::Completed) => {
             ctx.bump(JobCounter::StaleAccepted, 1);

@@ -154,20 +154,23 @@ impl ThreadCtx {
         self.shared.phase()
     }
 
-    /// Appends one event of a claimed job's call to the thread's history. `result` decides the
+    /// Appends one event of a claimed job's call by consumer lane `worker` to the thread's
+    /// history. `result` decides the
     /// outcome: `ok` maps a success reply to [`Outcome::Ok`] or [`Outcome::Alt`]; an error is
     /// refused or unknown.
+    #[allow(clippy::too_many_arguments)] // the fields of one event, as `remember_enqueue`'s
     pub fn remember<T>(
         &self,
         job: u32,
         kind: Kind,
         token: u32,
+        worker: u32,
         span: Span,
         result: &Result<T, CallError>,
         ok: impl FnOnce(&T) -> Outcome,
     ) {
         let outcome = outcome_of(result, ok);
-        self.history.borrow_mut().push(job, kind, outcome, token, 0, span.sent, span.service_us);
+        self.history.borrow_mut().push(job, kind, outcome, token, Some(worker), span.sent, span.service_us);
     }
 
     /// Appends one enqueue event (`crc` of the payload sent, into queue index `queue`) whose id

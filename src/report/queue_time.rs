@@ -31,7 +31,18 @@ mod tests {
     use crate::history::{Event, HistoryHeader};
 
     fn event(job: u32, kind: Kind, outcome: Outcome, done_us: u64) -> Event {
-        Event { job, kind, outcome, token: 1, queue: 0, id_ms: 0, sent_us: done_us / 2, done_us, shard: None }
+        Event {
+            job,
+            kind,
+            outcome,
+            token: 1,
+            queue: 0,
+            id_ms: 0,
+            sent_us: done_us / 2,
+            done_us,
+            worker: None,
+            shard: None,
+        }
     }
 
     #[test]
@@ -57,6 +68,7 @@ mod tests {
             must_finish: true,
             protocol: Default::default(),
             stream_shards: Vec::new(),
+            event_version: crate::history::EVENT_VERSION,
         };
         let history = History { header, events, encoded_bytes: 0 };
         let h = time_in_queue(&history);

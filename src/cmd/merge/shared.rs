@@ -94,8 +94,11 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<
         for e in &decoded.events {
             let (sent_us, done_us) = (shift(e.sent_us), shift(e.done_us));
             let sent = base + Duration::from_micros(sent_us);
-            let id_ms = if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) { e.id_ms } else { 0 };
-            buf.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, id_ms, sent, done_us - sent_us);
+            if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) {
+                buf.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, e.id_ms, sent, done_us - sent_us);
+            } else {
+                buf.push(e.job, e.kind, e.outcome, e.token, e.worker, sent, done_us - sent_us);
+            }
         }
         for stream in buf.take() {
             streams.push(stream);
@@ -109,6 +112,8 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<
         drained: consumer_shards > 0 && drained,
         must_finish: must_finish && !interrupted,
         stream_shards,
+        // The shards' events are encoded again above, by this build.
+        event_version: history::EVENT_VERSION,
         ..first
     };
     let history = History::merge(header, &streams).map_err(|e| format!("the fleet's history: {e}"))?;

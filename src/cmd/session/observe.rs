@@ -24,6 +24,7 @@ pub(super) fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
         must_finish: plan.consumers.count > 0 && driven.interrupted.is_none(),
         protocol: plan.protocol,
         stream_shards: Vec::new(),
+        event_version: crate::history::EVENT_VERSION,
     }
 }
 
