@@ -65,6 +65,7 @@ pub(crate) async fn inject(
         to_s: (Instant::now() - start).as_secs_f64(),
         count,
         detail,
+        effects: None,
     }
 }
 

@@ -100,6 +100,7 @@ impl Nemesis {
                             to_s: 0.0,
                             count: 0,
                             detail: format!("no fault injected: its connections failed: {err}"),
+                            effects: None,
                         }],
                     };
                     let _ = command.spans.send(spans);

@@ -96,6 +96,74 @@ pub struct FaultSpan {
     /// fault could not be applied, or why the target was unreachable.
     #[serde(default)]
     pub detail: String,
+    /// What an injected fault did to the run, as the check and the history attribute it
+    /// (the failover table); `None` for seen spans, and when the check did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<FaultEffects>,
+}
+
+/// What one injected fault did, from its start until the next fault starts or the run ends:
+/// how long the queues were without acknowledged enqueues, how long the cluster refused calls
+/// with CLUSTERDOWN, and what the check found whose evidence falls in its window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FaultEffects {
+    /// Per queue (the scenario's names), seconds from the fault's start until an enqueue into
+    /// it was acknowledged again after the longest interruption the fault overlaps (a gap in
+    /// acknowledged enqueues of at least [`OUTAGE_MIN`](crate::faults::record::OUTAGE_MIN_S)
+    /// seconds); 0 when the queue's enqueues were not interrupted; `None` when none was
+    /// acknowledged after the fault.
+    pub answered_again_s: std::collections::BTreeMap<String, Option<f64>>,
+    /// Seconds of the window in which the load waited out CLUSTERDOWN refusals (from any
+    /// primary, the fault's shard or the others), from the first to the last such second.
+    pub cluster_down_s: u64,
+    /// Acknowledged enqueues whose job is gone (I7, no row left).
+    pub lost_enqueues: u64,
+    /// Tokens handed out to two holders or more (I5).
+    pub reissued_tokens: u64,
+    /// Fencing failures (I6): two terminal outcomes, a stale worker's call accepted, an
+    /// "already completed" answer to another holder.
+    pub fencing_violations: u64,
+    /// Other violations whose evidence falls in the window.
+    pub other_violations: u64,
+    /// Calls sent in the window whose outcome is unknown (timeout, connection lost).
+    pub unknown_outcomes: u64,
+    /// The jobs the violations above name, the first [`MAX_JOBS_NAMED`] of them.
+    pub jobs: Vec<String>,
+}
+
+/// The shortest gap in a queue's acknowledged enqueues that counts as an interruption, s.
+pub const OUTAGE_MIN_S: f64 = 0.1;
+/// At most this many job ids are listed per fault.
+pub const MAX_JOBS_NAMED: usize = 10;
+
+impl FaultEffects {
+    /// `queues answered again after: bench-0 3.92 s, bench-1 0 s; CLUSTERDOWN for 3 s; lost
+    /// acknowledged enqueues 112, tokens handed out twice 37, fencing violations 5, unknown
+    /// outcomes 12 (jobs ...)`, as the table prints it under its fault.
+    pub fn describe(&self) -> String {
+        let queues: Vec<String> = self
+            .answered_again_s
+            .iter()
+            .map(|(q, s)| match s {
+                Some(s) if *s > 0.0 => format!("{q} {s:.2} s"),
+                Some(_) => format!("{q} not interrupted"),
+                None => format!("{q} never"),
+            })
+            .collect();
+        let mut out = format!("queues answered again after: {}", queues.join(", "));
+        if self.cluster_down_s > 0 {
+            out.push_str(&format!("; CLUSTERDOWN for {} s", self.cluster_down_s));
+        }
+        out.push_str(&format!(
+            "; lost acknowledged enqueues {}, tokens handed out twice {}, fencing violations {}, other violations {}, unknown outcomes {}",
+            self.lost_enqueues, self.reissued_tokens, self.fencing_violations, self.other_violations, self.unknown_outcomes
+        ));
+        if !self.jobs.is_empty() {
+            out.push_str(&format!(" (jobs {})", self.jobs.join(", ")));
+        }
+        out
+    }
 }
 
 impl FaultSpan {
@@ -177,6 +245,7 @@ impl FaultsSeen {
                 to_s: (last + 1) as f64,
                 count,
                 detail: String::new(),
+                effects: None,
             }));
         }
         let unknown_outcomes = metrics.scripts.iter().map(|s| unknown_of(&s.errors)).sum();
@@ -232,6 +301,9 @@ impl FaultsSeen {
         let mut out = String::new();
         for span in &self.injected {
             out.push_str(&format!("fault injected: {}\n", span.describe()));
+            if let Some(effects) = &span.effects {
+                out.push_str(&format!("  its effects: {}\n", effects.describe()));
+            }
         }
         let seen: Vec<String> = self.seen.iter().map(FaultSpan::describe).collect();
         if !seen.is_empty() {
@@ -254,7 +326,7 @@ mod tests {
     use super::*;
 
     fn span(kind: SpanKind, from_s: f64, to_s: f64) -> FaultSpan {
-        FaultSpan { kind, applied: true, from_s, to_s, count: 0, detail: String::new() }
+        FaultSpan { kind, applied: true, from_s, to_s, count: 0, detail: String::new(), effects: None }
     }
 
     #[test]

@@ -544,6 +544,7 @@ impl Unreachable {
                 to_s: (now - start).as_secs_f64(),
                 count: 0,
                 detail: error,
+                effects: None,
             });
         }
     }

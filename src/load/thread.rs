@@ -224,6 +224,9 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
                     load_busy.set(Some(busy_now()));
                 }
                 ctx.bump(JobCounter::Redirects, routes.take_redirects());
+                let (down, refused) = routes.take_refusals();
+                ctx.bump(JobCounter::ClusterDown, down);
+                ctx.bump(JobCounter::RefusedWaited, refused);
                 ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
                 ctx.recorder.borrow_mut().maybe_flush(Instant::now());
             }
@@ -254,6 +257,9 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     ctx.bump(JobCounter::Redirects, routes.take_redirects());
+    let (down, refused) = routes.take_refusals();
+    ctx.bump(JobCounter::ClusterDown, down);
+    ctx.bump(JobCounter::RefusedWaited, refused);
     ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
     ctx.recorder.borrow_mut().flush_final();
     let streams = ctx.history.borrow_mut().take();

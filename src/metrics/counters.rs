@@ -46,11 +46,18 @@ pub enum JobCounter {
     /// Load connections re-opened after a loss (a fault seen: server restart, CLIENT KILL, a
     /// reply timeout that dropped the connection). Counted per second, so faults have times.
     Reconnects,
+    /// Calls a cluster refused with CLUSTERDOWN (it could not serve the slot: a failover under
+    /// way, or too few primaries reachable) that the load waited out and sent again. Counted
+    /// per second, so the failover table can say how long the cluster answered it.
+    ClusterDown,
+    /// Calls refused before they ran for another passing reason, waited out and sent again:
+    /// LOADING (a node loading its data), or queued on a node that could not be reached.
+    RefusedWaited,
 }
 
 impl JobCounter {
     /// Every counter, in `index()` order.
-    pub const ALL: [JobCounter; 17] = [
+    pub const ALL: [JobCounter; 19] = [
         JobCounter::Enqueued,
         JobCounter::Duplicates,
         JobCounter::Claimed,
@@ -68,10 +75,12 @@ impl JobCounter {
         JobCounter::FailedByStall,
         JobCounter::Redirects,
         JobCounter::Reconnects,
+        JobCounter::ClusterDown,
+        JobCounter::RefusedWaited,
     ];
 
     /// Number of counters (the length of `[u64; JobCounter::COUNT]`).
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 19;
 
     /// Dense index in `0..JobCounter::COUNT`.
     pub fn index(self) -> usize {
@@ -98,6 +107,8 @@ impl JobCounter {
             JobCounter::FailedByStall => "failed_by_stall",
             JobCounter::Redirects => "redirects",
             JobCounter::Reconnects => "reconnects",
+            JobCounter::ClusterDown => "cluster_down_waited",
+            JobCounter::RefusedWaited => "refused_waited",
         }
     }
 }

@@ -135,6 +135,7 @@ mod tests {
             to_s: 2.9,
             count: 0,
             detail: String::new(),
+            effects: None,
         });
         write_intervals_csv(&path, &sample_run(), &faults, None).unwrap();
         let mut r = csv::Reader::from_path(&path).unwrap();

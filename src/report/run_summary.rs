@@ -288,6 +288,7 @@ mod tests {
             to_s: 4.5,
             count: 2,
             detail: detail.into(),
+            effects: None,
         };
         let verdict = Verdict::of(vec![Finding::new(FindingKind::FaultNotApplied, "fault pause not applied")]);
         RunSummary {

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 /// The queue → node table of one load thread, shared by its lanes (`Rc`, one thread): a
 /// queue's calls go to the node that owns its slot; a MOVED updates the table, an ASK sends one
 /// call elsewhere, a TRYAGAIN (keys split mid-migration) waits and resends, a node fault reads
-/// the slot map again. Each followed redirect or refusal waited out is counted here, never as
-/// an error or as throughput.
+/// the slot map again. Each followed redirect and each refusal waited out is counted here (apart),
+/// never as an error or as throughput.
 ///
 /// Nodes are only ever added (a promoted replica, a node a MOVED names), never removed, so a
 /// node index stays valid for the whole run.
@@ -25,6 +25,9 @@ pub struct Routes {
     slot_of_queue: Vec<u16>,
     nodes: RefCell<Vec<(String, u16)>>,
     redirects: Cell<u64>,
+    /// Refusals waited out since the last take: CLUSTERDOWN, then the others (LOADING, a node
+    /// that could not be reached).
+    refusals: Cell<(u64, u64)>,
     /// When the slot map was last read: a thread reads it at most every [`REFRESH_EVERY`].
     refreshed: Cell<Option<Instant>>,
     dial: Dial,
@@ -50,15 +53,22 @@ impl Routes {
             slot_of_queue,
             nodes: RefCell::new(nodes),
             redirects: Cell::new(0),
+            refusals: Cell::new((0, 0)),
             refreshed: Cell::new(None),
             dial,
         }
     }
 
-    /// Redirects followed and refusals waited out since the last call (the thread's flusher
-    /// moves them into its counters).
+    /// Redirects followed since the last call (the thread's flusher moves them into its
+    /// counters).
     pub fn take_redirects(&self) -> u64 {
         self.redirects.take()
+    }
+
+    /// Refusals waited out since the last call: (CLUSTERDOWN, the others: LOADING or a node
+    /// that could not be reached).
+    pub fn take_refusals(&self) -> (u64, u64) {
+        self.refusals.take()
     }
 
     pub(crate) fn node(&self, queue: usize) -> usize {
@@ -248,7 +258,9 @@ pub(crate) async fn follow<W: Wire>(
 pub(crate) async fn fault<W: Wire>(routes: &Routes, clients: &mut Vec<ScriptClient<W>>, from: usize, err: &CallError) {
     routes.refresh(clients, from).await;
     if err.is_refused_for_now() {
-        routes.redirects.set(routes.redirects.get() + 1);
+        let (down, other) = routes.refusals.get();
+        let cluster_down = matches!(err, CallError::Server(reply) if reply.starts_with("CLUSTERDOWN "));
+        routes.refusals.set(if cluster_down { (down + 1, other) } else { (down, other + 1) });
         tokio::time::sleep(FAULT_PAUSE).await;
     }
 }

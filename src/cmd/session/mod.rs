@@ -4,6 +4,7 @@
 //! `ab` both drive their repetitions through [`Session::rep`].
 
 mod assemble;
+mod effects;
 mod folder;
 pub mod judge;
 mod observe;
@@ -320,7 +321,7 @@ impl Session {
                 _ => None,
             },
         };
-        let driven =
+        let mut driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
                 if let Some(depths) = depths {
                     depth_log.push(DepthSample { t_s: crate::probe::epoch_secs(SystemTime::now()), depths });
@@ -408,6 +409,10 @@ impl Session {
             Some(checked) => checked,
             None => Err("the run was aborted".to_string()),
         };
+        // The failover table: what each injected fault did, from the history and the check.
+        if let (Ok(history), Ok(Some(outcome))) = (&history, &checked) {
+            effects::attribute(&mut driven.faults.injected, history, &driven.metrics, &outcome.report.violations);
+        }
         drop(history);
         let check_error = checked.as_ref().err().cloned();
         let checked = checked.ok().flatten();

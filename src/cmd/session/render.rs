@@ -16,8 +16,12 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
     let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
     table.push_str(&format_table(&summary.scripts, &jobs, summary.warmup_secs));
     let redirects = jobs[JobCounter::Redirects.index()];
-    if redirects > 0 || summary.target.topology.kind == net::topology::Kind::Cluster {
-        table.push_str(&format!("cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}\n"));
+    let (down, refused) = (jobs[JobCounter::ClusterDown.index()], jobs[JobCounter::RefusedWaited.index()]);
+    if redirects + down + refused > 0 || summary.target.topology.kind == net::topology::Kind::Cluster {
+        table.push_str(&format!(
+            "cluster redirects followed (MOVED, ASK, TRYAGAIN): {redirects}; refusals waited out and resent: \
+             CLUSTERDOWN {down}, LOADING or node unreachable {refused}\n"
+        ));
     }
     if let Some(rates) = &summary.producers {
         table.push_str(&rates.line());

@@ -109,6 +109,7 @@ fn a_fault_that_did_not_take_effect_or_a_schedule_that_did_not_fire_fails() {
         to_s: 2.0,
         count: 0,
         detail: detail.into(),
+        effects: None,
     };
     let facts = Facts { injected: vec![span(PAUSE, "failed: ERR unknown command")], ..clean() };
     let rules = Rules { faults_due: vec![(FaultKind::Pause, 1)], ..rules() };
