@@ -168,6 +168,7 @@ impl Drop for Frozen<'_> {
 /// What a lag did, for the span's detail.
 struct Cut<'a> {
     frozen: Frozen<'a>,
+    replicas_frozen: usize,
     links_killed: u64,
     lag: Duration,
 }
@@ -177,7 +178,7 @@ impl Cut<'_> {
         format!(
             "after a {} ms replication cut ({} replica(s) frozen, {} link(s) killed)",
             self.lag.as_millis(),
-            self.frozen.nodes.len(),
+            self.replicas_frozen,
             self.links_killed
         )
     }
@@ -221,7 +222,8 @@ async fn cut<'a>(
     if hold(lag, end).await {
         return Err(format!("the load phase ended during the {} ms lag; the replicas were resumed", lag.as_millis()));
     }
-    Ok(Cut { frozen, links_killed, lag })
+    let replicas_frozen = frozen.nodes.len();
+    Ok(Cut { frozen, replicas_frozen, links_killed, lag })
 }
 
 /// The nemesis's map read again after a fault moved a slot (its connection to a dead node
@@ -268,7 +270,7 @@ pub(crate) async fn kill_primary(
     cluster.lock().expect("cluster").nodes_mut()[victim].server.kill();
     let killed = Instant::now();
     let mut detail = format!(
-        "SIGKILL of {} (primary of slot {}; queues {})",
+        "SIGKILL of {} (primary of slot {}, queues {})",
         show(&shard.primary),
         shard.slot,
         shard.queues.join(", ")
@@ -376,7 +378,7 @@ pub(crate) async fn cluster_failover(
     }
     let spelled = format!("CLUSTER FAILOVER{}", fault.failover.option().map(|o| format!(" {o}")).unwrap_or_default());
     let mut detail = format!(
-        "{spelled} to {}, replica of {} (primary of slot {}; queues {})",
+        "{spelled} to {}, replica of {} (primary of slot {}, queues {})",
         show(&chosen),
         show(&shard.primary),
         shard.slot,
