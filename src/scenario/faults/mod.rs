@@ -195,8 +195,8 @@ impl FaultKind {
         }
     }
 
-    /// True when the fault lasts a `duration` (always; `kill-primary` lasts one only with
-    /// `restart`).
+    /// True when every fault of the kind lasts a `duration` (a `kill-primary` lasts one only
+    /// with `restart`).
     pub fn lasts(self) -> bool {
         matches!(self, FaultKind::Pause | FaultKind::Freeze | FaultKind::Maxmemory)
     }
