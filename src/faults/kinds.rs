@@ -2,30 +2,35 @@
 
 use super::nemesis::{hold, load_client_name};
 use super::record::{FaultSpan, SpanKind};
+use crate::keyspace::QueueKeys;
 use crate::net::Control;
 use crate::plane::Plane;
 use crate::scenario::{FaultKind, FaultPlan, PauseMode};
-use crate::server::EmbeddedServer;
+use crate::server::{EmbeddedCluster, EmbeddedServer};
 use redis::RedisError;
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// What the faults act on: every node (through the nemesis's own connections) and, when the
-/// harness started it, the server process (the current primary) and its replica (for
-/// `failover`, which swaps the two).
+/// What the faults act on: every node (through the nemesis's own connections), the run's
+/// queues, and what the harness started: the server process (the current primary) and its
+/// replica (for `failover`, which swaps the two), or the cluster's nodes.
 pub(crate) struct FaultTarget<'a> {
     /// The nemesis's own connection per node (re-opened after a failover).
     pub plane: RefCell<Option<Plane>>,
+    /// The run's queues, in the plan's order (a fault's `queue` indexes them).
+    pub queues: &'a [QueueKeys],
     /// The embedded server's current primary process, when the harness started it.
     pub server: Option<&'a Mutex<EmbeddedServer>>,
     /// The embedded replica started for `failover` (after one, the old primary's process).
     pub replica: RefCell<Option<EmbeddedServer>>,
+    /// The embedded cluster's nodes, when the harness started them.
+    pub cluster: Option<&'a Mutex<EmbeddedCluster>>,
 }
 
 /// The result of one fault: how many things it hit, and what it did (or why it failed).
-type Done = (u64, String);
+pub(crate) type Done = (u64, String);
 
 /// Injects `fault` now and returns its span (from when it began to when it was undone).
 pub(crate) async fn inject(
@@ -55,6 +60,8 @@ pub(crate) async fn inject(
         FaultKind::Freeze => freeze(target.server, fault.duration, end).await,
         FaultKind::Restart => restart(target.server, fault.signal == crate::scenario::RestartSignal::Kill),
         FaultKind::Failover => failover(target, end).await,
+        FaultKind::KillPrimary => super::cluster::kill_primary(fault, target, start, end).await,
+        FaultKind::ClusterFailover => super::cluster::cluster_failover(fault, target, start, end).await,
     };
     let applied = done.is_ok();
     let (count, detail) = done.unwrap_or_else(|err| (0, format!("failed: {err}")));

@@ -13,9 +13,10 @@
 
 use super::kinds;
 use super::record::{FaultSpan, SpanKind};
+use crate::keyspace::QueueKeys;
 use crate::plane::Plane;
 use crate::scenario::FaultPlan;
-use crate::server::EmbeddedServer;
+use crate::server::{EmbeddedCluster, EmbeddedServer};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -46,6 +47,19 @@ struct Command {
     spans: oneshot::Sender<Vec<FaultSpan>>,
 }
 
+/// The processes the harness started, for the faults that act on them; `None` for what it did
+/// not start.
+#[derive(Default)]
+pub struct Processes {
+    /// The embedded server (`freeze`, `restart`, `failover`), shared with the session.
+    pub server: Option<Arc<Mutex<EmbeddedServer>>>,
+    /// The replica started for `failover` (owned by the nemesis from then on).
+    pub replica: Option<EmbeddedServer>,
+    /// The embedded cluster (`kill-primary`, a `lag`), shared with the session, which stops
+    /// every node at its end (one the nemesis restarted included).
+    pub cluster: Option<Arc<Mutex<EmbeddedCluster>>>,
+}
+
 /// One run's schedule under way: [`Running::finish`] ends it and returns the spans.
 pub struct Running {
     end: watch::Sender<bool>,
@@ -68,16 +82,12 @@ impl Running {
 
 impl Nemesis {
     /// Starts the nemesis thread for `faults`: its own connections to every node of `plane`,
-    /// `server` when the harness started the server (`freeze`, `restart` and `failover` need
-    /// it) and the `replica` started for `failover` (owned by the thread from now on).
+    /// the run's `queues` (in the plan's order: a fault's `queue` indexes them) and the
+    /// `processes` the harness started.
     ///
     /// Panics when the OS cannot start a thread.
-    pub fn start(
-        faults: Vec<FaultPlan>,
-        plane: &Plane,
-        server: Option<Arc<Mutex<EmbeddedServer>>>,
-        replica: Option<EmbeddedServer>,
-    ) -> Nemesis {
+    pub fn start(faults: Vec<FaultPlan>, plane: &Plane, queues: Vec<QueueKeys>, processes: Processes) -> Nemesis {
+        let Processes { server, replica, cluster } = processes;
         let (commands, mut received) = mpsc::unbounded_channel::<Command>();
         let plane = plane.clone();
         let thread = crate::side_thread::spawn("emq-nemesis", move || {
@@ -87,8 +97,10 @@ impl Nemesis {
                 let own = plane.open_again().await.map_err(|e| e.to_string());
                 let target = kinds::FaultTarget {
                     plane: std::cell::RefCell::new(own.as_ref().ok().cloned()),
+                    queues: &queues,
                     server: server.as_deref(),
                     replica: std::cell::RefCell::new(replica),
+                    cluster: cluster.as_deref(),
                 };
                 while let Some(command) = received.recv().await {
                     let spans = match &own {

@@ -75,8 +75,9 @@ impl<'de> Deserialize<'de> for SpanKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultSpan {
     /// What: an injected kind (`kill-connections`, `pause`, `script-flush`, `maxmemory`,
-    /// `freeze`, `restart`, `failover`; `nemesis` when the nemesis could not inject at all) or a
-    /// seen one (`unreachable`, `reconnects`, `unknown_outcomes`).
+    /// `freeze`, `restart`, `failover`, `kill-primary`, `cluster-failover`; `nemesis` when the
+    /// nemesis could not inject at all) or a seen one (`unreachable`, `reconnects`,
+    /// `unknown_outcomes`).
     pub kind: SpanKind,
     /// False when an injected fault could not be applied or undone (`detail` says why, after
     /// `failed: `), and for the nemesis's own failure; true for everything else (and for

@@ -44,7 +44,9 @@ use std::path::Path;
 pub use consumers::{BackoffSpec, Consumers, ExtendSpec};
 pub use dist::{Dist, LogNormalSpec};
 pub use error::ScenarioError;
-pub use faults::{FaultKind, FaultPlan, FaultSpec, PauseMode, RestartSignal};
+pub use faults::{
+    FailoverMode, FaultKind, FaultPlan, FaultSpec, ModeSpec, Needs, PauseMode, RestartSignal, TargetShape,
+};
 pub use file::{Queues, Scenario};
 pub use maintenance::Maintenance;
 pub use plan::{

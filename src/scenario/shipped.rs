@@ -3,10 +3,11 @@
 //! is always read from disk first.
 
 /// `(name, text)` of every shipped scenario; the name is the file's, without `.toml`.
-pub const SHIPPED: [(&str, &str); 11] = [
+pub const SHIPPED: [(&str, &str); 12] = [
     ("bullmq-fencing-soak", include_str!("../../scenarios/bullmq-fencing-soak.toml")),
     ("bullmq-smoke", include_str!("../../scenarios/bullmq-smoke.toml")),
     ("bullmq-throughput", include_str!("../../scenarios/bullmq-throughput.toml")),
+    ("failover", include_str!("../../scenarios/failover.toml")),
     ("fencing-soak", include_str!("../../scenarios/fencing-soak.toml")),
     ("nemesis", include_str!("../../scenarios/nemesis.toml")),
     ("open-loop", include_str!("../../scenarios/open-loop.toml")),

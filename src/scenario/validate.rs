@@ -62,6 +62,24 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
     let producers = producers(&cx, &raw, stages)?;
     // Consumers claim what producers enqueued: their payloads are the producers' sizes.
     let consumers = consumers(&cx, &raw, producers.payload.largest_drawn_bytes())?;
+    let queues = queues(&cx, &raw.queues)?;
+    let target = target(&cx, &raw)?;
+    let faults = super::faults::faults(
+        &cx,
+        &raw.faults,
+        &super::faults::Within {
+            load_for: match stop {
+                Stop::Duration(d) => Some(d),
+                Stop::Jobs(_) => None,
+            },
+            target: match (&raw.target.url, &raw.target.cluster) {
+                (Some(_), _) => super::faults::TargetShape::Url,
+                (None, Some(_)) => super::faults::TargetShape::EmbeddedCluster,
+                (None, None) => super::faults::TargetShape::EmbeddedServer,
+            },
+            queues: &queues,
+        },
+    )?;
     Ok(Plan {
         source: path.to_owned(),
         name: raw.name.clone(),
@@ -70,22 +88,14 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         stop,
         warmup,
         drain: cx.at_most("drain", &raw.drain, MAX_RUN)?,
-        queues: queues(&cx, &raw.queues)?,
+        queues,
         protocol: raw.protocol,
-        target: target(&cx, &raw)?,
+        target,
         producers,
         consumers,
         maintenance: maintenance(&cx, &raw)?,
         thresholds: super::thresholds::thresholds(&cx, &raw.thresholds)?,
-        faults: super::faults::faults(
-            &cx,
-            &raw.faults,
-            match stop {
-                Stop::Duration(d) => Some(d),
-                Stop::Jobs(_) => None,
-            },
-            raw.target.url.is_none(),
-        )?,
+        faults,
         scenario: raw,
         shard: None,
     })

@@ -51,6 +51,7 @@ pub struct ClusterNode {
 /// A running cluster; dropping it stops every node.
 pub struct EmbeddedCluster {
     nodes: Vec<ClusterNode>,
+    node_timeout: Duration,
 }
 
 /// How long the cluster gets to reach `cluster_state:ok` with every replica in sync.
@@ -83,7 +84,7 @@ impl EmbeddedCluster {
             let id = query::<String>(&server, &["CLUSTER", "MYID"])?;
             nodes.push(ClusterNode { server, id, role });
         }
-        let cluster = EmbeddedCluster { nodes };
+        let cluster = EmbeddedCluster { nodes, node_timeout: options.node_timeout };
         cluster.form(options.primaries)?;
         cluster.wait_ready()?;
         Ok(cluster)
@@ -163,6 +164,11 @@ impl EmbeddedCluster {
     /// Every node, mutable (a fault restarts or kills one).
     pub fn nodes_mut(&mut self) -> &mut [ClusterNode] {
         &mut self.nodes
+    }
+
+    /// Its `cluster-node-timeout`: how long a silent primary takes to be failed over.
+    pub fn node_timeout(&self) -> Duration {
+        self.node_timeout
     }
 
     /// The URL of the first primary (any node's URL works for a cluster client).

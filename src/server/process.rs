@@ -88,11 +88,27 @@ impl EmbeddedServer {
         while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
             std::thread::sleep(Duration::from_millis(5));
         }
+        self.kill();
+        self.start_again()?;
+        Ok(began.elapsed())
+    }
+
+    /// SIGKILL, and waits for the process to be gone; its data directory stays, for
+    /// [`start_again`](Self::start_again). A stopped (frozen) process dies too.
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Starts the server again on its port and data directory with its config (after
+    /// [`kill`](Self::kill)), waiting until it answers PING. The new process is tied to the
+    /// calling thread (see `die_with_parent`): call it from a thread that lives as long as the
+    /// server.
+    ///
+    /// Errors: [`ServerError`] when it does not come up.
+    pub fn start_again(&mut self) -> Result<(), ServerError> {
         self.child = spawn(&self.binary, self.port, &self.dir, &self.config)?;
-        self.wait_ready()?;
-        Ok(began.elapsed())
+        self.wait_ready()
     }
 
     /// SIGSTOP (`true`) or SIGCONT (`false`): the server freezes (connections stay open,

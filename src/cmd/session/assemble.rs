@@ -53,11 +53,14 @@ pub(super) fn summarize(
     let enqueued = jobs[JobCounter::Enqueued.index()];
     let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
     let history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
-    let same_process = !driven
-        .faults
-        .injected
-        .iter()
-        .any(|f| matches!(f.kind, SpanKind::Injected(FaultKind::Restart | FaultKind::Failover)));
+    let same_process = !driven.faults.injected.iter().any(|f| {
+        matches!(
+            f.kind,
+            SpanKind::Injected(
+                FaultKind::Restart | FaultKind::Failover | FaultKind::KillPrimary | FaultKind::ClusterFailover
+            )
+        )
+    });
     let calls: u64 = metrics.scripts.iter().map(|s| s.calls()).sum();
     let (user_s, sys_s) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Process);
     let rfc = |t: SystemTime| humantime::format_rfc3339_millis(t).to_string();

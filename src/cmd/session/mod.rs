@@ -18,7 +18,7 @@ pub use options::RunOptions;
 use super::Outcome;
 use crate::bullmq::release;
 use crate::error::AppError;
-use crate::faults::Nemesis;
+use crate::faults::{Nemesis, Processes};
 use crate::keyspace::QueueKeys;
 use crate::load::coordinator::{drive, DriveOptions, FleetDrain};
 use crate::load::stop::StopSignal;
@@ -60,8 +60,9 @@ pub struct Session {
     /// The target's shape (standalone or cluster, its nodes).
     pub topology: Topology,
     embedded: Option<Arc<Mutex<EmbeddedServer>>>,
-    /// The embedded cluster (`[target] cluster`), stopped when the session is dropped.
-    cluster: Option<EmbeddedCluster>,
+    /// The embedded cluster (`[target] cluster`), shared with the nemesis (which kills and
+    /// restarts its nodes); every node is stopped when the last holder drops it.
+    cluster: Option<Arc<Mutex<EmbeddedCluster>>>,
     nemesis: Option<Nemesis>,
     plane: Plane,
     lock: Option<RunLock>,
@@ -200,8 +201,11 @@ impl Session {
             _ => None,
         };
         let embedded = embedded.map(|server| Arc::new(Mutex::new(server)));
-        let nemesis =
-            (!plan.faults.is_empty()).then(|| Nemesis::start(plan.faults.clone(), &plane, embedded.clone(), replica));
+        let cluster = cluster.map(|cluster| Arc::new(Mutex::new(cluster)));
+        let nemesis = (!plan.faults.is_empty()).then(|| {
+            let processes = Processes { server: embedded.clone(), replica, cluster: cluster.clone() };
+            Nemesis::start(plan.faults.clone(), &plane, queues.clone(), processes)
+        });
         let options = RunOptions { plan, ..options.clone() };
         let session = Session { queues, topology, embedded, cluster, nemesis, plane, lock: Some(lock), options };
         Ok((session, registries))

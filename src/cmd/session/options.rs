@@ -7,7 +7,7 @@ use crate::cli::{RunArgs, UNWISE_TIMEOUT};
 use crate::error::AppError;
 use crate::lua::Protocol;
 use crate::net::{ConnectOptions, TargetFlags};
-use crate::scenario::{self, FaultKind, Plan, TargetPlan};
+use crate::scenario::{self, FaultKind, Plan, TargetPlan, TargetShape};
 use crate::server::{ClusterOptions, ServerOptions};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -218,16 +218,6 @@ impl RunOptions {
                 humantime::format_duration(args.give_up)
             )));
         }
-        // The scenario was checked without the flags: --url rules out the faults that act on
-        // the embedded server's process.
-        if let Some(fault) = plan.faults.iter().find(|f| f.kind.needs_embedded() && url.is_some()) {
-            return Err(AppError::Usage(format!(
-                "{}: a {} fault needs the embedded server, and --url names another (the harness can only \
-                 freeze or restart a server it started)",
-                args.scenario.display(),
-                fault.kind.name()
-            )));
-        }
         let mut config: Vec<(String, String)> = match &plan.target {
             TargetPlan::Embedded { options, .. } => options.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             TargetPlan::Url(_) => Vec::new(),
@@ -243,11 +233,20 @@ impl RunOptions {
             }),
             _ => None,
         };
-        // The nemesis acts on one embedded server's process; a cluster's faults are its own.
-        if let Some(fault) = plan.faults.iter().find(|f| f.kind.needs_embedded() && cluster.is_some()) {
+        // The scenario was checked against its own target; --url may name another, which
+        // rules out the faults that act on a process the harness started.
+        let shape = match (&url, &cluster) {
+            (Some(_), _) => TargetShape::Url,
+            (None, Some(_)) => TargetShape::EmbeddedCluster,
+            (None, None) => TargetShape::EmbeddedServer,
+        };
+        let unfit = plan.faults.iter().enumerate().find_map(|(i, f)| f.fits(shape).err().map(|why| (i, f, why)));
+        if let Some((i, fault, why)) = unfit {
+            let by = if url.is_some() { ", and --url names another target" } else { "" };
             return Err(AppError::Usage(format!(
-                "{}: a {} fault needs one embedded server, not an embedded cluster",
+                "{}: faults[{i}].{}: a {} fault needs {why}{by}",
                 args.scenario.display(),
+                fault.needs_field(),
                 fault.kind.name()
             )));
         }

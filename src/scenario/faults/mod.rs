@@ -1,0 +1,463 @@
+//! `[[faults]]`: the nemesis schedule (Jepsen's nemesis is the model): faults injected on
+//! purpose during the load phase, so a soak tests fencing under faults, not only contention.
+//!
+//! ```toml
+//! [[faults]]
+//! kind = "kill-connections"   # CLIENT KILL of the harness's own load connections
+//! every = "4s"                # repeat; the first at `at` (default: one `every` in)
+//!
+//! [[faults]]
+//! kind = "pause"              # CLIENT PAUSE for `duration`; mode "write" (default) or "all"
+//! at = "3s"
+//! duration = "1s"
+//! mode = "write"
+//!
+//! [[faults]]
+//! kind = "restart"            # embedded server only: stop it ("term" or "kill") and start it
+//! at = "6s"                   # again on the same port and data directory
+//! signal = "kill"
+//!
+//! [[faults]]
+//! kind = "kill-primary"       # embedded cluster only: SIGKILL of the primary of `queue`'s slot
+//! at = "4s"
+//! queue = "bench-0"           # default: the scenario's first queue
+//! lag = "300ms"               # first cut its replicas off for this long (1ms..=60s)
+//! restart = true              # and start it again `duration` after the kill (it rejoins
+//! duration = "5s"             # as a replica of the promoted node)
+//!
+//! [[faults]]
+//! kind = "cluster-failover"   # any cluster: CLUSTER FAILOVER sent to a replica of `queue`'s primary
+//! at = "8s"
+//! mode = "takeover"           # "default" (nothing lost), "force" or "takeover"
+//! lag = "300ms"               # embedded cluster only: the replicas cut off first
+//! ```
+//! Kinds: `kill-connections`, `pause`, `script-flush` (SCRIPT FLUSH), `maxmemory` (lowered to
+//! the memory in use, `noeviction`, for `duration`), and with the embedded server `freeze`
+//! (SIGSTOP for `duration`, then SIGCONT), `restart` and `failover` (to an embedded replica
+//! started with the run: FAILOVER, then every connection follows the new primary). What
+//! survives a restart is what the `[target] server` persistence options keep
+//! (`appendonly = "yes"`, `appendfsync = "always"`).
+//!
+//! On a cluster: `kill-primary` (the embedded cluster only: `[target] cluster`, no url) and
+//! `cluster-failover` (any Valkey Cluster the user may administer). Both act on the primary
+//! that owns `queue`'s slot, a name from the scenario's `queues` (with `queues = N` on a
+//! cluster the run renames its queues to spread them over the primaries: `bench-K` then means
+//! the run's (K+1)-th queue). `lag` cuts the replication link first, so what the primary
+//! acknowledges during the lag exists on it alone: every replica of that primary is frozen
+//! (SIGSTOP), the primary drops its replica connections (CLIENT KILL TYPE replica; a frozen
+//! replica cannot reconnect, and freezing alone is not enough: its kernel still receives the
+//! stream), the lag is held, then the replicas are resumed at the kill, or just before the
+//! CLUSTER FAILOVER. `kill-primary` without `lag` kills at once; its span ends when a new
+//! primary of the slot is seen. `cluster-failover` in the default mode loses nothing even
+//! after a lag (the replica catches up in the handshake); `force` and `takeover` lose the
+//! lag's writes.
+
+mod modes;
+#[cfg(test)]
+mod tests;
+
+pub use modes::{FailoverMode, ModeSpec, PauseMode, RestartSignal};
+
+use super::context::Ctx;
+use super::error::ScenarioError;
+use super::units::HumanDuration;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The most `[[faults]]` entries a scenario may have.
+pub const MAX_FAULTS: usize = 64;
+/// The shortest `every`: faults closer than this would be one long fault.
+const MIN_EVERY: Duration = Duration::from_millis(100);
+/// The longest fault `duration` (a pause or freeze longer than this is an outage, which
+/// `--give-up` handles).
+const MAX_FAULT_DURATION: Duration = Duration::from_secs(600);
+/// The shortest `lag`.
+const MIN_LAG: Duration = Duration::from_millis(1);
+/// The longest `lag`: longer, and the frozen replicas would be failed by the cluster (any
+/// sane `cluster-node-timeout` is shorter), which is another fault.
+const MAX_LAG: Duration = Duration::from_secs(60);
+
+/// One `[[faults]]` entry as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// What to do.
+    pub kind: FaultKind,
+    /// When, counted from the start of the run (the first time, with `every`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<HumanDuration>,
+    /// Repeat this often during the load phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<HumanDuration>,
+    /// How long the fault lasts (`pause`, `freeze`, `maxmemory`; `kill-primary` with
+    /// `restart`: how long the node stays down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<HumanDuration>,
+    /// `pause`: `write` (the default) or `all`; `cluster-failover`: `default` (the default),
+    /// `force` or `takeover`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ModeSpec>,
+    /// `restart` only: `term` (SIGTERM, a clean shutdown, the default) or `kill` (SIGKILL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<RestartSignal>,
+    /// `kill-primary` and `cluster-failover`: the queue whose primary is acted on (a name of
+    /// the scenario's `queues`; default the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// `kill-primary` and `cluster-failover` on the embedded cluster: how long the primary's
+    /// replicas are cut off before the fault (1 ms..=60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<HumanDuration>,
+    /// `kill-primary` only: start the killed node again `duration` after the kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<bool>,
+}
+
+/// The fault kinds. TOML: kebab-case strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// CLIENT KILL of the load's own connections (by their client name, `emq-bench-load`).
+    KillConnections,
+    /// CLIENT PAUSE WRITE (or ALL) for `duration`.
+    Pause,
+    /// SCRIPT FLUSH: the load must load its scripts again (NOSCRIPT).
+    ScriptFlush,
+    /// `maxmemory` lowered to the memory in use, policy `noeviction`, for `duration`: writes
+    /// are refused with OOM.
+    Maxmemory,
+    /// SIGSTOP of the embedded server for `duration`, then SIGCONT.
+    Freeze,
+    /// The embedded server stopped (`signal`) and started again on its port and data directory.
+    Restart,
+    /// FAILOVER to the embedded replica the run started (REPLICAOF the primary); every
+    /// connection then follows the new primary, and the old one becomes its replica.
+    Failover,
+    /// SIGKILL of the embedded cluster's node that is the primary of `queue`'s slot (after
+    /// `lag` cut off from its replicas); the cluster promotes one of its replicas.
+    KillPrimary,
+    /// CLUSTER FAILOVER (`mode`) sent to a replica of `queue`'s primary (after `lag` cut off
+    /// from it, on the embedded cluster).
+    ClusterFailover,
+}
+
+/// What a fault kind acts on, beyond a connection to every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Any target that allows the commands.
+    Commands,
+    /// A Valkey Cluster (embedded or not) that allows the commands.
+    Cluster,
+    /// The embedded server's process (one server, no url).
+    EmbeddedServer,
+    /// The embedded cluster's processes (`[target] cluster`, no url).
+    EmbeddedCluster,
+}
+
+/// The run's target as the scenario's validation sees it (a `--url` flag may replace it:
+/// the run's options check the faults again then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetShape {
+    /// A url: a deployment the harness did not start.
+    Url,
+    /// The embedded server.
+    EmbeddedServer,
+    /// The embedded cluster.
+    EmbeddedCluster,
+}
+
+impl FaultKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::KillConnections,
+        FaultKind::Pause,
+        FaultKind::ScriptFlush,
+        FaultKind::Maxmemory,
+        FaultKind::Freeze,
+        FaultKind::Restart,
+        FaultKind::Failover,
+        FaultKind::KillPrimary,
+        FaultKind::ClusterFailover,
+    ];
+
+    /// The kind as the scenario spells it (and summary.json, intervals.csv and the table).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::KillConnections => "kill-connections",
+            FaultKind::Pause => "pause",
+            FaultKind::ScriptFlush => "script-flush",
+            FaultKind::Maxmemory => "maxmemory",
+            FaultKind::Freeze => "freeze",
+            FaultKind::Restart => "restart",
+            FaultKind::Failover => "failover",
+            FaultKind::KillPrimary => "kill-primary",
+            FaultKind::ClusterFailover => "cluster-failover",
+        }
+    }
+
+    /// True when every fault of the kind lasts a `duration` (a `kill-primary` lasts one only
+    /// with `restart`).
+    pub fn lasts(self) -> bool {
+        matches!(self, FaultKind::Pause | FaultKind::Freeze | FaultKind::Maxmemory)
+    }
+
+    /// What the kind needs besides connections (`cluster-failover` with a `lag` needs the
+    /// embedded cluster: [`FaultPlan::needs`]).
+    pub fn needs(self) -> Needs {
+        match self {
+            FaultKind::Freeze | FaultKind::Restart | FaultKind::Failover => Needs::EmbeddedServer,
+            FaultKind::KillPrimary => Needs::EmbeddedCluster,
+            FaultKind::ClusterFailover => Needs::Cluster,
+            FaultKind::KillConnections | FaultKind::Pause | FaultKind::ScriptFlush | FaultKind::Maxmemory => {
+                Needs::Commands
+            }
+        }
+    }
+
+    /// True when the kind acts on the primary of one queue (`queue`, `lag`).
+    fn on_a_queue(self) -> bool {
+        matches!(self, FaultKind::KillPrimary | FaultKind::ClusterFailover)
+    }
+}
+
+/// One resolved fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FaultPlan {
+    /// What to do.
+    pub kind: FaultKind,
+    /// The first time, from the run start.
+    pub first: Duration,
+    /// The repeat period, if any.
+    pub every: Option<Duration>,
+    /// How long it lasts (zero for the instant kinds and `restart`, whose length is the
+    /// server's own; for `kill-primary` with `restart`, how long the node stays down).
+    pub duration: Duration,
+    /// `pause`'s mode.
+    pub mode: PauseMode,
+    /// `cluster-failover`'s mode.
+    pub failover: FailoverMode,
+    /// `restart`'s signal.
+    pub signal: RestartSignal,
+    /// `kill-primary` and `cluster-failover`: the index, in the plan's `queues`, of the queue
+    /// whose primary is acted on (an index, not a name: a cluster run renames its queues).
+    pub queue: usize,
+    /// `kill-primary` and `cluster-failover`: how long the replicas are cut off first.
+    pub lag: Option<Duration>,
+    /// `kill-primary`: start the killed node again after `duration`.
+    pub restart: bool,
+}
+
+impl FaultPlan {
+    /// What this fault needs: its kind's, and the embedded cluster for a `lag` (only a
+    /// process the harness started can be frozen).
+    pub fn needs(&self) -> Needs {
+        match (self.kind, self.lag) {
+            (FaultKind::ClusterFailover, Some(_)) => Needs::EmbeddedCluster,
+            (kind, _) => kind.needs(),
+        }
+    }
+
+    /// The field a refusal for a target without [`FaultPlan::needs`] names: `lag` when the
+    /// lag is what needs the embedded cluster, else `kind`.
+    pub fn needs_field(&self) -> &'static str {
+        match (self.kind.needs(), self.needs()) {
+            (kind, plan) if kind == plan => "kind",
+            _ => "lag",
+        }
+    }
+
+    /// Whether `target` gives what the fault needs; `Err` says what it needs, as a refusal's
+    /// "expected". With a url, a fault that needs a cluster is let through (the run finds out).
+    pub fn fits(&self, target: TargetShape) -> Result<(), String> {
+        match (self.needs(), target) {
+            (Needs::Commands, _) | (Needs::Cluster, TargetShape::Url | TargetShape::EmbeddedCluster) => Ok(()),
+            (Needs::EmbeddedServer, TargetShape::EmbeddedServer) => Ok(()),
+            (Needs::EmbeddedCluster, TargetShape::EmbeddedCluster) => Ok(()),
+            (Needs::Cluster, TargetShape::EmbeddedServer) => {
+                Err("a Valkey Cluster ([target] cluster, or a url of a cluster): CLUSTER FAILOVER needs one".into())
+            }
+            (Needs::EmbeddedServer, TargetShape::EmbeddedCluster) => {
+                Err("one embedded server, not an embedded cluster (kill-primary and cluster-failover act on a cluster)"
+                    .into())
+            }
+            (Needs::EmbeddedServer, TargetShape::Url) => Err(
+                "the embedded server (no [target] url): the harness can only freeze, restart or fail over a server \
+                 it started"
+                    .into(),
+            ),
+            (Needs::EmbeddedCluster, _) if self.needs_field() == "lag" => Err(
+                "no lag here: a lag freezes the replicas, and only the embedded cluster's ([target] cluster, no url) \
+                 can be frozen"
+                    .into(),
+            ),
+            (Needs::EmbeddedCluster, _) => {
+                Err("the embedded cluster ([target] cluster, no url): the harness can only kill a node it started"
+                    .into())
+            }
+        }
+    }
+
+    /// How many times it fires before `until` (what [`FaultPlan::times`] would list, without
+    /// a limit or a list).
+    pub fn count_before(&self, until: Duration) -> usize {
+        if self.first >= until {
+            return 0;
+        }
+        match self.every {
+            None => 1,
+            Some(every) => ((until - self.first).as_nanos().saturating_sub(1) / every.as_nanos().max(1)) as usize + 1,
+        }
+    }
+
+    /// The times it fires before `until` (the end of the load phase), in order; at most
+    /// `limit` of them.
+    pub fn times(&self, until: Duration, limit: usize) -> Vec<Duration> {
+        let mut out = Vec::new();
+        let mut at = self.first;
+        while at < until && out.len() < limit {
+            out.push(at);
+            match self.every {
+                Some(every) => at += every,
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+/// What the faults are checked against: the rest of the scenario, resolved.
+pub(crate) struct Within<'a> {
+    /// The load phase's length when the run is time-bounded.
+    pub load_for: Option<Duration>,
+    /// The target the scenario names.
+    pub target: TargetShape,
+    /// The scenario's queue names, in order.
+    pub queues: &'a [String],
+}
+
+/// Resolves the `[[faults]]` entries against the rest of the scenario.
+pub(crate) fn faults(cx: &Ctx, specs: &[FaultSpec], within: &Within) -> Result<Vec<FaultPlan>, ScenarioError> {
+    if specs.len() > MAX_FAULTS {
+        return Err(cx.err("faults", specs.len(), format!("at most {MAX_FAULTS} [[faults]] entries")));
+    }
+    specs.iter().enumerate().map(|(i, spec)| fault(cx, i, spec, within)).collect()
+}
+
+fn fault(cx: &Ctx, i: usize, spec: &FaultSpec, within: &Within) -> Result<FaultPlan, ScenarioError> {
+    let field = |name: &str| format!("faults[{i}].{name}");
+    let kind = spec.kind;
+    let every = spec.every.as_ref().map(HumanDuration::get);
+    if let Some(e) = every.filter(|e| *e < MIN_EVERY) {
+        let expected = format!("at least {} between two faults", humantime::format_duration(MIN_EVERY));
+        return Err(cx.err(&field("every"), humantime::format_duration(e), expected));
+    }
+    let first = match (spec.at.as_ref().map(HumanDuration::get), every) {
+        (Some(at), _) => at,
+        (None, Some(every)) => every,
+        (None, None) => {
+            return Err(cx.err(&field("at"), "neither at nor every", "at = \"3s\", every = \"5s\" or both"))
+        }
+    };
+    if let Some(load) = within.load_for.filter(|load| first >= *load) {
+        let expected = format!("a time within the load phase (duration = {})", humantime::format_duration(load));
+        return Err(cx.err(&field("at"), humantime::format_duration(first), expected));
+    }
+    if spec.restart.is_some() && kind != FaultKind::KillPrimary {
+        let found = format!("{:?}", spec.restart.unwrap_or_default());
+        return Err(cx.err(&field("restart"), found, "restart only for kind = \"kill-primary\""));
+    }
+    let restart = spec.restart.unwrap_or(false);
+    let duration = duration(cx, &field("duration"), spec, kind.lasts() || restart)?;
+    if let Some(e) = every.filter(|e| duration >= *e) {
+        let expected = format!("a duration shorter than every ({})", humantime::format_duration(e));
+        return Err(cx.err(&field("duration"), humantime::format_duration(duration), expected));
+    }
+    let modes = modes::resolve(kind, spec.mode)
+        .map_err(|expected| cx.err(&field("mode"), spec.mode.map_or("", ModeSpec::name), expected))?;
+    if spec.signal.is_some() && kind != FaultKind::Restart {
+        return Err(cx.err(&field("signal"), format!("{:?}", spec.signal), "signal only for kind = \"restart\""));
+    }
+    let (queue, lag) = on_a_queue(cx, i, spec, within.queues)?;
+    let plan = FaultPlan {
+        kind,
+        first,
+        every,
+        duration,
+        mode: modes.pause,
+        failover: modes.failover,
+        signal: spec.signal.unwrap_or_default(),
+        queue,
+        lag,
+        restart,
+    };
+    if let Err(expected) = plan.fits(within.target) {
+        let found = match plan.needs_field() {
+            "lag" => spec.lag.as_ref().map_or("", HumanDuration::as_str).to_string(),
+            _ => kind.name().to_string(),
+        };
+        return Err(cx.err(&field(plan.needs_field()), found, expected));
+    }
+    Ok(plan)
+}
+
+/// `duration`, required when the fault lasts (`lasts`), refused otherwise.
+fn duration(cx: &Ctx, field: &str, spec: &FaultSpec, lasts: bool) -> Result<Duration, ScenarioError> {
+    let kind = spec.kind;
+    match (lasts, spec.duration.as_ref().map(HumanDuration::get)) {
+        (true, None) if kind == FaultKind::KillPrimary => {
+            Err(cx.err(field, "none", "how long the killed node stays down before restart = true starts it again"))
+        }
+        (true, None) => Err(cx.err(field, "none", format!("how long the {} lasts", kind.name()))),
+        (true, Some(d)) if d.is_zero() || d > MAX_FAULT_DURATION => {
+            let expected = format!("more than 0 and at most {}", humantime::format_duration(MAX_FAULT_DURATION));
+            Err(cx.err(field, humantime::format_duration(d), expected))
+        }
+        (true, Some(d)) => Ok(d),
+        (false, Some(_)) => {
+            let expected = match kind {
+                FaultKind::KillPrimary => "no duration without restart = true (how long the node stays down)".into(),
+                _ => format!("no duration: a {} is instant", kind.name()),
+            };
+            Err(cx.err(field, spec.duration.as_ref().map_or("", |d| d.as_str()), expected))
+        }
+        (false, None) => Ok(Duration::ZERO),
+    }
+}
+
+/// `queue` (its index in `queues`, default 0) and `lag`, for the kinds that act on a queue's
+/// primary; refused for the others.
+fn on_a_queue(
+    cx: &Ctx,
+    i: usize,
+    spec: &FaultSpec,
+    queues: &[String],
+) -> Result<(usize, Option<Duration>), ScenarioError> {
+    let field = |name: &str| format!("faults[{i}].{name}");
+    let kinds = "only for kind = \"kill-primary\" or \"cluster-failover\"";
+    if !spec.kind.on_a_queue() {
+        if let Some(queue) = &spec.queue {
+            return Err(cx.err(&field("queue"), format!("{queue:?}"), format!("queue {kinds}")));
+        }
+        if let Some(lag) = &spec.lag {
+            return Err(cx.err(&field("lag"), lag.as_str(), format!("lag {kinds}")));
+        }
+        return Ok((0, None));
+    }
+    let queue = match &spec.queue {
+        None => 0,
+        Some(name) => queues.iter().position(|q| q == name).ok_or_else(|| {
+            cx.err(
+                &field("queue"),
+                format!("{name:?}"),
+                format!("one of the scenario's queues ({})", queues.join(", ")),
+            )
+        })?,
+    };
+    let lag = spec.lag.as_ref().map(HumanDuration::get);
+    if let Some(l) = lag.filter(|l| !(MIN_LAG..=MAX_LAG).contains(l)) {
+        let expected =
+            format!("a lag of {} to {}", humantime::format_duration(MIN_LAG), humantime::format_duration(MAX_LAG));
+        return Err(cx.err(&field("lag"), humantime::format_duration(l), expected));
+    }
+    Ok((queue, lag))
+}
