@@ -73,6 +73,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         queues: queues(&cx, &raw.queues)?,
         protocol: raw.protocol,
         target: target(&cx, &raw)?,
+        durability: super::wait::durability(&cx, &raw.target)?,
         producers,
         consumers,
         maintenance: maintenance(&cx, &raw)?,
