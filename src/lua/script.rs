@@ -193,6 +193,14 @@ impl Script {
         )
     }
 
+    /// True for a script that may change the queue's state, which is every script of both
+    /// protocols: even a claim or a reap that finds nothing runs as a write. With
+    /// `[target] wait` such a call is acknowledged only after `WAIT`; a read-only script
+    /// (none yet) would answer false and go without one.
+    pub fn changes_state(self) -> bool {
+        true
+    }
+
     /// The script with this name, if any.
     pub fn from_name(name: &str) -> Option<Script> {
         Script::ALL.into_iter().find(|s| s.name() == name)
@@ -258,11 +266,16 @@ pub enum ErrorCode {
     ParentNotReplaceable,
     /// BullMQ `-9` (`JobHasFailedChildren`): completing a flow parent with failed children.
     FailedChildren,
+    // The durability mode's own outcome (appended: the history stores codes by index).
+    /// `wait_short`: the call ran on the primary, but the `WAIT` sent after it (`[target] wait`)
+    /// reported fewer replicas than asked within its timeout, or failed: outcome unknown (a
+    /// failover may lose it).
+    WaitShort,
 }
 
 impl ErrorCode {
     /// Every code, in `index()` order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::Kind,
         ErrorCode::Arg,
         ErrorCode::NoJob,
@@ -286,10 +299,11 @@ impl ErrorCode {
         ErrorCode::ParentMissing,
         ErrorCode::ParentNotReplaceable,
         ErrorCode::FailedChildren,
+        ErrorCode::WaitShort,
     ];
 
     /// Number of codes (the length of per-code arrays).
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 24;
 
     /// The code as reports print it: the wire code for EchoMQ's errors, BullMQ's `ErrorCode` name
     /// (its `error_code.py`) for BullMQ's refusals, a lowercase word otherwise.
@@ -318,6 +332,7 @@ impl ErrorCode {
             ErrorCode::ParentMissing => "ParentJobNotExist",
             ErrorCode::ParentNotReplaceable => "ParentJobCannotBeReplaced",
             ErrorCode::FailedChildren => "JobHasFailedChildren",
+            ErrorCode::WaitShort => "wait_short",
         }
     }
 
@@ -331,9 +346,10 @@ impl ErrorCode {
         ErrorCode::ALL.into_iter().find(|c| c.name() == name)
     }
 
-    /// True when the outcome of the call is unknown (the script may have run).
+    /// True when the outcome of the call is unknown (the script may have run): no reply in
+    /// time, a lost connection, or a call its `WAIT` did not acknowledge.
     pub fn is_unknown_outcome(self) -> bool {
-        matches!(self, ErrorCode::Timeout | ErrorCode::Connection)
+        matches!(self, ErrorCode::Timeout | ErrorCode::Connection | ErrorCode::WaitShort)
     }
 
     /// True when the refusal says the caller's claim is no longer the job's current one (a
@@ -354,7 +370,7 @@ impl ErrorCode {
 
     /// True for BullMQ's refusals (integer replies mapped by `bullmq::codes`).
     pub fn is_bullmq(self) -> bool {
-        self.index() >= ErrorCode::LockMissing.index()
+        (ErrorCode::LockMissing.index()..=ErrorCode::FailedChildren.index()).contains(&self.index())
     }
 
     /// True for what a fault (a lost connection, a full memory, a restart, a failover, a

@@ -7,7 +7,7 @@
 //! - [`endpoint`]: the URL and flags resolved once into an [`Endpoint`]; passwords as [`Secret`]s.
 //! - [`tls`]: `--tls`, `--cacert`, `--cert`/`--key`, `--sni`, `--tls-skip-verify` → rustls.
 //! - [`connector`]: TCP (+ TLS) connections as one [`Stream`] type.
-//! - [`options`]: timeouts, the load's transport, the client name.
+//! - [`options`]: timeouts, the load's transport, the client name, the durability mode.
 //! - [`control`]: the control connection (redis-rs over our stream, reconnecting).
 //! - [`topology`]: standalone or cluster, nodes and slots.
 //! - [`slot`]: cluster key slots (CRC16 of the hash tag).
@@ -29,7 +29,7 @@ pub use connector::{Connector, Stream};
 pub use control::Control;
 pub use endpoint::{redact_url, Endpoint, Secret, TargetFlags, PASSWORD_ENV};
 pub use info::{info, parse_info, CommandStat, InfoSnapshot};
-pub use options::{ConnectOptions, Transport};
+pub use options::{ConnectOptions, Durability, Transport};
 pub use tls::{TlsInfo, TlsSettings};
 pub use topology::Topology;
 

@@ -1,5 +1,6 @@
 //! The typed outcome of a failed script call: the protocol's five `EMQ*` codes, other server
-//! errors, malformed replies, and the two *unknown* outcomes (timeout, lost connection).
+//! errors, malformed replies, and the *unknown* outcomes (timeout, lost connection, a call its
+//! `WAIT` did not acknowledge).
 
 use crate::lua::ErrorCode;
 use std::path::PathBuf;
@@ -52,6 +53,23 @@ pub enum CallError {
         /// `it closed the connection without a reply`.
         answer: String,
     },
+    /// The call ran on the primary, but the `WAIT` sent right after it on the same connection
+    /// (`[target] wait`) answered fewer than `replicas` within its timeout: not acknowledged,
+    /// its outcome unknown (a failover may lose it). Counted as `wait_short`.
+    #[error("WAIT answered {acked} of {replicas} replicas in {timeout_ms} ms")]
+    WaitShort {
+        /// Replicas that acknowledged the connection's writes, as WAIT replied.
+        acked: i64,
+        /// Replicas asked for.
+        replicas: u32,
+        /// WAIT's timeout, ms.
+        timeout_ms: u64,
+    },
+    /// The `WAIT` sent right after a call that succeeded answered with an error or with no
+    /// integer (an ACL that denies WAIT, a node that became a replica): the call is not
+    /// acknowledged and its outcome unknown, counted as `wait_short` too.
+    #[error("WAIT after the call failed: {0}")]
+    WaitFailed(String),
     /// A Valkey Cluster redirect: the call did not run here. The load follows it (and counts
     /// it as a redirect, never as an error); counted as `server` if it ever reaches a count.
     #[error("cluster redirect: {0}")]
@@ -115,6 +133,7 @@ impl CallError {
             CallError::Timeout => ErrorCode::Timeout,
             CallError::Connection(_) | CallError::Unsent(_) | CallError::NotRedis { .. } => ErrorCode::Connection,
             CallError::Redirect(_) => ErrorCode::Server,
+            CallError::WaitShort { .. } | CallError::WaitFailed(_) => ErrorCode::WaitShort,
         }
     }
 

@@ -241,21 +241,24 @@ impl ScriptRegistry {
         request: &Request,
         asking: bool,
     ) -> Result<Value, CallError> {
-        match send(conn, request, asking).await {
+        let write = script.changes_state();
+        match send(conn, request, asking, write).await {
             Err(CallError::NoScript(_)) => {
                 self.load(conn, script).await?;
-                send(conn, request, asking).await
+                send(conn, request, asking, write).await
             }
             other => other,
         }
     }
 }
 
-/// One send of `request`, after `ASKING` when `asking`.
-async fn send<W: Wire>(conn: &mut W, request: &Request, asking: bool) -> Result<Value, CallError> {
-    if asking {
-        conn.send_asking(request).await
-    } else {
-        conn.send(request).await
+/// One send of `request`, after `ASKING` when `asking`; as a state-changing call when `write`
+/// ([`Wire::send_write`]: followed by the connection's durability `WAIT`, if any). An ASK
+/// redirect only ever answers a script call, so `asking` sends it as one.
+async fn send<W: Wire>(conn: &mut W, request: &Request, asking: bool, write: bool) -> Result<Value, CallError> {
+    match (asking, write) {
+        (true, _) => conn.send_asking(request).await,
+        (false, true) => conn.send_write(request).await,
+        (false, false) => conn.send(request).await,
     }
 }

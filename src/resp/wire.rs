@@ -44,12 +44,22 @@ pub trait Wire: Clone + 'static {
     /// Sends `request` and waits for its reply.
     fn send(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 
+    /// Sends `request`, a state-changing call (a script call), and waits for its reply: on a
+    /// connection with a durability mode ([`Durability::Wait`](crate::net::Durability::Wait))
+    /// followed by `WAIT` in the same write and acknowledged only as it says. The default is
+    /// [`send`](Self::send): the redis-rs transport has no durability mode (a run refuses
+    /// `[target] wait` with it).
+    fn send_write(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
+        self.send(request)
+    }
+
     /// A new lane on this connection. No NOSCRIPT reload and no redirect is followed on it:
     /// the caller redoes such a call on the slow path ([`Wire::send`] through the registry).
     fn lane(&self) -> Self::Lane;
 
-    /// Sends `ASKING` and then `request` on this connection with nothing in between (a cluster
-    /// ASK redirect: the flag holds for the next command only); returns `request`'s reply.
+    /// Sends `ASKING` and then `request`, a state-changing call as [`send_write`](Self::send_write)
+    /// takes it, on this connection with nothing in between (a cluster ASK redirect: the flag
+    /// holds for the next command only); returns `request`'s reply.
     fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>>;
 }
 

@@ -100,3 +100,11 @@ pub const MAX_RUN: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const MAX_PRIMARIES: u64 = 16;
 /// Replicas per primary of an embedded cluster.
 pub const MAX_REPLICAS: u64 = 4;
+
+/// `target.wait.replicas`: a replica set larger than 16 per primary is not one machine's
+/// test, and the bound catches a typo (`replicas = 100`).
+pub const MAX_WAIT_REPLICAS: u64 = 16;
+
+/// `target.wait.timeout`: a minute of `WAIT` per call already stalls a connection's whole
+/// pipeline behind it; past that the run measures nothing but the timeout.
+pub const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(60);

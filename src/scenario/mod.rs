@@ -4,7 +4,7 @@
 //! Two layers (STYLE.md habit 4):
 //! - the raw layer mirrors the file, one struct per TOML table, every struct
 //!   `#[serde(deny_unknown_fields)]` (habit 3): [`Scenario`] (`file.rs`),
-//!   [`TargetTable`], [`Producers`], [`Consumers`], [`Maintenance`], [`StageSpec`], with [`Dist`]
+//!   [`TargetTable`] (with [`WaitTable`]), [`Producers`], [`Consumers`], [`Maintenance`], [`StageSpec`], with [`Dist`]
 //!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] / [`Count`] (`units.rs`).
 //!   Defaults live in the raw structs' `Default` impls, so a serialized
 //!   [`Scenario`] shows every value the run used.
@@ -35,6 +35,7 @@ mod target;
 pub mod thresholds;
 mod units;
 pub mod validate;
+mod wait;
 
 #[cfg(test)]
 mod tests;
@@ -58,6 +59,7 @@ pub use shard::{FleetLayout, JobNumbers, QueueMode, Shard, ShardRole, TaskRange}
 pub use stages::{StagePlan, StageSpec, Stages};
 pub use target::{redact_url, TargetTable};
 pub use units::{Count, HumanDuration, HumanSize};
+pub use wait::WaitTable;
 
 /// Smallest payload in bytes: every payload starts with the harness's 20-byte
 /// header (used to check I4 payload-intact), so each configured size must fit it.

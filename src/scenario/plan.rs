@@ -43,6 +43,8 @@ pub struct Plan {
     pub protocol: crate::lua::Protocol,
     /// The server to drive.
     pub target: TargetPlan,
+    /// When a state-changing call of the load counts as acknowledged (`target.wait`).
+    pub durability: crate::net::Durability,
     /// `[producers]`, resolved.
     pub producers: ProducerPlan,
     /// `[consumers]`, resolved.

@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 /// server = { "io-threads" = "2", "appendonly" = "no" }
 /// # and, instead of one server, an embedded cluster (primaries x replicas, on loopback):
 /// cluster = { primaries = 3, replicas = 1, node_timeout = "2s" }
+/// # with either: acknowledge a state-changing call only after WAIT reports this many replicas
+/// wait = { replicas = 1, timeout = "100ms" }
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +56,10 @@ pub struct TargetTable {
     /// An embedded Valkey Cluster instead of one embedded server. Refused with `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterTable>,
+    /// Follow every state-changing call with `WAIT` ([`WaitTable`]); absent: a call is
+    /// acknowledged by the primary alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<super::wait::WaitTable>,
 }
 
 /// `[target] cluster = { primaries = 3, replicas = 1, node_timeout = "2s" }`: the embedded

@@ -64,6 +64,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
     let consumers = consumers(&cx, &raw, producers.payload.largest_drawn_bytes())?;
     let queues = queues(&cx, &raw.queues)?;
     let target = target(&cx, &raw)?;
+    let durability = super::wait::durability(&cx, &raw.target)?;
     let faults = super::faults::faults(
         &cx,
         &raw.faults,
@@ -91,6 +92,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
         queues,
         protocol: raw.protocol,
         target,
+        durability,
         producers,
         consumers,
         maintenance: maintenance(&cx, &raw)?,

@@ -34,6 +34,16 @@
 //! while the connection is down wait for it (as with redis-rs' ConnectionManager), up to the
 //! response timeout; a caller that retries at once therefore cannot spin and starve the driver.
 //!
+//! With a durability mode (`[target] wait`, [`Durability::Wait`]) every state-changing call
+//! ([`PipeConn::send_write`], and every request of a lane) is followed in the output buffer by
+//! `WAIT <replicas> <timeout ms>`, its bytes encoded once per connection: both go out in the same
+//! write, on the same connection, so the `WAIT` counts exactly the writes before it. The
+//! call's reply is held until the `WAIT`'s arrives; the caller then gets one reply, timed to
+//! the `WAIT`'s read: the call's own when the `WAIT` reported enough replicas,
+//! [`CallError::WaitShort`] (an unknown outcome) when it did not, and the call's error (the
+//! `WAIT`'s reply read and discarded) when the call failed. Without a durability mode a request
+//! costs one flag test more than it would without the feature.
+//!
 //! The connection is the run's [`Connector`]'s stream: plain TCP or TLS (rustls), with
 //! AUTH (user/password) and SELECT in the handshake. Unix sockets are not built in.
 
@@ -47,7 +57,7 @@ use super::lane::{Laned, Ready, ReplyLane};
 use super::registry::ScriptRegistry;
 use super::request::Request;
 use super::wire::Wire;
-use crate::net::{ConnectOptions, Connector};
+use crate::net::{ConnectOptions, Connector, Durability};
 use redis::Value;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -134,6 +144,7 @@ struct Slot {
 }
 
 /// One request awaiting its reply, in send order.
+#[derive(Clone, Copy)]
 struct Waiting {
     /// Where the reply goes: a [`Slot`] index, or a lane's index with [`LANE`] set.
     to: u32,
@@ -145,6 +156,47 @@ struct Waiting {
 
 /// Marks [`Waiting::to`] as a lane's index.
 const LANE: u32 = 1 << 31;
+/// Marks [`Waiting::to`] as a call followed by the durability `WAIT`: two replies, one result.
+const WAITED: u32 = 1 << 30;
+
+/// The `WAIT` a state-changing call is followed by, pre-encoded, and what its reply must say.
+struct WaitAfter {
+    /// `*3\r\n$4\r\nWAIT\r\n...`: copied after each call, never formatted per request.
+    request: Box<[u8]>,
+    replicas: u32,
+    timeout_ms: u64,
+}
+
+impl WaitAfter {
+    /// The connection's `WAIT`, or `None` when a call is acknowledged by the primary alone.
+    fn of(durability: Durability) -> Option<WaitAfter> {
+        let Durability::Wait { replicas, timeout } = durability else { return None };
+        let request = durability.wait_request()?.into_boxed_slice();
+        Some(WaitAfter { request, replicas, timeout_ms: timeout.as_millis() as u64 })
+    }
+
+    /// One result of a call's reply and the reply of the `WAIT` after it: the call's error when
+    /// it failed (the `WAIT`'s reply discarded); its reply when the `WAIT` reported at least
+    /// `replicas`; otherwise unknown: [`CallError::WaitShort`], a lost connection or a timeout
+    /// as itself (the routing reacts to those), any other `WAIT` failure as
+    /// [`CallError::WaitFailed`].
+    fn acknowledged(
+        &self,
+        call: Result<Value, CallError>,
+        wait: Result<Value, CallError>,
+    ) -> Result<Value, CallError> {
+        let value = call?;
+        match wait {
+            Ok(Value::Int(acked)) if acked >= i64::from(self.replicas) => Ok(value),
+            Ok(Value::Int(acked)) => {
+                Err(CallError::WaitShort { acked, replicas: self.replicas, timeout_ms: self.timeout_ms })
+            }
+            Ok(other) => Err(CallError::WaitFailed(format!("WAIT replied {other:?}, expected an integer"))),
+            Err(err @ (CallError::Connection(_) | CallError::Timeout)) => Err(err),
+            Err(err) => Err(CallError::WaitFailed(err.to_string())),
+        }
+    }
+}
 
 /// One [`PipeLane`]'s replies not taken yet, in send order.
 #[derive(Default)]
@@ -176,6 +228,10 @@ struct State {
     /// the watchdog's "no reply for `response_timeout`" is measured from the later of the two.
     waiting_since: Instant,
     last_read: Instant,
+    /// The `WAIT` that follows each state-changing call (`None`: acknowledged by the primary).
+    wait: Option<WaitAfter>,
+    /// The reply of the oldest request, a [`WAITED`] call, until its `WAIT`'s reply comes.
+    held: Option<Result<Value, CallError>>,
 }
 
 impl PipeConn {
@@ -194,6 +250,7 @@ impl PipeConn {
         let target = DialSpec { connector: connector.clone(), opts, registry };
         let stream = driver::open(&target).await?;
         let mut state = State::new(Instant::now());
+        state.wait = WaitAfter::of(opts.durability);
         state.out.reserve(64 * 1024);
         state.queue.reserve(256);
         let shared = Rc::new(Shared { state: RefCell::new(state), stream: RefCell::new(Some(stream)) });
@@ -211,15 +268,30 @@ impl PipeConn {
     /// Panics on a request without arguments: the server answers `*0` with nothing, which
     /// would shift every later reply onto the wrong request.
     pub fn send(&self, request: &Request) -> Call {
+        self.send_as(request, false)
+    }
+
+    /// [`send`](Self::send) for a state-changing call (a script call): followed by the
+    /// connection's durability `WAIT`, if it has one, in the same write, and acknowledged only
+    /// as that `WAIT` says (see the module's doc).
+    ///
+    /// The future's errors: as [`send`](Self::send)'s, and [`CallError::WaitShort`] /
+    /// [`CallError::WaitFailed`] (unknown outcomes) when the `WAIT` did not acknowledge it.
+    pub fn send_write(&self, request: &Request) -> Call {
+        self.send_as(request, true)
+    }
+
+    fn send_as(&self, request: &Request, write: bool) -> Call {
         assert!(request.framed().1 > 0, "an empty request gets no reply");
         let mut st = self.shared.state.borrow_mut();
         let start = st.out.len();
         request.write_packed(&mut st.out);
-        self.queued(st, start)
+        self.queued(st, start, write)
     }
 
-    /// Takes a reply slot for the request just packed at `out[start..]` and wakes the driver.
-    fn queued(&self, mut st: std::cell::RefMut<'_, State>, start: usize) -> Call {
+    /// Takes a reply slot for the request just packed at `out[start..]` (a state-changing call
+    /// when `write`) and wakes the driver.
+    fn queued(&self, mut st: std::cell::RefMut<'_, State>, start: usize, write: bool) -> Call {
         let slot = match st.free.pop() {
             Some(slot) => slot,
             None => {
@@ -227,8 +299,12 @@ impl PipeConn {
                 (st.slots.len() - 1) as u32
             }
         };
-        debug_assert!(slot < LANE, "a slot index reads as a lane's");
-        st.enqueue(slot, start);
+        debug_assert!(slot < WAITED, "a slot index reads as a lane's or a waited call's");
+        match write {
+            true => st.push_call(slot, start),
+            false => st.push_waiting(slot, start),
+        }
+        st.wake_driver();
         Call { shared: Some(self.shared.clone()), slot }
     }
 
@@ -238,7 +314,7 @@ impl PipeConn {
         let mut st = self.shared.state.borrow_mut();
         st.lanes.push(LaneState::default());
         let id = (st.lanes.len() - 1) as u32;
-        assert!(id < LANE, "too many lanes on one connection");
+        assert!(id < WAITED, "too many lanes on one connection");
         PipeLane { shared: self.shared.clone(), id }
     }
 }
@@ -276,11 +352,13 @@ pub struct PipeLane {
     id: u32,
 }
 
+/// A lane carries state-changing calls only (the producers' enqueues): with a durability mode,
+/// each of its requests is followed by the connection's `WAIT`.
 impl ReplyLane for PipeLane {
     /// Queued without waking the driver: [`flush`](ReplyLane::flush) sends it.
     fn queue_with(&mut self, frame: impl FnOnce(&mut Request)) {
         let (mut st, start) = self.shared.frame_onto(frame);
-        st.push_waiting(LANE | self.id, start);
+        st.push_call(LANE | self.id, start);
     }
 
     /// Packed straight into the output buffer; a `pack` that panics leaves nothing of its
@@ -294,7 +372,7 @@ impl ReplyLane for PipeLane {
         assert!(guard.out.len() > start, "an empty request gets no reply");
         debug_assert!(Request::from_packed(&guard.out[start..]).is_some(), "one whole packed request");
         std::mem::forget(guard);
-        st.push_waiting(LANE | self.id, start);
+        st.push_call(LANE | self.id, start);
     }
 
     /// Writes the connection's unsent bytes (this lane's and any other caller's) in this poll,
@@ -395,10 +473,15 @@ impl Wire for PipeConn {
         PipeConn::send(self, request)
     }
 
+    fn send_write(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
+        PipeConn::send_write(self, request)
+    }
+
     fn send_asking(&mut self, request: &Request) -> impl Future<Output = Result<Value, CallError>> {
-        // Both are queued now, adjacent in the output buffer (send queues synchronously).
+        // Both are queued now, adjacent in the output buffer (send queues synchronously); the
+        // call's WAIT, if any, comes after the call, so ASKING still applies to the call.
         let asking = PipeConn::send(self, &Request::from_args(&["ASKING"]));
-        let call = PipeConn::send(self, request);
+        let call = PipeConn::send_write(self, request);
         async move {
             let _ = asking.await;
             call.await
@@ -501,6 +584,8 @@ impl State {
             write_error: None,
             waiting_since: now,
             last_read: now,
+            wait: None,
+            held: None,
         }
     }
 
@@ -518,14 +603,23 @@ impl State {
         }
     }
 
-    /// Puts the request packed at `out[start..]`, whose reply goes to `to` (a slot, or a lane
-    /// with [`LANE`]), in the reply queue and wakes the driver (once per batch).
-    fn enqueue(&mut self, to: u32, start: usize) {
+    /// [`push_waiting`](Self::push_waiting) for a state-changing call: with a durability mode,
+    /// the connection's `WAIT` is copied right after the call's bytes and the call is marked
+    /// [`WAITED`], so its two replies make one result.
+    #[inline]
+    fn push_call(&mut self, to: u32, start: usize) {
+        let to = match &self.wait {
+            None => to,
+            Some(wait) => {
+                self.out.extend_from_slice(&wait.request);
+                to | WAITED
+            }
+        };
         self.push_waiting(to, start);
-        self.wake_driver();
     }
 
-    /// [`enqueue`](Self::enqueue) without the wake: for a lane, whose caller flushes.
+    /// Puts the request packed at `out[start..]`, whose reply goes to `to` (a slot, or a lane
+    /// with [`LANE`]), in the reply queue, without waking the driver (a lane's caller flushes).
     fn push_waiting(&mut self, to: u32, start: usize) {
         if self.queue.is_empty() {
             self.waiting_since = Instant::now();
@@ -550,8 +644,15 @@ impl State {
     /// through memory each time.
     #[inline(always)]
     fn deliver(&mut self, reply: Result<Value, CallError>, read_at: Instant) -> Result<(), CallError> {
-        let Some(waiting) = self.queue.pop_front() else {
+        let Some(mut waiting) = self.queue.pop_front() else {
             return Err(CallError::Connection("a reply arrived that no request was waiting for".into()));
+        };
+        let reply = match waiting.to & WAITED {
+            0 => reply,
+            _ => match self.acknowledge(&mut waiting, reply) {
+                Some(reply) => reply,
+                None => return Ok(()),
+            },
         };
         self.unsent = self.unsent.min(self.queue.len());
         let times = waiting.sent_at.map(|sent| Times { sent, read: read_at });
@@ -579,6 +680,23 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// One of the two replies of a [`WAITED`] call, `waiting` (just taken off the queue): the
+    /// call's is held and the call put back at the front (`None`); with the `WAIT`'s, the one
+    /// result ([`WaitAfter::acknowledged`]) for `waiting`, its mark cleared. Out of line: the
+    /// read loop without a durability mode never comes here.
+    #[cold]
+    #[inline(never)]
+    fn acknowledge(&mut self, waiting: &mut Waiting, reply: Result<Value, CallError>) -> Option<Result<Value, CallError>> {
+        let Some(call) = self.held.take() else {
+            self.held = Some(reply);
+            self.queue.push_front(*waiting);
+            return None;
+        };
+        waiting.to &= !WAITED;
+        let wait = self.wait.as_ref().expect("a call is marked waited only on a connection with a WAIT");
+        Some(wait.acknowledged(call, reply))
     }
 
     /// The connection is lost: every request in flight gets `err` (an unknown outcome), and
