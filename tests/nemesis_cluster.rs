@@ -21,10 +21,11 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The fencing soak as shipped (three queues, one per primary; 400 jobs/s), on an embedded
 /// 3×1 cluster, for `secs`, with `faults` appended.
-fn soak(dir: &Path, secs: u64, faults: &str) -> PathBuf {
+fn soak(dir: &Path, secs: u64, faults: &str, wait: &str) -> PathBuf {
     let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/fencing-soak.toml");
     let mut soak: toml::Table = std::fs::read_to_string(shipped).unwrap().parse().unwrap();
-    let target: toml::Table = "cluster = { primaries = 3, replicas = 1, node_timeout = \"2s\" }".parse().unwrap();
+    let target = format!("cluster = {{ primaries = 3, replicas = 1, node_timeout = \"2s\" }}\n{wait}");
+    let target: toml::Table = target.parse().unwrap();
     soak.insert("target".into(), target.into());
     soak.insert("duration".into(), format!("{secs}s").into());
     let text = format!("{}\n{faults}", toml::to_string(&soak).unwrap());
@@ -35,9 +36,14 @@ fn soak(dir: &Path, secs: u64, faults: &str) -> PathBuf {
 
 /// Runs `faults` on the soak for 14 s (the fault at about 4 s), one run at a time.
 async fn soak_with(faults: &str) -> (RunResult, tempfile::TempDir) {
+    soak_waiting(faults, "").await
+}
+
+/// [`soak_with`] with `wait` (a `[target]` line: `wait = { ... }`, or empty).
+async fn soak_waiting(faults: &str, wait: &str) -> (RunResult, tempfile::TempDir) {
     let _turn = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
-    let path = soak(tmp.path(), 14, faults);
+    let path = soak(tmp.path(), 14, faults, wait);
     let began = Instant::now();
     let result = run(support::run_args(&path, &tmp.path().join("out")), std::future::pending()).await.unwrap();
     eprintln!("{}\nthe run took {:.1} s", result.table, began.elapsed().as_secs_f64());
@@ -88,6 +94,35 @@ async fn a_primary_killed_after_a_replication_lag_loses_what_it_alone_acknowledg
     eprintln!("kill-primary with a 300 ms lag: {found:?}");
     assert!(among(&found, &["I5", "I6", "I7"]) > 0, "no loss seen: {found:?}");
     assert_eq!(result.outcome, Outcome::Failed, "{:?}", result.failures);
+    // The losses are the fault's: its window holds the evidence, and names the jobs.
+    let effects = kill.effects.as_ref().unwrap_or_else(|| panic!("no effects attributed: {kill:?}"));
+    let attributed = effects.lost_enqueues + effects.reissued_tokens + effects.fencing_violations;
+    assert!(attributed > 0 && !effects.jobs.is_empty(), "{effects:?} of {found:?}");
+    assert!(result.table.contains("  its effects: "), "{}", result.table);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_for_a_replica_the_same_kill_loses_nothing_acknowledged() {
+    // The killed node comes back as a replica, so the promoted shard has one to WAIT for.
+    let faults =
+        "[[faults]]\nkind = \"kill-primary\"\nat = \"4s\"\nlag = \"300ms\"\nrestart = true\nduration = \"3s\"\n";
+    let (result, _tmp) = soak_waiting(faults, "wait = { replicas = 1, timeout = \"100ms\" }").await;
+    let kill = span(&result, "kill-primary");
+    assert!(kill.applied, "{kill:?}");
+    assert!(
+        result.table.contains("durability: each call acknowledged after WAIT 1 replica(s), 100 ms"),
+        "{}",
+        result.table
+    );
+    assert_eq!(result.summary.target.durability, "acknowledged after WAIT 1 replica(s), 100 ms");
+    let found = by_invariant(&result);
+    eprintln!("kill-primary with a 300 ms lag, WAIT 1: {found:?}");
+    let check = result.summary.check.as_ref().expect("a check ran");
+    assert_eq!(check.violations_total, 0, "{found:?}");
+    // The calls the lag kept from the replica were not acknowledged: unknown, never lost.
+    let effects = kill.effects.as_ref().unwrap_or_else(|| panic!("no effects attributed: {kill:?}"));
+    assert!(effects.unknown_outcomes > 0, "{effects:?}");
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,4 +197,23 @@ fn cluster_faults_out_of_place_are_refused_naming_the_field() {
     let (code, stderr) = refused(&path, &["--url", "redis://127.0.0.1:1/"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("faults[0].lag") && stderr.contains("--url names another target"), "{stderr}");
+}
+
+#[test]
+fn a_wait_that_could_never_be_acknowledged_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("wait = { replicas = 1 }\n", &[], "the embedded server has no replica"),
+        ("cluster = { primaries = 3, replicas = 1 }\nwait = { replicas = 2 }\n", &[], "1 replica(s) per primary"),
+        ("cluster = { primaries = 3, replicas = 1 }\nwait = {}\n", &["--transport", "redis-rs"], "sends no WAIT"),
+        ("wait = { timeout = \"0ms\" }\n", &[], "target.wait.timeout"),
+    ];
+    for (target, extra, expected) in cases {
+        let path = tmp.path().join("wait.toml");
+        let text = format!("name = \"wait\"\nseed = 1\nduration = \"3s\"\n[target]\n{target}");
+        std::fs::write(&path, &text).unwrap();
+        let (code, stderr) = refused(&path, extra);
+        assert_eq!(code, Some(2), "{text}\n{stderr}");
+        assert!(stderr.contains(expected), "{text}\n{stderr}");
+    }
 }

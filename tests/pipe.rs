@@ -301,3 +301,53 @@ async fn a_silent_server_times_out_a_lanes_flushed_batch_too() {
     })
     .await;
 }
+
+/// `[target] wait` on the pipe: a script call followed by `WAIT 1` is acknowledged once a
+/// replica has the write, and is an unknown outcome (`wait_short`, the write still made on the
+/// primary) when no replica answers within the WAIT's timeout.
+#[tokio::test]
+async fn a_call_counts_only_when_its_wait_reports_the_replicas_asked_for() {
+    use emq_bench::net::{Control, Durability};
+    local(async {
+        let primary = server();
+        let wait = Durability::Wait { replicas: 1, timeout: Duration::from_millis(50) };
+        let registry = Arc::new(ScriptRegistry::from_dir(&lua_dir()).unwrap());
+        let options = ConnectOptions { durability: wait, ..opts(Duration::from_secs(5)) };
+        let mut c: ScriptClient<PipeConn> =
+            ScriptClient::open(&connector(&primary.url()), options, registry).await.unwrap();
+        let mut control = Control::connect(&connector(&primary.url()), ConnectOptions::default()).await.unwrap();
+        let q = keys("q");
+        let mut ids = JobIdGen::new(1);
+        // No replica: WAIT answers 0 after its timeout; the enqueue ran, so its outcome is unknown.
+        let alone = ids.next_id();
+        let began = Instant::now();
+        let err = c.enqueue(&q, &alone, b"x", None).await.expect_err("no replica acknowledged it");
+        assert!(matches!(err, CallError::WaitShort { acked: 0, replicas: 1, timeout_ms: 50 }), "{err:?}");
+        assert_eq!(err.code(), ErrorCode::WaitShort);
+        assert!(err.code().is_unknown_outcome());
+        assert!(began.elapsed() >= Duration::from_millis(50), "the latency includes the WAIT");
+        assert!(!row(&mut control, &q.job_key(&alone)).await.is_empty(), "the primary made the write");
+
+        // With a replica attached, the same call is acknowledged, and a refusal is the call's
+        // own reply.
+        let replica = server();
+        let mut to_replica = Control::connect(&connector(&replica.url()), ConnectOptions::default()).await.unwrap();
+        let _: () =
+            redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary.port()).query_async(&mut to_replica).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut to_replica).await.unwrap();
+            if info.lines().any(|l| l.trim() == "master_link_status:up") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the replica never synced: {info}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let acknowledged = ids.next_id();
+        assert_eq!(c.enqueue(&q, &acknowledged, b"x", None).await.unwrap(), EnqueueReply::Enqueued);
+        let again = c.enqueue(&q, &acknowledged, b"x", None).await.expect("a refusal is the call's own reply");
+        assert_ne!(again, EnqueueReply::Enqueued, "a second enqueue of one id is a duplicate");
+        assert!(!row(&mut to_replica, &q.job_key(&acknowledged)).await.is_empty(), "the replica has the write");
+    })
+    .await;
+}

@@ -127,7 +127,7 @@ pub struct FaultEffects {
     pub fencing_violations: u64,
     /// Other violations whose evidence falls in the window.
     pub other_violations: u64,
-    /// Calls sent in the window whose outcome is unknown (timeout, connection lost).
+    /// Calls sent in the window whose outcome is unknown (timeout, connection lost, WAIT short of its replicas).
     pub unknown_outcomes: u64,
     /// The jobs the violations above name, the first [`MAX_JOBS_NAMED`] of them.
     pub jobs: Vec<String>,
@@ -311,7 +311,7 @@ impl FaultsSeen {
             out.push_str(&format!("faults seen: {}\n", seen.join(", ")));
         }
         out.push_str(&format!(
-            "faults total: {} reconnects, {} calls with an unknown outcome (timeout or connection lost)\n",
+            "faults total: {} reconnects, {} calls with an unknown outcome (timeout, connection lost, or WAIT short of its replicas)\n",
             self.reconnects, self.unknown_outcomes
         ));
         out
@@ -319,7 +319,7 @@ impl FaultsSeen {
 }
 
 fn unknown_of(errors: &[u64; ErrorCode::COUNT]) -> u64 {
-    errors[ErrorCode::Timeout.index()] + errors[ErrorCode::Connection.index()]
+    ErrorCode::ALL.iter().filter(|c| c.is_unknown_outcome()).map(|c| errors[c.index()]).sum()
 }
 
 #[cfg(test)]

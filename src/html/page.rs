@@ -49,6 +49,14 @@ fn header(out: &mut String, view: &RunView) {
         ("seed", s.seed.to_string()),
         ("target", format!("{}{}", s.target.url, if s.target.embedded { " (embedded server)" } else { "" })),
         ("topology", format!("{}: {}", s.target.topology.kind, nodes.join(", "))),
+        (
+            "durability",
+            if s.target.durability.is_empty() {
+                "acknowledged by the primary alone".into()
+            } else {
+                s.target.durability.clone()
+            },
+        ),
         ("server version", s.server_version.clone().unwrap_or_else(|| "unknown".into())),
         ("started / ended", format!("{} / {}", s.started, s.ended)),
         ("measured", format!("{:.1} s (after {} s warmup)", s.measured_secs, s.warmup_secs)),

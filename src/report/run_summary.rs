@@ -29,6 +29,11 @@ pub struct TargetInfo {
     pub embedded: bool,
     /// The queue protocol the run drove: `echomq-v1` or `bullmq`.
     pub protocol: String,
+    /// When a state-changing call counted as acknowledged (`[target] wait`):
+    /// `acknowledged by the primary alone` or `acknowledged after WAIT 1 replica(s), 100 ms`.
+    /// Empty in summaries written before the mode existed (the primary alone).
+    #[serde(default)]
+    pub durability: String,
     /// The Lua directory the scripts came from.
     pub lua_dir: String,
     /// Script name → SHA1 of the source that ran (to tell two script versions apart).
@@ -315,6 +320,7 @@ mod tests {
             measured_secs: 29.5,
             warmup_secs: 1,
             target: TargetInfo {
+                durability: crate::net::Durability::Primary.to_string(),
                 url: "rediss://bench:***@127.0.0.1:7000".into(),
                 topology: Topology {
                     kind: Kind::Cluster,

@@ -368,6 +368,7 @@ impl Session {
             unavailable,
             embedded: self.embedded.is_some() || self.cluster.is_some(),
             protocol: registry.protocol().name().to_string(),
+            durability: self.options.plan.durability.to_string(),
             lua_dir: lua_dir.display().to_string(),
             // The release beside the scripts (`<install>/commands`), else the one scripts/setup
             // installed (an edited copy elsewhere is compared with it).

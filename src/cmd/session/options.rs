@@ -6,7 +6,7 @@
 use crate::cli::{RunArgs, UNWISE_TIMEOUT};
 use crate::error::AppError;
 use crate::lua::Protocol;
-use crate::net::{ConnectOptions, TargetFlags};
+use crate::net::{ConnectOptions, Durability, TargetFlags, Transport};
 use crate::scenario::{self, FaultKind, Plan, TargetPlan, TargetShape};
 use crate::server::{ClusterOptions, ServerOptions};
 use std::path::PathBuf;
@@ -250,15 +250,19 @@ impl RunOptions {
                 fault.kind.name()
             )));
         }
+        check_durability(args, &plan, shape, cluster.as_ref())?;
         let (plan, fleet) = resolve_fleet(args, plan, url.as_deref())?;
         // Only a kill-connections fault needs the load's connections named (CLIENT SETNAME,
         // which a least-privilege user may not be allowed).
         let client_name =
             plan.faults.iter().any(|f| f.kind == FaultKind::KillConnections).then(crate::faults::load_client_name);
+        // A call's WAIT may hold its connection for its own timeout: the reply timeout is that
+        // much longer, so a WAIT waiting out a lagging replica is never taken for a dead server.
         let connect = ConnectOptions {
-            response_timeout: args.timeout,
+            response_timeout: args.timeout + plan.durability.hold(),
             transport: args.transport,
             client_name,
+            durability: plan.durability,
             ..ConnectOptions::default()
         };
         Ok(RunOptions {
@@ -338,4 +342,39 @@ impl RunOptions {
     pub fn timeout(&self) -> Duration {
         self.connect.response_timeout
     }
+}
+
+/// Refuses a `[target] wait` that could never be acknowledged: on the redis-rs transport
+/// (which sends no `WAIT`), on the embedded standalone server (no replica), or on an embedded
+/// cluster with fewer replicas per primary than asked. A `--url` deployment's replicas are
+/// counted when the session opens.
+fn check_durability(
+    args: &RunArgs,
+    plan: &Plan,
+    shape: TargetShape,
+    cluster: Option<&ClusterOptions>,
+) -> Result<(), AppError> {
+    let Durability::Wait { replicas, .. } = plan.durability else { return Ok(()) };
+    let scenario = args.scenario.display();
+    if args.transport == Transport::RedisRs {
+        return Err(AppError::Usage(format!(
+            "{scenario}: target.wait needs the pipe transport: --transport redis-rs sends no WAIT"
+        )));
+    }
+    let has = match (shape, cluster) {
+        (TargetShape::EmbeddedServer, _) => 0,
+        (TargetShape::EmbeddedCluster, Some(c)) => c.replicas as u64,
+        _ => return Ok(()),
+    };
+    if u64::from(replicas) > has {
+        let target = match shape {
+            TargetShape::EmbeddedServer => "the embedded server has no replica".to_owned(),
+            _ => format!("the embedded cluster has {has} replica(s) per primary"),
+        };
+        return Err(AppError::Usage(format!(
+            "{scenario}: target.wait.replicas = {replicas}, but {target}: every call would be unacknowledged; \
+             use [target] cluster = {{ replicas = {replicas} }} or a --url deployment with replicas"
+        )));
+    }
+    Ok(())
 }

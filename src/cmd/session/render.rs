@@ -14,6 +14,9 @@ use std::path::Path;
 pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&CheckOutcome>, dir: &Path) -> String {
     let jobs = jobs_array(&summary.jobs);
     let mut table = format!("target: {}, {}\n", summary.target.url, summary.target.topology.describe());
+    if plan.durability != net::Durability::Primary {
+        table.push_str(&format!("durability: each call {}\n", plan.durability));
+    }
     table.push_str(&format_table(&summary.scripts, &jobs, summary.warmup_secs));
     let redirects = jobs[JobCounter::Redirects.index()];
     let (down, refused) = (jobs[JobCounter::ClusterDown.index()], jobs[JobCounter::RefusedWaited.index()]);

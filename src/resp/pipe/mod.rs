@@ -180,11 +180,7 @@ impl WaitAfter {
     /// `replicas`; otherwise unknown: [`CallError::WaitShort`], a lost connection or a timeout
     /// as itself (the routing reacts to those), any other `WAIT` failure as
     /// [`CallError::WaitFailed`].
-    fn acknowledged(
-        &self,
-        call: Result<Value, CallError>,
-        wait: Result<Value, CallError>,
-    ) -> Result<Value, CallError> {
+    fn acknowledged(&self, call: Result<Value, CallError>, wait: Result<Value, CallError>) -> Result<Value, CallError> {
         let value = call?;
         match wait {
             Ok(Value::Int(acked)) if acked >= i64::from(self.replicas) => Ok(value),
@@ -688,7 +684,11 @@ impl State {
     /// read loop without a durability mode never comes here.
     #[cold]
     #[inline(never)]
-    fn acknowledge(&mut self, waiting: &mut Waiting, reply: Result<Value, CallError>) -> Option<Result<Value, CallError>> {
+    fn acknowledge(
+        &mut self,
+        waiting: &mut Waiting,
+        reply: Result<Value, CallError>,
+    ) -> Option<Result<Value, CallError>> {
         let Some(call) = self.held.take() else {
             self.held = Some(reply);
             self.queue.push_front(*waiting);
