@@ -492,15 +492,19 @@ fn check_fencing(
             "failed only through a final fail, or by reap after the last attempt stalled".into(),
             "state failed, but no fail answered `failed` and it is not a stalled last attempt".into(),
         ),
+        // The evidence is the accepted call the end state contradicts (a rollback lost it).
         StateField::Known(Location::Failed) if terminal.iter().any(|e| e.kind == Kind::Complete) => push(
-            None,
+            terminal.iter().find(|e| e.kind == Kind::Complete).map(|e| e.done_us),
             Invariant::I6,
             "a completed job to stay completed".into(),
             "state failed after an accepted complete".into(),
         ),
-        StateField::Known(Location::Completed) if terminal.iter().any(|e| e.kind == Kind::Fail) => {
-            push(None, Invariant::I6, "a failed job to stay failed".into(), "state completed after a final fail".into())
-        }
+        StateField::Known(Location::Completed) if terminal.iter().any(|e| e.kind == Kind::Fail) => push(
+            terminal.iter().find(|e| e.kind == Kind::Fail).map(|e| e.done_us),
+            Invariant::I6,
+            "a failed job to stay failed".into(),
+            "state completed after a final fail".into(),
+        ),
         _ => {}
     }
 }
