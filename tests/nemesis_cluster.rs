@@ -85,10 +85,12 @@ async fn a_default_cluster_failover_hands_over_every_write_and_checks_clean() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_killed_after_a_replication_lag_loses_what_it_alone_acknowledged() {
     let faults = "[[faults]]\nkind = \"kill-primary\"\nat = \"4s\"\nlag = \"300ms\"\n";
-    let (result, _tmp) = soak_with(faults).await;
+    let (result, tmp) = soak_with(faults).await;
     let kill = span(&result, "kill-primary");
     assert!(kill.applied, "{kill:?}");
     assert!(kill.detail.contains("after a 300 ms replication cut (1 replica(s) frozen, 1 link(s) killed)"), "{kill:?}");
+    let page = std::fs::read_to_string(tmp.path().join("out/report.html")).unwrap();
+    assert!(page.contains("<h2>Faults and their effects</h2>"), "report.html has no failover table");
     assert!(kill.detail.contains(" promoted, seen at "), "{kill:?}");
     let found = by_invariant(&result);
     eprintln!("kill-primary with a 300 ms lag: {found:?}");

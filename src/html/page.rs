@@ -21,6 +21,7 @@ pub fn render(view: &RunView) -> String {
     );
     header(&mut out, view);
     scripts_table(&mut out, view);
+    failover_table(&mut out, view);
     let shade: Vec<(f64, f64)> = view.faults.iter().map(|f| (f.from_s, f.to_s)).collect();
     let x = {
         let (a, b) = view.time_range();
@@ -131,6 +132,47 @@ fn header(out: &mut String, view: &RunView) {
             write!(out, "<tr><td>not in the folder</td><td class=\"note\">{}</td></tr>", esc(&view.missing.join(", ")));
     }
     out.push_str("</table>");
+}
+
+/// The failover table: per injected fault with attributed effects (a run's check ran), its
+/// window and what it did, each queue's time until its enqueues were acknowledged again,
+/// CLUSTERDOWN seconds, and what the check attributes to its window. Nothing without one.
+fn failover_table(out: &mut String, view: &RunView) {
+    let with_effects: Vec<_> =
+        view.summary.faults.injected.iter().filter_map(|f| f.effects.as_ref().map(|e| (f, e))).collect();
+    if with_effects.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>Faults and their effects</h2><table><tr><th>fault</th><th>window s</th><th>what it did</th>\
+         <th>queues answered again after</th><th>CLUSTERDOWN s</th><th>lost acknowledged enqueues (I7)</th>\
+         <th>tokens handed out twice (I5)</th><th>fencing violations (I6)</th><th>other violations</th>\
+         <th>unknown outcomes</th><th>jobs</th></tr>",
+    );
+    for (f, e) in with_effects {
+        let queues: Vec<String> = e
+            .answered_again_s
+            .iter()
+            .map(|(q, s)| match s {
+                Some(s) if *s > 0.0 => format!("{q} {s:.2} s"),
+                Some(_) => format!("{q} not interrupted"),
+                None => format!("{q} never"),
+            })
+            .collect();
+        let bad = |n: u64| if n > 0 { format!("<span class=\"fail\">{n}</span>") } else { "0".into() };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{:.2}–{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            f.kind, f.from_s, f.to_s, esc(&f.detail), esc(&queues.join(", ")), e.cluster_down_s,
+            bad(e.lost_enqueues), bad(e.reissued_tokens), bad(e.fencing_violations), bad(e.other_violations),
+            e.unknown_outcomes, esc(&e.jobs.join(", "))
+        );
+    }
+    out.push_str(
+        "</table><p class=\"note\">What the check attributes to a fault is the violations whose evidence (the \
+         accepted call, the claim, the acknowledged enqueue) falls in its window, until the next fault; the jobs and \
+         events are in invariants.json.</p>",
+    );
 }
 
 fn scripts_table(out: &mut String, view: &RunView) {
