@@ -223,13 +223,14 @@ impl RunOptions {
             TargetPlan::Url(_) => Vec::new(),
         };
         config.extend(args.server.server_config.iter().cloned());
-        let server = ServerOptions { binary: args.server.server_bin.clone(), config, port: None };
+        let server = ServerOptions { binary: args.server.server_bin.clone(), config, port: None, host: None };
         let cluster = match (&plan.target, &url) {
             (TargetPlan::Embedded { cluster: Some(shape), .. }, None) => Some(ClusterOptions {
                 primaries: shape.primaries,
                 replicas: shape.replicas,
                 node_timeout: shape.node_timeout,
                 server: server.clone(),
+                own_addresses: false,
             }),
             _ => None,
         };
