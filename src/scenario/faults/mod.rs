@@ -30,6 +30,12 @@
 //! at = "8s"
 //! mode = "takeover"           # "default" (nothing lost), "force" or "takeover"
 //! lag = "300ms"               # embedded cluster only: the replicas cut off first
+//!
+//! [[faults]]
+//! kind = "partition"          # embedded cluster only, in a network namespace of its own:
+//! at = "4s"                   # `queue`'s primary cut off from every other node (iptables)
+//! duration = "5s"             # for this long, then healed
+//! side = "minority"           # the harness still reaches it ("majority": cut off from it too)
 //! ```
 //! Kinds: `kill-connections`, `pause`, `script-flush` (SCRIPT FLUSH), `maxmemory` (lowered to
 //! the memory in use, `noeviction`, for `duration`), and with the embedded server `freeze`
@@ -50,13 +56,15 @@
 //! CLUSTER FAILOVER. `kill-primary` without `lag` kills at once; its span ends when a new
 //! primary of the slot is seen. `cluster-failover` in the default mode loses nothing even
 //! after a lag (the replica catches up in the handshake); `force` and `takeover` lose the
-//! lag's writes.
+//! lag's writes. `partition` cuts the primary off from every other node (the cluster bus and
+//! replication) with iptables rules for `duration`; `side` says whether the harness stays with
+//! it (`minority`) or with the rest (`majority`).
 
 mod modes;
 #[cfg(test)]
 mod tests;
 
-pub use modes::{FailoverMode, ModeSpec, PauseMode, RestartSignal};
+pub use modes::{FailoverMode, ModeSpec, PartitionSide, PauseMode, RestartSignal};
 
 use super::context::Ctx;
 use super::error::ScenarioError;
@@ -89,8 +97,8 @@ pub struct FaultSpec {
     /// Repeat this often during the load phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<HumanDuration>,
-    /// How long the fault lasts (`pause`, `freeze`, `maxmemory`; `kill-primary` with
-    /// `restart`: how long the node stays down).
+    /// How long the fault lasts (`pause`, `freeze`, `maxmemory`, `partition`; `kill-primary`
+    /// with `restart`: how long the node stays down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<HumanDuration>,
     /// `pause`: `write` (the default) or `all`; `cluster-failover`: `default` (the default),
@@ -100,8 +108,8 @@ pub struct FaultSpec {
     /// `restart` only: `term` (SIGTERM, a clean shutdown, the default) or `kill` (SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<RestartSignal>,
-    /// `kill-primary` and `cluster-failover`: the queue whose primary is acted on (a name of
-    /// the scenario's `queues`; default the first).
+    /// `kill-primary`, `cluster-failover` and `partition`: the queue whose primary is acted on
+    /// (a name of the scenario's `queues`; default the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// `kill-primary` and `cluster-failover` on the embedded cluster: how long the primary's
@@ -111,6 +119,10 @@ pub struct FaultSpec {
     /// `kill-primary` only: start the killed node again `duration` after the kill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<bool>,
+    /// `partition` only: `minority` (the default: the harness stays with the isolated
+    /// primary) or `majority` (the harness is cut off from it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<PartitionSide>,
 }
 
 /// The fault kinds. TOML: kebab-case strings.
@@ -139,6 +151,10 @@ pub enum FaultKind {
     /// CLUSTER FAILOVER (`mode`) sent to a replica of `queue`'s primary (after `lag` cut off
     /// from it, on the embedded cluster).
     ClusterFailover,
+    /// The embedded cluster's primary of `queue`'s slot cut off from every other node (cluster
+    /// bus and replication) by iptables rules for `duration`, then healed; `side` says which
+    /// side the harness is on. Needs a network namespace of the run's own.
+    Partition,
 }
 
 /// What a fault kind acts on, beyond a connection to every node.
@@ -168,7 +184,7 @@ pub enum TargetShape {
 
 impl FaultKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::KillConnections,
         FaultKind::Pause,
         FaultKind::ScriptFlush,
@@ -178,6 +194,7 @@ impl FaultKind {
         FaultKind::Failover,
         FaultKind::KillPrimary,
         FaultKind::ClusterFailover,
+        FaultKind::Partition,
     ];
 
     /// The kind as the scenario spells it (and summary.json, intervals.csv and the table).
@@ -192,13 +209,14 @@ impl FaultKind {
             FaultKind::Failover => "failover",
             FaultKind::KillPrimary => "kill-primary",
             FaultKind::ClusterFailover => "cluster-failover",
+            FaultKind::Partition => "partition",
         }
     }
 
     /// True when every fault of the kind lasts a `duration` (a `kill-primary` lasts one only
     /// with `restart`).
     pub fn lasts(self) -> bool {
-        matches!(self, FaultKind::Pause | FaultKind::Freeze | FaultKind::Maxmemory)
+        matches!(self, FaultKind::Pause | FaultKind::Freeze | FaultKind::Maxmemory | FaultKind::Partition)
     }
 
     /// What the kind needs besides connections (`cluster-failover` with a `lag` needs the
@@ -206,7 +224,7 @@ impl FaultKind {
     pub fn needs(self) -> Needs {
         match self {
             FaultKind::Freeze | FaultKind::Restart | FaultKind::Failover => Needs::EmbeddedServer,
-            FaultKind::KillPrimary => Needs::EmbeddedCluster,
+            FaultKind::KillPrimary | FaultKind::Partition => Needs::EmbeddedCluster,
             FaultKind::ClusterFailover => Needs::Cluster,
             FaultKind::KillConnections | FaultKind::Pause | FaultKind::ScriptFlush | FaultKind::Maxmemory => {
                 Needs::Commands
@@ -214,8 +232,13 @@ impl FaultKind {
         }
     }
 
-    /// True when the kind acts on the primary of one queue (`queue`, `lag`).
+    /// True when the kind acts on the primary of one queue (`queue`).
     fn on_a_queue(self) -> bool {
+        matches!(self, FaultKind::KillPrimary | FaultKind::ClusterFailover | FaultKind::Partition)
+    }
+
+    /// True when the kind takes a `lag` (its replicas cut off before the fault).
+    fn takes_lag(self) -> bool {
         matches!(self, FaultKind::KillPrimary | FaultKind::ClusterFailover)
     }
 }
@@ -238,13 +261,16 @@ pub struct FaultPlan {
     pub failover: FailoverMode,
     /// `restart`'s signal.
     pub signal: RestartSignal,
-    /// `kill-primary` and `cluster-failover`: the index, in the plan's `queues`, of the queue
-    /// whose primary is acted on (an index, not a name: a cluster run renames its queues).
+    /// `kill-primary`, `cluster-failover` and `partition`: the index, in the plan's `queues`,
+    /// of the queue whose primary is acted on (an index, not a name: a cluster run renames its
+    /// queues).
     pub queue: usize,
     /// `kill-primary` and `cluster-failover`: how long the replicas are cut off first.
     pub lag: Option<Duration>,
     /// `kill-primary`: start the killed node again after `duration`.
     pub restart: bool,
+    /// `partition`: which side the harness's connections are on.
+    pub side: PartitionSide,
 }
 
 impl FaultPlan {
@@ -290,10 +316,11 @@ impl FaultPlan {
                  can be frozen"
                     .into(),
             ),
-            (Needs::EmbeddedCluster, _) => {
-                Err("the embedded cluster ([target] cluster, no url): the harness can only kill a node it started"
-                    .into())
-            }
+            (Needs::EmbeddedCluster, _) => Err(
+                "the embedded cluster ([target] cluster, no url): the harness can only kill or partition a node it \
+                 started"
+                    .into(),
+            ),
         }
     }
 
@@ -377,6 +404,10 @@ fn fault(cx: &Ctx, i: usize, spec: &FaultSpec, within: &Within) -> Result<FaultP
     if spec.signal.is_some() && kind != FaultKind::Restart {
         return Err(cx.err(&field("signal"), format!("{:?}", spec.signal), "signal only for kind = \"restart\""));
     }
+    if spec.side.is_some() && kind != FaultKind::Partition {
+        let found = spec.side.map_or("", PartitionSide::name);
+        return Err(cx.err(&field("side"), found, "side only for kind = \"partition\""));
+    }
     let (queue, lag) = on_a_queue(cx, i, spec, within.queues)?;
     let plan = FaultPlan {
         kind,
@@ -389,6 +420,7 @@ fn fault(cx: &Ctx, i: usize, spec: &FaultSpec, within: &Within) -> Result<FaultP
         queue,
         lag,
         restart,
+        side: spec.side.unwrap_or_default(),
     };
     if let Err(expected) = plan.fits(within.target) {
         let found = match plan.needs_field() {
@@ -433,13 +465,14 @@ fn on_a_queue(
     queues: &[String],
 ) -> Result<(usize, Option<Duration>), ScenarioError> {
     let field = |name: &str| format!("faults[{i}].{name}");
-    let kinds = "only for kind = \"kill-primary\" or \"cluster-failover\"";
+    if let Some(lag) = spec.lag.as_ref().filter(|_| !spec.kind.takes_lag()) {
+        let expected = "lag only for kind = \"kill-primary\" or \"cluster-failover\"";
+        return Err(cx.err(&field("lag"), lag.as_str(), expected));
+    }
     if !spec.kind.on_a_queue() {
         if let Some(queue) = &spec.queue {
-            return Err(cx.err(&field("queue"), format!("{queue:?}"), format!("queue {kinds}")));
-        }
-        if let Some(lag) = &spec.lag {
-            return Err(cx.err(&field("lag"), lag.as_str(), format!("lag {kinds}")));
+            let expected = "queue only for kind = \"kill-primary\", \"cluster-failover\" or \"partition\"";
+            return Err(cx.err(&field("queue"), format!("{queue:?}"), expected));
         }
         return Ok((0, None));
     }
