@@ -99,7 +99,7 @@ pub(crate) async fn partition(
         None => detail.push_str("; no replica promoted during the partition"),
     }
     let ended = hold(fault.duration.saturating_sub(cut.elapsed()), end).await;
-    let removed = firewall.heal()?;
+    let removed = firewall.heal().map_err(|err| format!("{err}; {detail}"))?;
     let healed = Instant::now();
     detail.push_str(&format!(
         "; healed at {:.2} s{} ({removed} rule(s) removed)",
@@ -109,8 +109,13 @@ pub(crate) async fn partition(
     let mut failed = None;
     if promoted.is_some() {
         let within = cluster.lock().expect("cluster").node_timeout() + PROMOTION_SLACK;
-        let mut node = connect(&plane, &shard.primary).await?;
-        match become_replica(&mut node, within).await {
+        // A failure from here on is the fault's (the old primary did not rejoin), after a heal
+        // that happened: the detail keeps what was seen.
+        let became = match connect(&plane, &shard.primary).await {
+            Ok(mut node) => become_replica(&mut node, within).await,
+            Err(err) => Err(err),
+        };
+        match became {
             Ok(of) => detail.push_str(&format!(
                 "; {} a replica of {of} {:.2} s after the heal",
                 show(&shard.primary),
