@@ -11,6 +11,7 @@
 //! or `failed: ` with what did not happen.
 
 use super::kinds::{Done, FaultTarget};
+use super::lag::cut;
 use super::nemesis::hold;
 use crate::net::slot::slot;
 use crate::net::topology::{parse_slots, SlotRange};
@@ -142,90 +143,6 @@ pub(super) async fn wait_for_owner(
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// Embedded nodes frozen for a lag. Dropping it resumes them: no way out of a fault (an
-/// error, the run's end mid-lag) leaves a replica frozen.
-struct Frozen<'a> {
-    cluster: &'a Mutex<EmbeddedCluster>,
-    nodes: Vec<usize>,
-}
-
-impl Frozen<'_> {
-    /// SIGCONT of every node still frozen.
-    fn thaw(&mut self) {
-        let cluster = self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for i in self.nodes.drain(..) {
-            cluster.nodes()[i].server.freeze(false);
-        }
-    }
-}
-
-impl Drop for Frozen<'_> {
-    fn drop(&mut self) {
-        self.thaw();
-    }
-}
-
-/// What a lag did, for the span's detail.
-struct Cut<'a> {
-    frozen: Frozen<'a>,
-    replicas_frozen: usize,
-    links_killed: u64,
-    lag: Duration,
-}
-
-impl Cut<'_> {
-    fn describe(&self) -> String {
-        format!(
-            "after a {} ms replication cut ({} replica(s) frozen, {} link(s) killed)",
-            self.lag.as_millis(),
-            self.replicas_frozen,
-            self.links_killed
-        )
-    }
-}
-
-/// Cuts `shard`'s primary off from its replicas for `lag`: SIGSTOP of every replica (an
-/// embedded node), CLIENT KILL TYPE replica on the primary (the frozen replicas cannot
-/// reconnect; a frozen replica's kernel would still take the stream in), then holds `lag`.
-/// Returns with the replicas still frozen: the caller resumes them at its fault.
-///
-/// Errors: a replica that is not an embedded node, a refused CLIENT KILL, or the run's end
-/// during the lag (the replicas are resumed and nothing else is done).
-async fn cut<'a>(
-    cluster: &'a Mutex<EmbeddedCluster>,
-    shard: &Shard,
-    primary: &mut Control,
-    lag: Duration,
-    end: &mut watch::Receiver<bool>,
-) -> Result<Cut<'a>, String> {
-    let mut replicas = Vec::new();
-    {
-        let cluster = cluster.lock().expect("cluster");
-        for address in &shard.replicas {
-            let node = cluster.node_at(address.1).ok_or_else(|| format!("{} is no embedded node", show(address)))?;
-            replicas.push(node);
-        }
-    }
-    let mut frozen = Frozen { cluster, nodes: Vec::new() };
-    for node in replicas {
-        cluster.lock().expect("cluster").nodes()[node].server.freeze(true);
-        frozen.nodes.push(node);
-    }
-    let kill = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").clone();
-    let links_killed = match tokio::time::timeout(LOOK, kill.query_async::<u64>(primary)).await {
-        Ok(Ok(n)) => n,
-        Ok(Err(err)) => return Err(format!("CLIENT KILL TYPE replica on {}: {err}", show(&shard.primary))),
-        Err(_) => {
-            return Err(format!("CLIENT KILL TYPE replica on {}: no reply within {LOOK:?}", show(&shard.primary)))
-        }
-    };
-    if hold(lag, end).await {
-        return Err(format!("the load phase ended during the {} ms lag; the replicas were resumed", lag.as_millis()));
-    }
-    let replicas_frozen = frozen.nodes.len();
-    Ok(Cut { frozen, replicas_frozen, links_killed, lag })
 }
 
 /// The nemesis's map read again after a fault moved a slot (its connection to a dead node
