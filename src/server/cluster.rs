@@ -172,6 +172,7 @@ impl EmbeddedCluster {
         if Instant::now() > deadline {
             return Err(ServerError::NotReady {
                 binary: node.binary().to_path_buf(),
+                host: node.host(),
                 port: node.port(),
                 reason: format!("the cluster did not form within {READY_TIMEOUT:?}: {reason}"),
                 log: String::new(),
@@ -226,6 +227,7 @@ fn cluster_port(host: Ipv4Addr, taken: &[u16]) -> u16 {
 fn query<T: redis::FromRedisValue>(node: &EmbeddedServer, args: &[&str]) -> Result<T, ServerError> {
     let failed = |e: redis::RedisError| ServerError::NotReady {
         binary: node.binary().to_path_buf(),
+        host: node.host(),
         port: node.port(),
         reason: format!("{} answered {e}, expected success", args.join(" ")),
         log: String::new(),

@@ -173,7 +173,7 @@ impl EmbeddedServer {
         let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(20).collect();
         let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-        ServerError::NotReady { binary: self.binary.clone(), port: self.port, reason, log }
+        ServerError::NotReady { binary: self.binary.clone(), host: self.host, port: self.port, reason, log }
     }
 
     /// The loopback port the server listens on.
