@@ -13,10 +13,17 @@ use std::io::Write;
 /// With `--cluster PxR`, starts an embedded cluster instead and prints each node's URL and
 /// role (`redis://127.0.0.1:7000/ primary 0`, `... replica of primary 0`), one a line.
 pub async fn server(args: ServerCmdArgs, shutdown: impl Future<Output = ()>) -> Result<Outcome, AppError> {
-    let options = ServerOptions { binary: args.server.server_bin, config: args.server.server_config, port: None };
+    let options =
+        ServerOptions { binary: args.server.server_bin, config: args.server.server_config, port: None, host: None };
     if let Some((primaries, replicas)) = args.cluster {
         let node_timeout = std::time::Duration::from_secs(2);
-        let cluster = EmbeddedCluster::start(&ClusterOptions { primaries, replicas, node_timeout, server: options })?;
+        let cluster = EmbeddedCluster::start(&ClusterOptions {
+            primaries,
+            replicas,
+            node_timeout,
+            server: options,
+            own_addresses: false,
+        })?;
         for node in cluster.nodes() {
             let role = match node.role {
                 Role::Primary { index } => format!("primary {index}"),

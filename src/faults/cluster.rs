@@ -1,7 +1,9 @@
 //! The faults that act on a Valkey Cluster: `kill-primary` (SIGKILL of the embedded node that
 //! is the primary of a queue's slot, optionally restarted) and `cluster-failover` (CLUSTER
 //! FAILOVER sent to a replica of that primary, on any cluster), each optionally after a `lag`
-//! that cuts the primary's replicas off so what it acknowledges meanwhile exists on it alone.
+//! that cuts the primary's replicas off so what it acknowledges meanwhile exists on it alone;
+//! and what `partition` (in `partition`) shares with them: finding the shard, watching for
+//! its new owner, waiting for a node to become a replica.
 //!
 //! Where things are is read from the cluster itself (CLUSTER SLOTS, through the nemesis's own
 //! connections), never from the roles the embedded cluster started with: an earlier failover
@@ -9,6 +11,7 @@
 //! or `failed: ` with what did not happen.
 
 use super::kinds::{Done, FaultTarget};
+use super::lag::cut;
 use super::nemesis::hold;
 use crate::net::slot::slot;
 use crate::net::topology::{parse_slots, SlotRange};
@@ -21,43 +24,43 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// A node's address as CLUSTER SLOTS gives it.
-type Address = (String, u16);
+pub(super) type Address = (String, u16);
 
 /// How long one look at a node (a connect, a CLUSTER SLOTS) may take: a frozen or dead node
 /// must not hold the fault.
-const LOOK: Duration = Duration::from_secs(1);
+pub(super) const LOOK: Duration = Duration::from_secs(1);
 /// How often the new owner of a slot is looked for.
 const POLL: Duration = Duration::from_millis(50);
 /// How long a promotion may take beyond the cluster's node timeout (the election, a manual
 /// failover's handshake); on a cluster the harness did not start, whose node timeout is
 /// unknown, the whole wait is this plus [`UNKNOWN_NODE_TIMEOUT`].
-const PROMOTION_SLACK: Duration = Duration::from_secs(10);
+pub(super) const PROMOTION_SLACK: Duration = Duration::from_secs(10);
 /// The node timeout assumed for a cluster the harness did not start (Valkey's default is 15 s,
 /// but a manual failover does not wait for it).
 const UNKNOWN_NODE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The primary that owns a queue's slot, its replicas, and the run's queues it serves.
-struct Shard {
+pub(super) struct Shard {
     /// The queue's slot.
-    slot: u16,
+    pub slot: u16,
     /// The primary.
-    primary: Address,
+    pub primary: Address,
     /// Its replicas, as CLUSTER SLOTS lists them.
-    replicas: Vec<Address>,
+    pub replicas: Vec<Address>,
     /// Every node CLUSTER SLOTS names (primaries and replicas), the primary included.
-    nodes: Vec<Address>,
+    pub nodes: Vec<Address>,
     /// The run's queues whose slot the primary owns.
-    queues: Vec<String>,
+    pub queues: Vec<String>,
 }
 
 /// `host:port`.
-fn show(address: &Address) -> String {
+pub(super) fn show(address: &Address) -> String {
     format!("{}:{}", address.0, address.1)
 }
 
 /// Reads the slot map from the first of the nemesis's connections that answers and finds
 /// the shard of `fault`'s queue.
-async fn shard_of(fault: &FaultPlan, target: &FaultTarget<'_>, plane: &Plane) -> Result<Shard, String> {
+pub(super) async fn shard_of(fault: &FaultPlan, target: &FaultTarget<'_>, plane: &Plane) -> Result<Shard, String> {
     let keys = target.queues.get(fault.queue).ok_or("the fault's queue is not one of the run's")?;
     let wanted = slot(keys.lock.as_bytes());
     let mut last = String::from("no node to ask");
@@ -109,7 +112,7 @@ async fn cluster_slots(node: &Control) -> Result<Vec<SlotRange>, String> {
 }
 
 /// A connection of the nemesis's own (same TLS and auth) to `address`, within [`LOOK`].
-async fn connect(plane: &Plane, address: &Address) -> Result<Control, String> {
+pub(super) async fn connect(plane: &Plane, address: &Address) -> Result<Control, String> {
     let connector = plane.seed().connector().at(&address.0, address.1).map_err(|e| e.to_string())?;
     let opts = ConnectOptions { client_name: None, ..plane.seed().opts() };
     match tokio::time::timeout(LOOK, Control::connect(&connector, opts)).await {
@@ -120,7 +123,7 @@ async fn connect(plane: &Plane, address: &Address) -> Result<Control, String> {
 
 /// Looks through `nodes` every [`POLL`] until one reports a primary of `slot` that `wanted`
 /// accepts, for at most `within`; returns that primary and when it was first seen.
-async fn wait_for_owner(
+pub(super) async fn wait_for_owner(
     nodes: &[Control],
     slot: u16,
     wanted: impl Fn(&Address) -> bool,
@@ -142,93 +145,9 @@ async fn wait_for_owner(
     }
 }
 
-/// Embedded nodes frozen for a lag. Dropping it resumes them: no way out of a fault (an
-/// error, the run's end mid-lag) leaves a replica frozen.
-struct Frozen<'a> {
-    cluster: &'a Mutex<EmbeddedCluster>,
-    nodes: Vec<usize>,
-}
-
-impl Frozen<'_> {
-    /// SIGCONT of every node still frozen.
-    fn thaw(&mut self) {
-        let cluster = self.cluster.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for i in self.nodes.drain(..) {
-            cluster.nodes()[i].server.freeze(false);
-        }
-    }
-}
-
-impl Drop for Frozen<'_> {
-    fn drop(&mut self) {
-        self.thaw();
-    }
-}
-
-/// What a lag did, for the span's detail.
-struct Cut<'a> {
-    frozen: Frozen<'a>,
-    replicas_frozen: usize,
-    links_killed: u64,
-    lag: Duration,
-}
-
-impl Cut<'_> {
-    fn describe(&self) -> String {
-        format!(
-            "after a {} ms replication cut ({} replica(s) frozen, {} link(s) killed)",
-            self.lag.as_millis(),
-            self.replicas_frozen,
-            self.links_killed
-        )
-    }
-}
-
-/// Cuts `shard`'s primary off from its replicas for `lag`: SIGSTOP of every replica (an
-/// embedded node), CLIENT KILL TYPE replica on the primary (the frozen replicas cannot
-/// reconnect; a frozen replica's kernel would still take the stream in), then holds `lag`.
-/// Returns with the replicas still frozen: the caller resumes them at its fault.
-///
-/// Errors: a replica that is not an embedded node, a refused CLIENT KILL, or the run's end
-/// during the lag (the replicas are resumed and nothing else is done).
-async fn cut<'a>(
-    cluster: &'a Mutex<EmbeddedCluster>,
-    shard: &Shard,
-    primary: &mut Control,
-    lag: Duration,
-    end: &mut watch::Receiver<bool>,
-) -> Result<Cut<'a>, String> {
-    let mut replicas = Vec::new();
-    {
-        let cluster = cluster.lock().expect("cluster");
-        for address in &shard.replicas {
-            let node = cluster.node_at(address.1).ok_or_else(|| format!("{} is no embedded node", show(address)))?;
-            replicas.push(node);
-        }
-    }
-    let mut frozen = Frozen { cluster, nodes: Vec::new() };
-    for node in replicas {
-        cluster.lock().expect("cluster").nodes()[node].server.freeze(true);
-        frozen.nodes.push(node);
-    }
-    let kill = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").clone();
-    let links_killed = match tokio::time::timeout(LOOK, kill.query_async::<u64>(primary)).await {
-        Ok(Ok(n)) => n,
-        Ok(Err(err)) => return Err(format!("CLIENT KILL TYPE replica on {}: {err}", show(&shard.primary))),
-        Err(_) => {
-            return Err(format!("CLIENT KILL TYPE replica on {}: no reply within {LOOK:?}", show(&shard.primary)))
-        }
-    };
-    if hold(lag, end).await {
-        return Err(format!("the load phase ended during the {} ms lag; the replicas were resumed", lag.as_millis()));
-    }
-    let replicas_frozen = frozen.nodes.len();
-    Ok(Cut { frozen, replicas_frozen, links_killed, lag })
-}
-
 /// The nemesis's map read again after a fault moved a slot (its connection to a dead node
 /// fails meanwhile); a note for the detail when that failed.
-async fn refresh(plane: &Plane) -> String {
+pub(super) async fn refresh(plane: &Plane) -> String {
     match plane.refresh().await {
         Ok(()) => String::new(),
         Err(err) => format!("; the slot map could not be read again: {err}"),
@@ -325,21 +244,30 @@ async fn restart(
         .start_again()
         .map_err(|e| format!("the killed node did not start again: {e}"))?;
     let mut node = connect(plane, address).await?;
+    let became = become_replica(&mut node, within).await;
+    became
+        .map(|of| format!("a replica of {of} {:.2} s later", began.elapsed().as_secs_f64()))
+        .map_err(|last| format!("the restarted node {} was no replica within {within:?} ({last})", show(address)))
+}
+
+/// Reads `node`'s INFO replication every [`POLL`] until it says it is a replica, for at most
+/// `within`; returns its primary's `host:port`, or (`Err`) the role it had last.
+pub(super) async fn become_replica(node: &mut Control, within: Duration) -> Result<String, String> {
     let deadline = Instant::now() + within;
-    let mut last = String::new();
+    let mut last = String::from("no answer");
     loop {
         let info = redis::cmd("INFO").arg("replication").clone();
-        if let Ok(Ok(text)) = tokio::time::timeout(LOOK, info.query_async::<String>(&mut node)).await {
+        if let Ok(Ok(text)) = tokio::time::timeout(LOOK, info.query_async::<String>(node)).await {
             let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(str::to_owned);
             if field("role:").as_deref() == Some("slave") {
                 let host = field("master_host:").unwrap_or_default();
                 let port = field("master_port:").unwrap_or_default();
-                return Ok(format!("a replica of {host}:{port} {:.2} s later", began.elapsed().as_secs_f64()));
+                return Ok(format!("{host}:{port}"));
             }
             last = format!("role {}", field("role:").unwrap_or_default());
         }
         if Instant::now() > deadline {
-            return Err(format!("the restarted node {} was no replica within {within:?} ({last})", show(address)));
+            return Err(last);
         }
         tokio::time::sleep(POLL).await;
     }

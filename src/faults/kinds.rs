@@ -62,6 +62,7 @@ pub(crate) async fn inject(
         FaultKind::Failover => failover(target, end).await,
         FaultKind::KillPrimary => super::cluster::kill_primary(fault, target, start, end).await,
         FaultKind::ClusterFailover => super::cluster::cluster_failover(fault, target, start, end).await,
+        FaultKind::Partition => super::partition::partition(fault, target, start, end).await,
     };
     let applied = done.is_ok();
     let (count, detail) = done.unwrap_or_else(|err| (0, format!("failed: {err}")));

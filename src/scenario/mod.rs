@@ -46,7 +46,8 @@ pub use consumers::{BackoffSpec, Consumers, ExtendSpec};
 pub use dist::{Dist, LogNormalSpec};
 pub use error::ScenarioError;
 pub use faults::{
-    FailoverMode, FaultKind, FaultPlan, FaultSpec, ModeSpec, Needs, PauseMode, RestartSignal, TargetShape,
+    FailoverMode, FaultKind, FaultPlan, FaultSpec, ModeSpec, Needs, PartitionSide, PauseMode, RestartSignal,
+    TargetShape,
 };
 pub use file::{Queues, Scenario};
 pub use maintenance::Maintenance;

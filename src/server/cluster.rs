@@ -3,10 +3,14 @@
 //! node reports `cluster_state:ok` and every replica's link to its primary is up.
 //!
 //! Each node's port is below 55536 so that its cluster bus port (port + 10000) exists, and is
-//! picked only when that bus port is free too. Dropping the cluster stops every node.
+//! picked only when that bus port is free too; ports differ between nodes even when their
+//! addresses do (a node is found by its port). With [`ClusterOptions::own_addresses`] node `i`
+//! listens on, announces and connects from 127.0.0.(2+i) (all of 127.0.0.0/8 is loopback on
+//! Linux), so a firewall rule can cut one node off while the harness, on 127.0.0.1, is told
+//! apart from every node. Dropping the cluster stops every node.
 
 use super::{EmbeddedServer, ServerError, ServerOptions};
-use std::net::TcpListener;
+use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
 /// How to start an embedded cluster.
@@ -19,8 +23,12 @@ pub struct ClusterOptions {
     /// `cluster-node-timeout`: how long a silent node takes to be marked failed (and its
     /// replica promoted).
     pub node_timeout: Duration,
-    /// The binary and extra config of every node (its `port` is ignored: each node gets one).
+    /// The binary and extra config of every node (its `port` and `host` are ignored: each
+    /// node gets its own).
     pub server: ServerOptions,
+    /// Each node on an address of its own, 127.0.0.(2+i) (for `partition`); otherwise every
+    /// node is on 127.0.0.1.
+    pub own_addresses: bool,
 }
 
 /// What a node is in the cluster as started (a failover may change it later).
@@ -73,13 +81,29 @@ impl EmbeddedCluster {
         for of in 0..options.primaries {
             roles.extend((0..options.replicas).map(|_| Role::Replica { of }));
         }
-        for role in roles {
+        if options.own_addresses && total > 250 {
+            let source = std::io::Error::other(format!("{total} nodes do not fit 127.0.0.2..=127.0.0.251"));
+            return Err(ServerError::Spawn { binary: options.server.binary.clone().unwrap_or_default(), source });
+        }
+        let mut ports = Vec::with_capacity(total);
+        for (i, role) in roles.into_iter().enumerate() {
+            let host = if options.own_addresses { Ipv4Addr::new(127, 0, 0, 2 + i as u8) } else { Ipv4Addr::LOCALHOST };
             let mut config = vec![
                 ("cluster-enabled".to_string(), "yes".to_string()),
                 ("cluster-node-timeout".to_string(), options.node_timeout.as_millis().to_string()),
             ];
+            if options.own_addresses {
+                config.push(("cluster-announce-ip".to_string(), host.to_string()));
+            }
             config.extend(options.server.config.iter().cloned());
-            let server = ServerOptions { binary: options.server.binary.clone(), config, port: Some(cluster_port()) };
+            let port = cluster_port(host, &ports);
+            ports.push(port);
+            let server = ServerOptions {
+                binary: options.server.binary.clone(),
+                config,
+                port: Some(port),
+                host: options.own_addresses.then_some(host),
+            };
             let server = EmbeddedServer::start(&server)?;
             let id = query::<String>(&server, &["CLUSTER", "MYID"])?;
             nodes.push(ClusterNode { server, id, role });
@@ -101,7 +125,8 @@ impl EmbeddedCluster {
         }
         let first = &self.nodes[0].server;
         for node in &self.nodes[1..] {
-            query::<()>(first, &["CLUSTER", "MEET", "127.0.0.1", &node.server.port().to_string()])?;
+            let (host, port) = (node.server.host().to_string(), node.server.port().to_string());
+            query::<()>(first, &["CLUSTER", "MEET", &host, &port])?;
         }
         // A replica can only REPLICATE a node it already knows: wait for the gossip first.
         let deadline = Instant::now() + READY_TIMEOUT;
@@ -147,6 +172,7 @@ impl EmbeddedCluster {
         if Instant::now() > deadline {
             return Err(ServerError::NotReady {
                 binary: node.binary().to_path_buf(),
+                host: node.host(),
                 port: node.port(),
                 reason: format!("the cluster did not form within {READY_TIMEOUT:?}: {reason}"),
                 log: String::new(),
@@ -182,13 +208,16 @@ impl EmbeddedCluster {
     }
 }
 
-/// A free port below 55536 whose bus port (+10000) is free too.
-fn cluster_port() -> u16 {
+/// A free port on `host` below 55536 whose bus port (+10000) is free too, and none of `taken`
+/// (another node's port, or its bus port).
+fn cluster_port(host: Ipv4Addr, taken: &[u16]) -> u16 {
     loop {
-        let Ok(port) = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()) else {
+        let Ok(port) = TcpListener::bind((host, 0)).and_then(|l| l.local_addr()).map(|a| a.port()) else {
             continue;
         };
-        if port < 55536 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
+        let clashes =
+            taken.iter().any(|t| [*t, t + 10000].contains(&port) || [*t, t + 10000].contains(&(port + 10000)));
+        if port < 55536 && !clashes && TcpListener::bind((host, port + 10000)).is_ok() {
             return port;
         }
     }
@@ -198,6 +227,7 @@ fn cluster_port() -> u16 {
 fn query<T: redis::FromRedisValue>(node: &EmbeddedServer, args: &[&str]) -> Result<T, ServerError> {
     let failed = |e: redis::RedisError| ServerError::NotReady {
         binary: node.binary().to_path_buf(),
+        host: node.host(),
         port: node.port(),
         reason: format!("{} answered {e}, expected success", args.join(" ")),
         log: String::new(),

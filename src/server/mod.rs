@@ -30,10 +30,12 @@ pub enum ServerError {
         source: std::io::Error,
     },
     /// The server exited or did not answer PING in time.
-    #[error("{binary} did not come up on 127.0.0.1:{port}: {reason}\n--- server log ---\n{log}")]
+    #[error("{binary} did not come up on {host}:{port}: {reason}\n--- server log ---\n{log}")]
     NotReady {
         /// The server binary.
         binary: PathBuf,
+        /// The loopback address it was given.
+        host: std::net::Ipv4Addr,
         /// The port it was given.
         port: u16,
         /// What happened (exit status, timeout).

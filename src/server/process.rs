@@ -2,7 +2,7 @@
 
 use super::{find_server_binary, ServerError};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,12 +18,20 @@ pub struct ServerOptions {
     /// A fixed loopback port (e.g. to restart a server where its clients expect it); `None`
     /// picks a free one.
     pub port: Option<u16>,
+    /// The loopback address (in 127.0.0.0/8) the server listens on and connects from
+    /// (`bind-source-addr`: its replication and cluster bus connections then come from it, so
+    /// a firewall rule can tell the nodes apart); `None`: 127.0.0.1, and outgoing connections
+    /// from whatever the kernel picks.
+    pub host: Option<Ipv4Addr>,
 }
 
-/// A running `valkey-server` bound to 127.0.0.1 on a free port, with a private data
-/// directory. Dropping it kills the process and removes the directory.
+/// A running `valkey-server` bound to a loopback address (127.0.0.1 unless told) on a free
+/// port, with a private data directory. Dropping it kills the process and removes the directory.
 pub struct EmbeddedServer {
     child: Child,
+    host: Ipv4Addr,
+    /// True when `host` was chosen (it is then also the source of the server's own connections).
+    own_host: bool,
     port: u16,
     binary: PathBuf,
     dir: PathBuf,
@@ -42,12 +50,20 @@ impl EmbeddedServer {
     ///
     /// Defaults: `--bind 127.0.0.1`, `--save ""`, `--appendonly no` (persistence off),
     /// `--loglevel warning`, then `options.config`. A port taken between probing and binding
-    /// is retried with another port (three tries). Errors: [`ServerError`].
+    /// is retried with another port (three tries). Errors: [`ServerError`]; a `host` outside
+    /// 127.0.0.0/8 is refused as [`ServerError::Spawn`].
     pub fn start(options: &ServerOptions) -> Result<EmbeddedServer, ServerError> {
         let binary = find_server_binary(options.binary.as_deref())?;
+        if let Some(host) = options.host.filter(|h| !h.is_loopback()) {
+            let source = std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the server's host {host} is no loopback address (127.0.0.0/8)"),
+            );
+            return Err(ServerError::Spawn { binary, source });
+        }
         let mut last = None;
         for _ in 0..3 {
-            match Self::start_once(&binary, &options.config, options.port) {
+            match Self::start_once(&binary, &options.config, options.host, options.port) {
                 Ok(server) => return Ok(server),
                 Err(err @ ServerError::NotReady { .. }) => last = Some(err),
                 Err(err) => return Err(err),
@@ -59,17 +75,26 @@ impl EmbeddedServer {
     fn start_once(
         binary: &Path,
         config: &[(String, String)],
+        host: Option<Ipv4Addr>,
         port: Option<u16>,
     ) -> Result<EmbeddedServer, ServerError> {
         let spawn_err = |source| ServerError::Spawn { binary: binary.to_path_buf(), source };
+        let (own_host, host) = (host.is_some(), host.unwrap_or(Ipv4Addr::LOCALHOST));
         let port = match port {
             Some(port) => port,
-            None => free_port().map_err(spawn_err)?,
+            None => free_port(host).map_err(spawn_err)?,
         };
         let dir = std::env::temp_dir().join(format!("emq-bench-valkey-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(spawn_err)?;
-        let child = spawn(binary, port, &dir, config)?;
-        let mut server = EmbeddedServer { child, port, binary: binary.to_path_buf(), dir, config: config.to_vec() };
+        let mut server = EmbeddedServer {
+            child: spawn(binary, (host, own_host), port, &dir, config)?,
+            host,
+            own_host,
+            port,
+            binary: binary.to_path_buf(),
+            dir,
+            config: config.to_vec(),
+        };
         server.wait_ready()?;
         Ok(server)
     }
@@ -107,7 +132,7 @@ impl EmbeddedServer {
     ///
     /// Errors: [`ServerError`] when it does not come up.
     pub fn start_again(&mut self) -> Result<(), ServerError> {
-        self.child = spawn(&self.binary, self.port, &self.dir, &self.config)?;
+        self.child = spawn(&self.binary, (self.host, self.own_host), self.port, &self.dir, &self.config)?;
         self.wait_ready()
     }
 
@@ -134,7 +159,7 @@ impl EmbeddedServer {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(self.not_ready(format!("it exited with {status}")));
             }
-            if ping(self.port).is_ok() {
+            if ping(self.host, self.port).is_ok() {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -148,7 +173,7 @@ impl EmbeddedServer {
         let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(20).collect();
         let log = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-        ServerError::NotReady { binary: self.binary.clone(), port: self.port, reason, log }
+        ServerError::NotReady { binary: self.binary.clone(), host: self.host, port: self.port, reason, log }
     }
 
     /// The loopback port the server listens on.
@@ -156,9 +181,15 @@ impl EmbeddedServer {
         self.port
     }
 
-    /// `redis://127.0.0.1:<port>/`, the URL clients connect to.
+    /// The loopback address the server listens on (127.0.0.1 unless [`ServerOptions::host`]
+    /// chose another).
+    pub fn host(&self) -> Ipv4Addr {
+        self.host
+    }
+
+    /// `redis://<host>:<port>/`, the URL clients connect to.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://{}:{}/", self.host, self.port)
     }
 
     /// The binary that was started.
@@ -202,15 +233,26 @@ impl Drop for EmbeddedServer {
     }
 }
 
-/// Spawns `binary` on `port` with its data in `dir`: the defaults, then `config`; its output
-/// goes to `dir/server.log` (appended, so a restart keeps the earlier log).
-fn spawn(binary: &Path, port: u16, dir: &Path, config: &[(String, String)]) -> Result<Child, ServerError> {
+/// Spawns `binary` on `host` (`own`: also the source of its own connections) and `port` with
+/// its data in `dir`: the defaults, then `config`; its output goes to `dir/server.log`
+/// (appended, so a restart keeps the earlier log).
+fn spawn(
+    binary: &Path,
+    (host, own): (Ipv4Addr, bool),
+    port: u16,
+    dir: &Path,
+    config: &[(String, String)],
+) -> Result<Child, ServerError> {
     let spawn_err = |source| ServerError::Spawn { binary: binary.to_path_buf(), source };
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).map_err(spawn_err)?;
     let mut cmd = Command::new(binary);
     cmd.arg("--port").arg(port.to_string());
-    for (name, value) in [("bind", "127.0.0.1"), ("save", ""), ("appendonly", "no"), ("loglevel", "warning")] {
+    let host = host.to_string();
+    for (name, value) in [("bind", host.as_str()), ("save", ""), ("appendonly", "no"), ("loglevel", "warning")] {
         cmd.arg(format!("--{name}")).arg(value);
+    }
+    if own {
+        cmd.arg("--bind-source-addr").arg(&host);
     }
     cmd.arg("--dir").arg(dir);
     for (name, value) in config {
@@ -225,14 +267,14 @@ fn spawn(binary: &Path, port: u16, dir: &Path, config: &[(String, String)]) -> R
     cmd.spawn().map_err(spawn_err)
 }
 
-/// A port the kernel just gave out on 127.0.0.1 (free now; `start` retries if it is taken).
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// A port the kernel just gave out on `host` (free now; `start` retries if it is taken).
+fn free_port(host: Ipv4Addr) -> std::io::Result<u16> {
+    Ok(TcpListener::bind((host, 0))?.local_addr()?.port())
 }
 
 /// One inline PING; Ok when the reply is `+PONG`.
-fn ping(port: u16) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))?;
+fn ping(host: Ipv4Addr, port: u16) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect_timeout(&(host, port).into(), Duration::from_millis(200))?;
     stream.set_read_timeout(Some(Duration::from_millis(500)))?;
     stream.write_all(b"PING\r\n")?;
     let mut reply = [0u8; 7];

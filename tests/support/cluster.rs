@@ -36,7 +36,13 @@ impl Cluster {
     /// Starts `n` primaries with `replicas` replicas each (`node_timeout`), through the
     /// product's [`EmbeddedCluster`].
     pub async fn replicated(n: usize, replicas: usize, node_timeout: Duration) -> Cluster {
-        let options = ClusterOptions { primaries: n, replicas, node_timeout, server: ServerOptions::default() };
+        let options = ClusterOptions {
+            primaries: n,
+            replicas,
+            node_timeout,
+            server: ServerOptions::default(),
+            own_addresses: false,
+        };
         // Started on the test's own thread, not block_in_place's (whose thread may end while
         // the cluster runs): the nodes die with the thread that started them.
         let inner = EmbeddedCluster::start(&options).expect("start a cluster");

@@ -207,7 +207,7 @@ pub fn tls_server(certs: &Certs, auth_clients: bool) -> (EmbeddedServer, u16) {
         ("tls-ca-cert-file".to_string(), file("ca.pem")),
         ("tls-auth-clients".to_string(), if auth_clients { "yes" } else { "no" }.to_string()),
     ];
-    let options = ServerOptions { binary: Some(tls_server_bin()), config, port: None };
+    let options = ServerOptions { binary: Some(tls_server_bin()), config, port: None, host: None };
     (EmbeddedServer::start(&options).expect("start redis-server with TLS"), port)
 }
 

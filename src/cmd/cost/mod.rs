@@ -93,6 +93,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         binary: args.server.server_bin.clone(),
         config: args.server.server_config.clone(),
         port: None,
+        host: None,
     })?;
     let target = Endpoint::resolve(&server.url(), &TargetFlags::default(), |_| None)?;
     let connector = Connector::new(target)?;

@@ -57,7 +57,11 @@ pub(super) fn summarize(
         matches!(
             f.kind,
             SpanKind::Injected(
-                FaultKind::Restart | FaultKind::Failover | FaultKind::KillPrimary | FaultKind::ClusterFailover
+                FaultKind::Restart
+                    | FaultKind::Failover
+                    | FaultKind::KillPrimary
+                    | FaultKind::ClusterFailover
+                    | FaultKind::Partition
             )
         )
     });

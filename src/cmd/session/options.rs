@@ -223,13 +223,15 @@ impl RunOptions {
             TargetPlan::Url(_) => Vec::new(),
         };
         config.extend(args.server.server_config.iter().cloned());
-        let server = ServerOptions { binary: args.server.server_bin.clone(), config, port: None };
+        let server = ServerOptions { binary: args.server.server_bin.clone(), config, port: None, host: None };
         let cluster = match (&plan.target, &url) {
             (TargetPlan::Embedded { cluster: Some(shape), .. }, None) => Some(ClusterOptions {
                 primaries: shape.primaries,
                 replicas: shape.replicas,
                 node_timeout: shape.node_timeout,
                 server: server.clone(),
+                // A partition's rules tell the nodes apart by address.
+                own_addresses: plan.faults.iter().any(|f| f.kind == FaultKind::Partition),
             }),
             _ => None,
         };
@@ -249,6 +251,12 @@ impl RunOptions {
                 fault.needs_field(),
                 fault.kind.name()
             )));
+        }
+        // A partition's rules may only go into a network namespace of the run's own: refused
+        // before anything starts, as a bad scenario is.
+        if let Some(i) = plan.faults.iter().position(|f| f.kind == FaultKind::Partition) {
+            crate::faults::partition_refusal()
+                .map_err(|why| AppError::Usage(format!("{}: faults[{i}].kind: {why}", args.scenario.display())))?;
         }
         check_durability(args, &plan, shape, cluster.as_ref())?;
         let (plan, fleet) = resolve_fleet(args, plan, url.as_deref())?;

@@ -30,6 +30,12 @@
 //! at = "8s"
 //! mode = "takeover"           # "default" (nothing lost), "force" or "takeover"
 //! lag = "300ms"               # embedded cluster only: the replicas cut off first
+//!
+//! [[faults]]
+//! kind = "partition"          # embedded cluster only, in a network namespace of its own:
+//! at = "4s"                   # `queue`'s primary cut off from every other node (iptables)
+//! duration = "5s"             # for this long, then healed
+//! side = "minority"           # the harness still reaches it ("majority": cut off from it too)
 //! ```
 //! Kinds: `kill-connections`, `pause`, `script-flush` (SCRIPT FLUSH), `maxmemory` (lowered to
 //! the memory in use, `noeviction`, for `duration`), and with the embedded server `freeze`
@@ -50,32 +56,24 @@
 //! CLUSTER FAILOVER. `kill-primary` without `lag` kills at once; its span ends when a new
 //! primary of the slot is seen. `cluster-failover` in the default mode loses nothing even
 //! after a lag (the replica catches up in the handshake); `force` and `takeover` lose the
-//! lag's writes.
+//! lag's writes. `partition` cuts the primary off from every other node (the cluster bus and
+//! replication) with iptables rules for `duration`; `side` says whether the harness stays with
+//! it (`minority`) or with the rest (`majority`).
 
 mod modes;
+mod resolve;
 #[cfg(test)]
 mod tests;
 
-pub use modes::{FailoverMode, ModeSpec, PauseMode, RestartSignal};
+pub use modes::{FailoverMode, ModeSpec, PartitionSide, PauseMode, RestartSignal};
+pub(crate) use resolve::{faults, Within};
 
-use super::context::Ctx;
-use super::error::ScenarioError;
 use super::units::HumanDuration;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The most `[[faults]]` entries a scenario may have.
 pub const MAX_FAULTS: usize = 64;
-/// The shortest `every`: faults closer than this would be one long fault.
-const MIN_EVERY: Duration = Duration::from_millis(100);
-/// The longest fault `duration` (a pause or freeze longer than this is an outage, which
-/// `--give-up` handles).
-const MAX_FAULT_DURATION: Duration = Duration::from_secs(600);
-/// The shortest `lag`.
-const MIN_LAG: Duration = Duration::from_millis(1);
-/// The longest `lag`: longer, and the frozen replicas would be failed by the cluster (any
-/// sane `cluster-node-timeout` is shorter), which is another fault.
-const MAX_LAG: Duration = Duration::from_secs(60);
 
 /// One `[[faults]]` entry as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,8 +87,8 @@ pub struct FaultSpec {
     /// Repeat this often during the load phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<HumanDuration>,
-    /// How long the fault lasts (`pause`, `freeze`, `maxmemory`; `kill-primary` with
-    /// `restart`: how long the node stays down).
+    /// How long the fault lasts (`pause`, `freeze`, `maxmemory`, `partition`; `kill-primary`
+    /// with `restart`: how long the node stays down).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<HumanDuration>,
     /// `pause`: `write` (the default) or `all`; `cluster-failover`: `default` (the default),
@@ -100,8 +98,8 @@ pub struct FaultSpec {
     /// `restart` only: `term` (SIGTERM, a clean shutdown, the default) or `kill` (SIGKILL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<RestartSignal>,
-    /// `kill-primary` and `cluster-failover`: the queue whose primary is acted on (a name of
-    /// the scenario's `queues`; default the first).
+    /// `kill-primary`, `cluster-failover` and `partition`: the queue whose primary is acted on
+    /// (a name of the scenario's `queues`; default the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// `kill-primary` and `cluster-failover` on the embedded cluster: how long the primary's
@@ -111,6 +109,10 @@ pub struct FaultSpec {
     /// `kill-primary` only: start the killed node again `duration` after the kill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<bool>,
+    /// `partition` only: `minority` (the default: the harness stays with the isolated
+    /// primary) or `majority` (the harness is cut off from it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<PartitionSide>,
 }
 
 /// The fault kinds. TOML: kebab-case strings.
@@ -139,6 +141,10 @@ pub enum FaultKind {
     /// CLUSTER FAILOVER (`mode`) sent to a replica of `queue`'s primary (after `lag` cut off
     /// from it, on the embedded cluster).
     ClusterFailover,
+    /// The embedded cluster's primary of `queue`'s slot cut off from every other node (cluster
+    /// bus and replication) by iptables rules for `duration`, then healed; `side` says which
+    /// side the harness is on. Needs a network namespace of the run's own.
+    Partition,
 }
 
 /// What a fault kind acts on, beyond a connection to every node.
@@ -168,7 +174,7 @@ pub enum TargetShape {
 
 impl FaultKind {
     /// Every kind, in declaration order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::KillConnections,
         FaultKind::Pause,
         FaultKind::ScriptFlush,
@@ -178,6 +184,7 @@ impl FaultKind {
         FaultKind::Failover,
         FaultKind::KillPrimary,
         FaultKind::ClusterFailover,
+        FaultKind::Partition,
     ];
 
     /// The kind as the scenario spells it (and summary.json, intervals.csv and the table).
@@ -192,13 +199,14 @@ impl FaultKind {
             FaultKind::Failover => "failover",
             FaultKind::KillPrimary => "kill-primary",
             FaultKind::ClusterFailover => "cluster-failover",
+            FaultKind::Partition => "partition",
         }
     }
 
     /// True when every fault of the kind lasts a `duration` (a `kill-primary` lasts one only
     /// with `restart`).
     pub fn lasts(self) -> bool {
-        matches!(self, FaultKind::Pause | FaultKind::Freeze | FaultKind::Maxmemory)
+        matches!(self, FaultKind::Pause | FaultKind::Freeze | FaultKind::Maxmemory | FaultKind::Partition)
     }
 
     /// What the kind needs besides connections (`cluster-failover` with a `lag` needs the
@@ -206,7 +214,7 @@ impl FaultKind {
     pub fn needs(self) -> Needs {
         match self {
             FaultKind::Freeze | FaultKind::Restart | FaultKind::Failover => Needs::EmbeddedServer,
-            FaultKind::KillPrimary => Needs::EmbeddedCluster,
+            FaultKind::KillPrimary | FaultKind::Partition => Needs::EmbeddedCluster,
             FaultKind::ClusterFailover => Needs::Cluster,
             FaultKind::KillConnections | FaultKind::Pause | FaultKind::ScriptFlush | FaultKind::Maxmemory => {
                 Needs::Commands
@@ -214,8 +222,13 @@ impl FaultKind {
         }
     }
 
-    /// True when the kind acts on the primary of one queue (`queue`, `lag`).
+    /// True when the kind acts on the primary of one queue (`queue`).
     fn on_a_queue(self) -> bool {
+        matches!(self, FaultKind::KillPrimary | FaultKind::ClusterFailover | FaultKind::Partition)
+    }
+
+    /// True when the kind takes a `lag` (its replicas cut off before the fault).
+    fn takes_lag(self) -> bool {
         matches!(self, FaultKind::KillPrimary | FaultKind::ClusterFailover)
     }
 }
@@ -238,13 +251,16 @@ pub struct FaultPlan {
     pub failover: FailoverMode,
     /// `restart`'s signal.
     pub signal: RestartSignal,
-    /// `kill-primary` and `cluster-failover`: the index, in the plan's `queues`, of the queue
-    /// whose primary is acted on (an index, not a name: a cluster run renames its queues).
+    /// `kill-primary`, `cluster-failover` and `partition`: the index, in the plan's `queues`,
+    /// of the queue whose primary is acted on (an index, not a name: a cluster run renames its
+    /// queues).
     pub queue: usize,
     /// `kill-primary` and `cluster-failover`: how long the replicas are cut off first.
     pub lag: Option<Duration>,
     /// `kill-primary`: start the killed node again after `duration`.
     pub restart: bool,
+    /// `partition`: which side the harness's connections are on.
+    pub side: PartitionSide,
 }
 
 impl FaultPlan {
@@ -290,10 +306,11 @@ impl FaultPlan {
                  can be frozen"
                     .into(),
             ),
-            (Needs::EmbeddedCluster, _) => {
-                Err("the embedded cluster ([target] cluster, no url): the harness can only kill a node it started"
-                    .into())
-            }
+            (Needs::EmbeddedCluster, _) => Err(
+                "the embedded cluster ([target] cluster, no url): the harness can only kill or partition a node it \
+                 started"
+                    .into(),
+            ),
         }
     }
 
@@ -323,141 +340,4 @@ impl FaultPlan {
         }
         out
     }
-}
-
-/// What the faults are checked against: the rest of the scenario, resolved.
-pub(crate) struct Within<'a> {
-    /// The load phase's length when the run is time-bounded.
-    pub load_for: Option<Duration>,
-    /// The target the scenario names.
-    pub target: TargetShape,
-    /// The scenario's queue names, in order.
-    pub queues: &'a [String],
-}
-
-/// Resolves the `[[faults]]` entries against the rest of the scenario.
-pub(crate) fn faults(cx: &Ctx, specs: &[FaultSpec], within: &Within) -> Result<Vec<FaultPlan>, ScenarioError> {
-    if specs.len() > MAX_FAULTS {
-        return Err(cx.err("faults", specs.len(), format!("at most {MAX_FAULTS} [[faults]] entries")));
-    }
-    specs.iter().enumerate().map(|(i, spec)| fault(cx, i, spec, within)).collect()
-}
-
-fn fault(cx: &Ctx, i: usize, spec: &FaultSpec, within: &Within) -> Result<FaultPlan, ScenarioError> {
-    let field = |name: &str| format!("faults[{i}].{name}");
-    let kind = spec.kind;
-    let every = spec.every.as_ref().map(HumanDuration::get);
-    if let Some(e) = every.filter(|e| *e < MIN_EVERY) {
-        let expected = format!("at least {} between two faults", humantime::format_duration(MIN_EVERY));
-        return Err(cx.err(&field("every"), humantime::format_duration(e), expected));
-    }
-    let first = match (spec.at.as_ref().map(HumanDuration::get), every) {
-        (Some(at), _) => at,
-        (None, Some(every)) => every,
-        (None, None) => {
-            return Err(cx.err(&field("at"), "neither at nor every", "at = \"3s\", every = \"5s\" or both"))
-        }
-    };
-    if let Some(load) = within.load_for.filter(|load| first >= *load) {
-        let expected = format!("a time within the load phase (duration = {})", humantime::format_duration(load));
-        return Err(cx.err(&field("at"), humantime::format_duration(first), expected));
-    }
-    if spec.restart.is_some() && kind != FaultKind::KillPrimary {
-        let found = format!("{:?}", spec.restart.unwrap_or_default());
-        return Err(cx.err(&field("restart"), found, "restart only for kind = \"kill-primary\""));
-    }
-    let restart = spec.restart.unwrap_or(false);
-    let duration = duration(cx, &field("duration"), spec, kind.lasts() || restart)?;
-    if let Some(e) = every.filter(|e| duration >= *e) {
-        let expected = format!("a duration shorter than every ({})", humantime::format_duration(e));
-        return Err(cx.err(&field("duration"), humantime::format_duration(duration), expected));
-    }
-    let modes = modes::resolve(kind, spec.mode)
-        .map_err(|expected| cx.err(&field("mode"), spec.mode.map_or("", ModeSpec::name), expected))?;
-    if spec.signal.is_some() && kind != FaultKind::Restart {
-        return Err(cx.err(&field("signal"), format!("{:?}", spec.signal), "signal only for kind = \"restart\""));
-    }
-    let (queue, lag) = on_a_queue(cx, i, spec, within.queues)?;
-    let plan = FaultPlan {
-        kind,
-        first,
-        every,
-        duration,
-        mode: modes.pause,
-        failover: modes.failover,
-        signal: spec.signal.unwrap_or_default(),
-        queue,
-        lag,
-        restart,
-    };
-    if let Err(expected) = plan.fits(within.target) {
-        let found = match plan.needs_field() {
-            "lag" => spec.lag.as_ref().map_or("", HumanDuration::as_str).to_string(),
-            _ => kind.name().to_string(),
-        };
-        return Err(cx.err(&field(plan.needs_field()), found, expected));
-    }
-    Ok(plan)
-}
-
-/// `duration`, required when the fault lasts (`lasts`), refused otherwise.
-fn duration(cx: &Ctx, field: &str, spec: &FaultSpec, lasts: bool) -> Result<Duration, ScenarioError> {
-    let kind = spec.kind;
-    match (lasts, spec.duration.as_ref().map(HumanDuration::get)) {
-        (true, None) if kind == FaultKind::KillPrimary => {
-            Err(cx.err(field, "none", "how long the killed node stays down before restart = true starts it again"))
-        }
-        (true, None) => Err(cx.err(field, "none", format!("how long the {} lasts", kind.name()))),
-        (true, Some(d)) if d.is_zero() || d > MAX_FAULT_DURATION => {
-            let expected = format!("more than 0 and at most {}", humantime::format_duration(MAX_FAULT_DURATION));
-            Err(cx.err(field, humantime::format_duration(d), expected))
-        }
-        (true, Some(d)) => Ok(d),
-        (false, Some(_)) => {
-            let expected = match kind {
-                FaultKind::KillPrimary => "no duration without restart = true (how long the node stays down)".into(),
-                _ => format!("no duration: a {} is instant", kind.name()),
-            };
-            Err(cx.err(field, spec.duration.as_ref().map_or("", |d| d.as_str()), expected))
-        }
-        (false, None) => Ok(Duration::ZERO),
-    }
-}
-
-/// `queue` (its index in `queues`, default 0) and `lag`, for the kinds that act on a queue's
-/// primary; refused for the others.
-fn on_a_queue(
-    cx: &Ctx,
-    i: usize,
-    spec: &FaultSpec,
-    queues: &[String],
-) -> Result<(usize, Option<Duration>), ScenarioError> {
-    let field = |name: &str| format!("faults[{i}].{name}");
-    let kinds = "only for kind = \"kill-primary\" or \"cluster-failover\"";
-    if !spec.kind.on_a_queue() {
-        if let Some(queue) = &spec.queue {
-            return Err(cx.err(&field("queue"), format!("{queue:?}"), format!("queue {kinds}")));
-        }
-        if let Some(lag) = &spec.lag {
-            return Err(cx.err(&field("lag"), lag.as_str(), format!("lag {kinds}")));
-        }
-        return Ok((0, None));
-    }
-    let queue = match &spec.queue {
-        None => 0,
-        Some(name) => queues.iter().position(|q| q == name).ok_or_else(|| {
-            cx.err(
-                &field("queue"),
-                format!("{name:?}"),
-                format!("one of the scenario's queues ({})", queues.join(", ")),
-            )
-        })?,
-    };
-    let lag = spec.lag.as_ref().map(HumanDuration::get);
-    if let Some(l) = lag.filter(|l| !(MIN_LAG..=MAX_LAG).contains(l)) {
-        let expected =
-            format!("a lag of {} to {}", humantime::format_duration(MIN_LAG), humantime::format_duration(MAX_LAG));
-        return Err(cx.err(&field("lag"), humantime::format_duration(l), expected));
-    }
-    Ok((queue, lag))
 }

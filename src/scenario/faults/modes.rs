@@ -1,6 +1,6 @@
 //! The small closed sets a `[[faults]]` entry chooses from: `mode` (one key, whose values
-//! depend on the kind: a pause's CLIENT PAUSE mode or a cluster failover's), and `restart`'s
-//! signal.
+//! depend on the kind: a pause's CLIENT PAUSE mode or a cluster failover's), `restart`'s
+//! signal, and `partition`'s side.
 
 use super::FaultKind;
 use serde::{Deserialize, Serialize};
@@ -93,6 +93,29 @@ pub enum RestartSignal {
     Term,
     /// SIGKILL: whatever was not on disk is lost.
     Kill,
+}
+
+/// `partition`'s `side`: where the harness's own connections are when the primary is cut off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionSide {
+    /// The harness still reaches the isolated primary: it keeps writing there, and the primary
+    /// acknowledges until it notices (after the node timeout) that it lost the majority.
+    #[default]
+    Minority,
+    /// The harness is cut off from the isolated primary too: its calls there time out, and it
+    /// follows the slot to the replica the majority promotes.
+    Majority,
+}
+
+impl PartitionSide {
+    /// The side as the scenario spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartitionSide::Minority => "minority",
+            PartitionSide::Majority => "majority",
+        }
+    }
 }
 
 /// Each kind's mode, resolved from `mode` (its default when absent).

@@ -174,3 +174,42 @@ fn every_kind_is_named_once_and_parses_from_its_name() {
     names.dedup();
     assert_eq!(names.len(), FaultKind::ALL.len());
 }
+
+#[test]
+fn a_partition_resolves_its_queue_duration_and_side_and_refuses_the_rest() {
+    let plan = faults(&format!(
+        "{CLUSTER}[[faults]]\nkind = \"partition\"\nat = \"2s\"\nqueue = \"bench-1\"\nduration = \"3s\"\n\
+         [[faults]]\nkind = \"partition\"\nat = \"6s\"\nduration = \"1s\"\nside = \"majority\"\n"
+    ))
+    .unwrap();
+    assert_eq!((plan[0].kind, plan[0].queue, plan[0].duration), (FaultKind::Partition, 1, Duration::from_secs(3)));
+    assert_eq!(plan[0].side, crate::scenario::PartitionSide::Minority, "minority is the default");
+    assert_eq!((plan[1].queue, plan[1].side), (0, crate::scenario::PartitionSide::Majority));
+    assert_eq!(plan[0].needs(), crate::scenario::Needs::EmbeddedCluster);
+    let cases = [
+        (format!("{CLUSTER}[[faults]]\nkind = \"partition\"\nat = \"1s\"\n"), "faults[0].duration", "partition lasts"),
+        (
+            format!("{CLUSTER}[[faults]]\nkind = \"partition\"\nat = \"1s\"\nduration = \"1s\"\nlag = \"1s\"\n"),
+            "faults[0].lag",
+            "only for kind = \"kill-primary\" or \"cluster-failover\"",
+        ),
+        (
+            format!("{CLUSTER}[[faults]]\nkind = \"kill-primary\"\nat = \"1s\"\nside = \"majority\"\n"),
+            "faults[0].side",
+            "only for kind = \"partition\"",
+        ),
+        (
+            "[[faults]]\nkind = \"partition\"\nat = \"1s\"\nduration = \"1s\"\n".into(),
+            "faults[0].kind",
+            "kill or partition a node it started",
+        ),
+    ];
+    for (text, field, expected) in cases {
+        let err = refused(&text);
+        assert!(err.contains(field) && err.contains(expected), "{text}: {err}");
+    }
+    let err = refused(&format!(
+        "{CLUSTER}[[faults]]\nkind = \"partition\"\nat = \"1s\"\nduration = \"1s\"\nside = \"left\"\n"
+    ));
+    assert!(err.contains("left") && err.contains("minority"), "{err}");
+}
