@@ -11,7 +11,7 @@
 //! or `failed: ` with what did not happen.
 
 use super::kinds::{Done, FaultTarget};
-use super::lag::cut;
+use super::lag::{cut, resume};
 use super::nemesis::hold;
 use crate::net::slot::slot;
 use crate::net::topology::{parse_slots, SlotRange};
@@ -51,6 +51,13 @@ pub(super) struct Shard {
     pub nodes: Vec<Address>,
     /// The run's queues whose slot the primary owns.
     pub queues: Vec<String>,
+}
+
+impl Shard {
+    /// `127.0.0.1:7000 (primary of slot 4091, queues bench-0)`, as each span names it.
+    pub fn describe(&self) -> String {
+        format!("{} (primary of slot {}, queues {})", show(&self.primary), self.slot, self.queues.join(", "))
+    }
 }
 
 /// `host:port`.
@@ -188,17 +195,8 @@ pub(crate) async fn kill_primary(
     };
     cluster.lock().expect("cluster").nodes_mut()[victim].server.kill();
     let killed = Instant::now();
-    let mut detail = format!(
-        "SIGKILL of {} (primary of slot {}, queues {})",
-        show(&shard.primary),
-        shard.slot,
-        shard.queues.join(", ")
-    );
-    if let Some(mut cut) = cut {
-        cut.frozen.thaw();
-        detail.push(' ');
-        detail.push_str(&cut.describe());
-    }
+    let mut detail = format!("SIGKILL of {}", shard.describe());
+    resume(cut, &mut detail);
     let node_timeout = cluster.lock().expect("cluster").node_timeout();
     let within = node_timeout + PROMOTION_SLACK;
     let promoted = wait_for_owner(&watchers, shard.slot, |owner| *owner != shard.primary, within).await;
@@ -305,18 +303,8 @@ pub(crate) async fn cluster_failover(
         command.arg(option);
     }
     let spelled = format!("CLUSTER FAILOVER{}", fault.failover.option().map(|o| format!(" {o}")).unwrap_or_default());
-    let mut detail = format!(
-        "{spelled} to {}, replica of {} (primary of slot {}, queues {})",
-        show(&chosen),
-        show(&shard.primary),
-        shard.slot,
-        shard.queues.join(", ")
-    );
-    if let Some(mut cut) = cut {
-        cut.frozen.thaw();
-        detail.push(' ');
-        detail.push_str(&cut.describe());
-    }
+    let mut detail = format!("{spelled} to {}, replica of {}", show(&chosen), shard.describe());
+    resume(cut, &mut detail);
     let sent = Instant::now();
     match tokio::time::timeout(LOOK, command.exec_async(&mut replica)).await {
         Ok(Ok(())) => {}

@@ -52,6 +52,15 @@ impl Cut<'_> {
     }
 }
 
+/// Resumes the replicas a lag froze, if there was one, and adds what it did to `detail`.
+pub(super) fn resume(cut: Option<Cut<'_>>, detail: &mut String) {
+    if let Some(mut cut) = cut {
+        cut.frozen.thaw();
+        detail.push(' ');
+        detail.push_str(&cut.describe());
+    }
+}
+
 /// Cuts `shard`'s primary off from its replicas for `lag`: SIGSTOP of every replica (an
 /// embedded node), CLIENT KILL TYPE replica on the primary (the frozen replicas cannot
 /// reconnect; a frozen replica's kernel would still take the stream in), then holds `lag`.

@@ -73,10 +73,8 @@ pub(crate) async fn partition(
     }
     let cut = Instant::now();
     let mut detail = format!(
-        "partition of {} (primary of slot {}, queues {}) from {} node(s), the harness on the {} side ({}), for {} ms",
-        show(&shard.primary),
-        shard.slot,
-        shard.queues.join(", "),
+        "partition of {} from {} node(s), the harness on the {} side ({}), for {} ms",
+        shard.describe(),
         others.len(),
         fault.side.name(),
         match fault.side {

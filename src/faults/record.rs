@@ -139,10 +139,9 @@ pub const OUTAGE_MIN_S: f64 = 0.1;
 pub const MAX_JOBS_NAMED: usize = 10;
 
 impl FaultEffects {
-    /// `queues answered again after: bench-0 3.92 s, bench-1 0 s; CLUSTERDOWN for 3 s; lost
-    /// acknowledged enqueues 112, tokens handed out twice 37, fencing violations 5, unknown
-    /// outcomes 12 (jobs ...)`, as the table prints it under its fault.
-    pub fn describe(&self) -> String {
+    /// `bench-0 3.92 s, bench-1 not interrupted, bench-2 never`: each queue's
+    /// [`answered_again_s`](Self::answered_again_s) in words.
+    pub fn answered_again(&self) -> String {
         let queues: Vec<String> = self
             .answered_again_s
             .iter()
@@ -152,7 +151,14 @@ impl FaultEffects {
                 None => format!("{q} never"),
             })
             .collect();
-        let mut out = format!("queues answered again after: {}", queues.join(", "));
+        queues.join(", ")
+    }
+
+    /// `queues answered again after: bench-0 3.92 s, bench-1 0 s; CLUSTERDOWN for 3 s; lost
+    /// acknowledged enqueues 112, tokens handed out twice 37, fencing violations 5, unknown
+    /// outcomes 12 (jobs ...)`, as the table prints it under its fault.
+    pub fn describe(&self) -> String {
+        let mut out = format!("queues answered again after: {}", self.answered_again());
         if self.cluster_down_s > 0 {
             out.push_str(&format!("; CLUSTERDOWN for {} s", self.cluster_down_s));
         }

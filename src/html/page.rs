@@ -150,20 +150,11 @@ fn failover_table(out: &mut String, view: &RunView) {
          <th>unknown outcomes</th><th>jobs</th></tr>",
     );
     for (f, e) in with_effects {
-        let queues: Vec<String> = e
-            .answered_again_s
-            .iter()
-            .map(|(q, s)| match s {
-                Some(s) if *s > 0.0 => format!("{q} {s:.2} s"),
-                Some(_) => format!("{q} not interrupted"),
-                None => format!("{q} never"),
-            })
-            .collect();
         let bad = |n: u64| if n > 0 { format!("<span class=\"fail\">{n}</span>") } else { "0".into() };
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{:.2}–{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            f.kind, f.from_s, f.to_s, esc(&f.detail), esc(&queues.join(", ")), e.cluster_down_s,
+            f.kind, f.from_s, f.to_s, esc(&f.detail), esc(&e.answered_again()), e.cluster_down_s,
             bad(e.lost_enqueues), bad(e.reissued_tokens), bad(e.fencing_violations), bad(e.other_violations),
             e.unknown_outcomes, esc(&e.jobs.join(", "))
         );
