@@ -16,7 +16,7 @@ pub use lock::RunLock;
 
 use crate::keyspace::QueueKeys;
 use crate::net::slot::slot;
-use crate::net::topology::{discover, Topology};
+use crate::net::topology::{discover, Kind, Topology};
 use crate::net::{ConnectOptions, Connector, Control, NetError};
 use crate::resp::CallError;
 use std::sync::{Arc, Mutex};
@@ -182,10 +182,12 @@ impl Plane {
     /// Runs `call` on the connection of `keys`' node, following the slot: after MOVED the map
     /// is read again; while the slot migrates (ASK, TRYAGAIN) the call is retried every 10 ms,
     /// for up to 2 s (a control command never needs ASKING: it waits for the migration to end).
-    /// A node fault (a lost or refused connection, no reply, CLUSTERDOWN, LOADING) is waited
-    /// out for up to 20 s, the map read again every 100 ms: a failover moves the queue to a
-    /// promoted replica. Control calls are reads or idempotent (a lock renewal by its owner),
-    /// so one whose outcome is unknown may be sent again.
+    /// On a cluster, a node fault (a lost or refused connection, no reply, CLUSTERDOWN,
+    /// LOADING) is waited out for up to [`FAULT_WAIT`] in all, the map read again every
+    /// 100 ms: a failover moves the queue to a promoted replica. Control calls are reads or
+    /// idempotent (a lock renewal by its owner), so one whose outcome is unknown may be sent
+    /// again. A standalone server has no other node to move to: its fault is returned at once,
+    /// so a lost server ends the run within its give-up window.
     ///
     /// Errors: `call`'s error, the last redirect, or the refresh's as [`CallError::Connection`].
     pub async fn on_queue<T, F, Fut>(&self, keys: &QueueKeys, mut call: F) -> Result<T, CallError>
@@ -193,7 +195,10 @@ impl Plane {
         F: FnMut(Control) -> Fut,
         Fut: std::future::Future<Output = Result<T, CallError>>,
     {
-        let (mut tries, mut faults) = (0, 0);
+        let mut tries = 0;
+        let cluster = self.inner.map.lock().expect("plane map").topology.kind == Kind::Cluster;
+        // The deadline is wall time: each refresh may itself wait for dead nodes' timeouts.
+        let give_up = std::time::Instant::now() + FAULT_WAIT;
         loop {
             match call(self.conn_for(keys)).await {
                 Err(CallError::Redirect(redirect)) if tries < 200 => {
@@ -204,8 +209,7 @@ impl Plane {
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     }
                 }
-                Err(err) if err.is_node_fault() && faults < 200 => {
-                    faults += 1;
+                Err(err) if cluster && err.is_node_fault() && std::time::Instant::now() < give_up => {
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     // A failed read leaves the map as it was: the next try asks again.
                     let _ = self.refresh().await;
@@ -215,6 +219,10 @@ impl Plane {
         }
     }
 }
+
+/// How long a control call on a cluster waits out node faults in all: longer than a failover
+/// takes with the default node timeouts.
+pub const FAULT_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl Route for Plane {
     fn conn_for(&self, keys: &QueueKeys) -> Control {
@@ -276,7 +284,7 @@ pub fn spread_names(count: usize, topology: &Topology, prefix: &str) -> Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::topology::{Kind, Node};
+    use crate::net::topology::Node;
 
     fn node(port: u16, slots: (u16, u16)) -> Node {
         Node {
