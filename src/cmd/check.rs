@@ -59,6 +59,14 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let history = match &args.history {
         Some(path) => {
             let (header, streams) = history::file::load(path).map_err(|e| AppError::Usage(e.to_string()))?;
+            if !header.complete {
+                eprintln!(
+                    "emq-bench: {}: the run ended without its final header (killed): its events end about a second \
+                     before the kill, and every call after them counts as an unknown outcome (rows they left are \
+                     excused, not lost)",
+                    path.display()
+                );
+            }
             let mut merged =
                 History::merge(header, &streams).map_err(|e| AppError::Usage(format!("{}: {e}", path.display())))?;
             if !args.queues.is_empty() {

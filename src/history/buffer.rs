@@ -14,8 +14,13 @@
 //! worker.
 
 use super::event::{Event, Kind, Outcome};
+use super::spool::HistorySpill;
 use crate::metrics::elapsed_us;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How often a buffer that spills hands over the chunk it is writing even when not full
+/// ([`HistoryBuf::spill_due`]): what a run killed outright loses of its history.
+const SPILL_EVERY: Duration = Duration::from_secs(1);
 
 /// Bytes per chunk: the buffer grows by whole chunks, so appending never copies what was
 /// recorded (a doubling Vec would copy it all at every growth, on the hot path). Each chunk is
@@ -39,6 +44,11 @@ pub struct HistoryBuf {
     last_sent_at: Instant,
     last_id_ms: u64,
     events: u64,
+    /// Where closed chunks go as they close (the run's `history.bin`); without it they stay
+    /// in `full` until [`take`](HistoryBuf::take).
+    spill: Option<HistorySpill>,
+    /// When the last chunk was closed (or the buffer made).
+    last_spill: Instant,
 }
 
 /// Appends `v` as a LEB128 varint at `buf[at..]`; returns the new end. `buf` has room for any
@@ -89,6 +99,22 @@ impl HistoryBuf {
             last_sent_at: start,
             last_id_ms: 0,
             events: 0,
+            spill: None,
+            last_spill: start,
+        }
+    }
+
+    /// [`new`](Self::new), handing every chunk to `spill` as it closes: the buffer then holds
+    /// only the chunk it is writing, whatever the run's length.
+    pub fn spilling(start: Instant, spill: HistorySpill) -> HistoryBuf {
+        HistoryBuf { spill: Some(spill), ..HistoryBuf::new(start) }
+    }
+
+    /// Closes the chunk being written when it holds anything and the last one closed
+    /// [`SPILL_EVERY`] ago or more (a buffer that spills; once a second, off the hot path).
+    pub fn spill_due(&mut self, now: Instant) {
+        if self.spill.is_some() && self.at > 0 && now.saturating_duration_since(self.last_spill) >= SPILL_EVERY {
+            self.next_chunk();
         }
     }
 
@@ -175,7 +201,15 @@ impl HistoryBuf {
     fn next_chunk(&mut self) {
         let mut full = std::mem::replace(&mut self.bytes, new_chunk());
         full.truncate(self.at);
-        self.full.push(full);
+        match &self.spill {
+            Some(spill) => {
+                if let Err(full) = spill.send(full) {
+                    self.full.push(full);
+                }
+            }
+            None => self.full.push(full),
+        }
+        self.last_spill = Instant::now();
         self.at = 0;
         self.last_job = 0;
         self.last_sent = 0;

@@ -6,6 +6,13 @@
 //!
 //! Layout: `EMQHIST3` · u32 LE header length · header JSON · u32 LE stream count ·
 //! for each stream: u64 LE length · bytes.
+//!
+//! A run writes its history as it records it (`super::spool`): magic `EMQHIST4` (events as
+//! in `EMQHIST3`), then records, each `H` · u32 LE length · header JSON or `S` · u64 LE
+//! length · one stream's bytes, in the order written. The last header counts: the first one
+//! says the run has not ended (`complete: false`), the last record of a run that ended is its
+//! final header. A file cut inside a record (a run killed while it wrote) reads up to the last
+//! whole record.
 
 use super::HistoryHeader;
 use std::io::{BufReader, Read, Write};
@@ -15,6 +22,12 @@ use std::path::{Path, PathBuf};
 pub const MAGIC: &[u8; 8] = b"EMQHIST3";
 /// The magic of the previous version (no worker in its events), still read.
 const MAGIC_V2: &[u8; 8] = b"EMQHIST2";
+/// The magic of the streamed layout (records appended as the run goes; events as [`MAGIC`]'s).
+pub const STREAMED_MAGIC: &[u8; 8] = b"EMQHIST4";
+/// A streamed file's header record.
+pub(crate) const RECORD_HEADER: u8 = b'H';
+/// A streamed file's stream record.
+pub(crate) const RECORD_STREAM: u8 = b'S';
 
 /// Why a history file could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +41,7 @@ pub enum HistoryFileError {
         source: std::io::Error,
     },
     /// Not a history file of this version.
-    #[error("{}: not an emq-bench history (expected magic EMQHIST3 or EMQHIST2)", path.display())]
+    #[error("{}: not an emq-bench history (expected magic EMQHIST4, EMQHIST3 or EMQHIST2)", path.display())]
     Magic {
         /// The file.
         path: PathBuf,
@@ -96,6 +109,7 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
     let version = match magic.as_slice() {
         m if m == MAGIC => super::EVENT_VERSION,
         m if m == MAGIC_V2 => 2,
+        m if m == STREAMED_MAGIC => return load_streamed(input),
         _ => return Err(not_history()),
     };
     let at = input.at;
@@ -131,6 +145,51 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
             input.take(len, |there| format!("stream {k} of {count}: {len} bytes from byte {at} ({there} there)"))?,
         );
     }
+    Ok((header, streams))
+}
+
+/// The records of a streamed file (after its magic), up to its end or to the record it cuts.
+///
+/// Errors: I/O; a malformed header; a record of an unknown kind; no header record whole.
+fn load_streamed(mut input: Sections) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileError> {
+    let path = input.path;
+    let mut header: Option<HistoryHeader> = None;
+    let mut streams = Vec::new();
+    while input.at < input.size {
+        let at = input.at;
+        let kind = input.take(1, |_| String::new())?[0];
+        let there = input.size - input.at;
+        let len = match kind {
+            RECORD_HEADER if there >= 4 => u64::from(input.u32(String::new)?),
+            RECORD_STREAM if there >= 8 => {
+                let mut len8 = [0u8; 8];
+                len8.copy_from_slice(&input.take(8, |_| String::new())?);
+                u64::from_le_bytes(len8)
+            }
+            RECORD_HEADER | RECORD_STREAM => break,
+            other => {
+                return Err(input.truncated(format!(
+                    "a record (H or S) at byte {at}, found byte {other:#04x}: the file is corrupt from there"
+                )))
+            }
+        };
+        if len > input.size - input.at {
+            // Cut inside its last record: a run killed while it wrote.
+            break;
+        }
+        let bytes = input.take(len, |_| String::new())?;
+        match kind {
+            RECORD_HEADER => {
+                let read: HistoryHeader = serde_json::from_slice(&bytes)
+                    .map_err(|source| HistoryFileError::Header { path: path.to_path_buf(), source })?;
+                header = Some(read);
+            }
+            _ => streams.push(bytes),
+        }
+    }
+    let mut header =
+        header.ok_or_else(|| input.truncated("a header record after the magic EMQHIST4 at byte 8".to_string()))?;
+    header.event_version = super::EVENT_VERSION;
     Ok((header, streams))
 }
 
@@ -221,6 +280,7 @@ mod tests {
             protocol: Default::default(),
             stream_shards: Vec::new(),
             event_version: crate::history::EVENT_VERSION,
+            complete: true,
         }
     }
 

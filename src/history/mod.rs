@@ -5,10 +5,12 @@
 //! - [`event`]: what one event says (kind, outcome, token, times).
 //! - [`buffer`]: the per-thread varint encoding and its decoder.
 //! - [`file`]: the versioned `history.bin`.
+//! - [`spool`]: `history.bin` written as the run records it.
 
 pub mod buffer;
 pub mod event;
 pub mod file;
+pub mod spool;
 
 pub use buffer::{DecodeError, HistoryBuf, EVENT_VERSION};
 pub use event::{Event, Kind, Outcome, UNKNOWN_JOB};
@@ -49,10 +51,20 @@ pub struct HistoryHeader {
     /// older files, whose claims and fenced calls carry no worker).
     #[serde(default = "event_version_2")]
     pub event_version: u8,
+    /// False when the run ended without writing its final header (killed outright): its
+    /// events end where the file does (about a second before the kill), every call after them
+    /// is an unknown outcome, and `issued` and `drained` are what the run's start knew
+    /// (`issued` unbounded, not drained). True in files written whole.
+    #[serde(default = "complete_file")]
+    pub complete: bool,
 }
 
 fn event_version_2() -> u8 {
     2
+}
+
+fn complete_file() -> bool {
+    true
 }
 
 /// A merged history: every event of every thread, sorted by job, then send time.

@@ -134,6 +134,10 @@ pub struct RunView {
     pub faults: Vec<FaultSpan>,
     /// What the folder lacked (a file of an older run), said on the page.
     pub missing: Vec<String>,
+    /// When summary.json still says `running` (the run was killed before it wrote its own):
+    /// about when, s since the run start (the later of the summary's last rewrite and the
+    /// last second written to intervals.csv).
+    pub killed_at_s: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -218,7 +222,11 @@ impl RunView {
         if let Some(path) = optional("server.csv", &mut missing) {
             server = read_csv(&path)?;
         }
-        Ok(RunView { summary, scripts, queue, server, faults, missing })
+        let killed_at_s = summary.running.then(|| {
+            let last_second = intervals.iter().map(|r| r.t_s + 1.0).fold(0.0, f64::max);
+            (summary.warmup_secs as f64 + summary.measured_secs).max(last_second)
+        });
+        Ok(RunView { summary, scripts, queue, server, faults, missing, killed_at_s })
     }
 
     /// The run's time axis: from the end of warmup to the last second any series has, s.

@@ -88,6 +88,13 @@ fn header(out: &mut String, view: &RunView) {
         }
         None => {}
     }
+    if let Some(at) = view.killed_at_s {
+        let _ = write!(
+            out,
+            "<tr><td>verdict</td><td><span class=\"fail\">ended without a summary: killed at about {at:.0} s</span> \
+             (the figures are the seconds written before the kill; no check, no verdict)</td></tr>"
+        );
+    }
     let check = match &s.check {
         Some(c) if c.violations_total == 0 => {
             format!("<span class=\"pass\">pass</span>: {} jobs checked, no violation", c.checked_jobs)

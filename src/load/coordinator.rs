@@ -42,6 +42,12 @@ pub struct DriveOptions {
     /// Set in a `shared` fleet: the producers of other shards fill the queues this process's
     /// consumers drain, so the drain ends only once every producing shard says it is done.
     pub fleet_drain: Option<FleetDrain>,
+    /// Where the load threads hand their history as they record it (the run's `history.bin`);
+    /// `None`: each thread keeps its history and returns it in [`Driven::streams`].
+    pub history_spill: Option<crate::history::spool::HistorySpill>,
+    /// Where each measured interval goes as it closes (the per-second files written as the
+    /// run goes); `None`: only [`Driven::metrics`] holds them.
+    pub interval_tap: Option<std::sync::mpsc::Sender<crate::metrics::ClosedInterval>>,
 }
 
 /// How one shard of a `shared` fleet learns that the fleet's producers are done
@@ -222,6 +228,7 @@ pub async fn drive(
             plan: plan.clone(),
             shared: shared.clone(),
             queues: thread_queues.clone(),
+            history_spill: opts.history_spill.clone(),
         };
         let stop = stop_rx.clone();
         let (ready_tx, ready_rx) = oneshot::channel();
@@ -267,7 +274,10 @@ pub async fn drive(
     }
     let started = SystemTime::now();
     let start = Instant::now();
-    let (reporter, sink) = Reporter::new(start, plan.warmup);
+    let (mut reporter, sink) = Reporter::new(start, plan.warmup);
+    if let Some(tap) = opts.interval_tap.clone() {
+        reporter.tap_closed(tap);
+    }
     let live = reporter.live();
     let reporter = tokio::spawn(reporter.run());
     let mut faults_running = None;

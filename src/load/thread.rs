@@ -46,6 +46,8 @@ pub struct ThreadSpec {
     pub shared: Arc<RunShared>,
     /// The run's queues, checked once by the caller; index = the queue number the verbs use.
     pub queues: Arc<[QueueKeys]>,
+    /// Where the thread's history goes as it is recorded (`None`: kept until the end).
+    pub history_spill: Option<crate::history::spool::HistorySpill>,
 }
 
 /// Sent to every thread once all have connected: the run starts now.
@@ -164,7 +166,10 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         shared: spec.shared.clone(),
         recorder: RefCell::new(Recorder::new(&sink)),
         pool,
-        history: RefCell::new(HistoryBuf::new(start)),
+        history: RefCell::new(match spec.history_spill.clone() {
+            Some(spill) => HistoryBuf::spilling(start, spill),
+            None => HistoryBuf::new(start),
+        }),
         in_flight: std::cell::Cell::new(0),
         sends: std::cell::Cell::new(0),
         backlog: std::cell::Cell::new(0),
@@ -228,7 +233,9 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
                 ctx.bump(JobCounter::ClusterDown, down);
                 ctx.bump(JobCounter::RefusedWaited, refused);
                 ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
-                ctx.recorder.borrow_mut().maybe_flush(Instant::now());
+                let now = Instant::now();
+                ctx.recorder.borrow_mut().maybe_flush(now);
+                ctx.history.borrow_mut().spill_due(now);
             }
         }
     };

@@ -31,7 +31,7 @@ pub use compact::CompactHistogram;
 pub use counters::JobCounter;
 pub use interval::{IntervalData, ScriptInterval};
 pub use recorder::{Flush, MetricsSink, Recorder};
-pub use reporter::{LiveSnapshot, Reporter};
+pub use reporter::{ClosedInterval, LiveSnapshot, Reporter};
 pub use run_metrics::{IntervalRecord, IntervalScript, RunMetrics, ScriptTotals};
 
 use std::time::Instant;

@@ -61,6 +61,21 @@ pub struct Reporter {
     warmup_jobs: [u64; JobCounter::COUNT],
     live: LiveSnapshot,
     live_tx: watch::Sender<LiveSnapshot>,
+    /// Where each measured interval goes as it closes (the results folder's per-second files,
+    /// written as the run goes).
+    tap: Option<std::sync::mpsc::Sender<ClosedInterval>>,
+}
+
+/// A measured interval as it closes, with what placing it in the run takes.
+#[derive(Clone, Debug)]
+pub struct ClosedInterval {
+    /// Wall-clock time of the run start (interval 0).
+    pub start_wall: SystemTime,
+    /// Whole warmup intervals (never sent: only measured intervals are).
+    pub warmup_intervals: u64,
+    /// The interval: 1 s long (its length is cut only by the end of the run, which the run's
+    /// own files then say).
+    pub record: IntervalRecord,
 }
 
 impl Reporter {
@@ -88,8 +103,15 @@ impl Reporter {
             warmup_jobs: [0; JobCounter::COUNT],
             live: LiveSnapshot::default(),
             live_tx,
+            tap: None,
         };
         (reporter, MetricsSink { tx, start })
+    }
+
+    /// Sends every measured interval to `tap` as it closes, once (an interval merged again
+    /// after it closed, from a task that stalled past the grace period, is not sent again).
+    pub fn tap_closed(&mut self, tap: std::sync::mpsc::Sender<ClosedInterval>) {
+        self.tap = Some(tap);
     }
 
     /// A receiver of the live snapshot, updated once a second by [`tick`](Reporter::tick).
@@ -234,7 +256,18 @@ impl Reporter {
                     }
                 }
             }
-            self.closed.insert(k, record(&data));
+            let rec = record(&data);
+            if let Some(tap) = self.tap.as_ref().filter(|_| k >= self.closed_below) {
+                let closed = ClosedInterval {
+                    start_wall: self.start_wall,
+                    warmup_intervals: self.warmup_intervals,
+                    record: rec.clone(),
+                };
+                if tap.send(closed).is_err() {
+                    self.tap = None;
+                }
+            }
+            self.closed.insert(k, rec);
         }
         data.reset();
         self.pool.push(data);

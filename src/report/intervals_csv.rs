@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{ms3, write_atomic, ReportError};
 use crate::faults::FaultsSeen;
 use crate::lua::Script;
-use crate::metrics::RunMetrics;
+use crate::metrics::{IntervalRecord, RunMetrics};
 use crate::scenario::Stages;
 
 /// One row of intervals.csv; the header is the field names.
@@ -70,32 +70,57 @@ pub fn write_intervals_csv(
             let start_us = k * 1_000_000;
             let duration_us =
                 rec.map_or_else(|| end_us.saturating_sub(start_us).clamp(1, 1_000_000), |r| r.duration_us);
-            let secs = duration_us.max(1) as f64 / 1e6;
             let from = start_us as f64 / 1e6;
-            let active = faults.active_in(from, from + secs);
-            let (stage, intended) = stage_of_second(stages, k);
-            let intended_rate = intended.map(|r| format!("{r:.1}"));
-            for &script in &called {
-                let s = rec.and_then(|r| r.scripts.iter().find(|s| s.script == script));
-                let (ok, errors) = s.map_or((0, 0), |s| (s.ok, s.error_total()));
-                out.serialize(Row {
-                    t_s: k,
-                    script: script.name(),
-                    ok,
-                    errors,
-                    ops_per_sec: format!("{:.1}", ok as f64 / secs),
-                    p50_ms: ms3(s.map_or(0, |s| s.p50_us)),
-                    p99_ms: ms3(s.map_or(0, |s| s.p99_us)),
-                    max_ms: ms3(s.map_or(0, |s| s.max_us)),
-                    faults: &active,
-                    stage,
-                    intended_rate: intended_rate.clone(),
-                })
-                .map_err(csv_err)?;
-            }
+            let active = faults.active_in(from, from + duration_us.max(1) as f64 / 1e6);
+            let second = Second { k, rec: rec.copied(), duration_us, faults: &active };
+            write_second(&mut out, &second, &called, stages).map_err(csv_err)?;
         }
         out.flush().map_err(|e| csv_err(e.into()))
     })
+}
+
+/// One second of intervals.csv: its index, its record (`None`: no call in it), its length and
+/// the faults that touched it (`;`-separated).
+pub(crate) struct Second<'a> {
+    /// The interval's index (`t_s`).
+    pub k: u64,
+    /// The merged interval, when any call fell in it.
+    pub rec: Option<&'a IntervalRecord>,
+    /// Its length, µs (1 s but for a last one cut short).
+    pub duration_us: u64,
+    /// The faults active in it.
+    pub faults: &'a str,
+}
+
+/// Writes the rows of `second`, one per script of `called` (zeros for one without a call in
+/// it): the rows [`write_intervals_csv`] writes, and the ones a run appends as it goes.
+pub(crate) fn write_second<W: std::io::Write>(
+    out: &mut csv::Writer<W>,
+    second: &Second,
+    called: &[Script],
+    stages: Option<&Stages>,
+) -> Result<(), csv::Error> {
+    let secs = second.duration_us.max(1) as f64 / 1e6;
+    let (stage, intended) = stage_of_second(stages, second.k);
+    let intended_rate = intended.map(|r| format!("{r:.1}"));
+    for &script in called {
+        let s = second.rec.and_then(|r| r.scripts.iter().find(|s| s.script == script));
+        let (ok, errors) = s.map_or((0, 0), |s| (s.ok, s.error_total()));
+        out.serialize(Row {
+            t_s: second.k,
+            script: script.name(),
+            ok,
+            errors,
+            ops_per_sec: format!("{:.1}", ok as f64 / secs),
+            p50_ms: ms3(s.map_or(0, |s| s.p50_us)),
+            p99_ms: ms3(s.map_or(0, |s| s.p99_us)),
+            max_ms: ms3(s.map_or(0, |s| s.max_us)),
+            faults: second.faults,
+            stage,
+            intended_rate: intended_rate.clone(),
+        })?;
+    }
+    Ok(())
 }
 
 /// The stage under way at the start of second `k` of the run, and the intended rate over

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::results::{DepthSample, RunResults};
 use super::writer::Writer;
 use super::{write_atomic, ReportError};
-use crate::metrics::{JobCounter, RunMetrics};
+use crate::metrics::{IntervalRecord, JobCounter, RunMetrics};
 use crate::scenario::Stages;
 
 /// One row of queue.csv (the header is the field names), as written and read back (a fleet's
@@ -41,6 +41,28 @@ pub struct QueueRow {
     pub stage: Option<usize>,
 }
 
+impl QueueRow {
+    /// The row of the second `rec`: its job counters, and the last of `depths` read within it.
+    pub fn of(rec: &IntervalRecord, depths: &[DepthSample], stages: Option<&Stages>) -> QueueRow {
+        let from = rec.start_us as f64 / 1e6;
+        let depth = depths.iter().rev().find(|d| d.t_s >= from && d.t_s < from + 1.0).map(|d| d.depths);
+        let job = |c: JobCounter| rec.jobs[c.index()];
+        QueueRow {
+            t_s: rec.index,
+            pending: depth.map(|d| d.pending),
+            active: depth.map(|d| d.active),
+            delayed: depth.map(|d| d.delayed),
+            completed: depth.map(|d| d.completed),
+            failed: depth.map(|d| d.failed),
+            enqueued: job(JobCounter::Enqueued),
+            completed_calls: job(JobCounter::Completed),
+            reaped: job(JobCounter::Reaped),
+            stale_refused: job(JobCounter::StaleRefused),
+            stage: super::intervals_csv::stage_of_second(stages, rec.index).0,
+        }
+    }
+}
+
 /// Writes `queue.csv` to `path`: header
 /// `t_s,pending,active,delayed,completed,failed,enqueued,completed_calls,reaped,stale_refused,stage`,
 /// one row per measured second (`t_s` its start, s since the run start; `stage` as in
@@ -62,23 +84,7 @@ pub fn write_queue_csv(
     write_atomic(path, |w| {
         let mut out = csv::Writer::from_writer(w);
         for rec in &run.intervals {
-            let from = rec.start_us as f64 / 1e6;
-            let depth = depths.iter().rev().find(|d| d.t_s >= from && d.t_s < from + 1.0).map(|d| d.depths);
-            let job = |c: JobCounter| rec.jobs[c.index()];
-            out.serialize(QueueRow {
-                t_s: rec.index,
-                pending: depth.map(|d| d.pending),
-                active: depth.map(|d| d.active),
-                delayed: depth.map(|d| d.delayed),
-                completed: depth.map(|d| d.completed),
-                failed: depth.map(|d| d.failed),
-                enqueued: job(JobCounter::Enqueued),
-                completed_calls: job(JobCounter::Completed),
-                reaped: job(JobCounter::Reaped),
-                stale_refused: job(JobCounter::StaleRefused),
-                stage: super::intervals_csv::stage_of_second(stages, rec.index).0,
-            })
-            .map_err(csv_err)?;
+            out.serialize(QueueRow::of(rec, depths, stages)).map_err(csv_err)?;
         }
         out.flush().map_err(|e| csv_err(e.into()))
     })

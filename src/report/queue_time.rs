@@ -69,6 +69,7 @@ mod tests {
             protocol: Default::default(),
             stream_shards: Vec::new(),
             event_version: crate::history::EVENT_VERSION,
+            complete: true,
         };
         let history = History { header, events, encoded_bytes: 0 };
         let h = time_in_queue(&history);

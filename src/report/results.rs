@@ -3,7 +3,6 @@
 use super::run_summary::RunSummary;
 use super::writer::Writer;
 use crate::check::report::InvariantsReport;
-use crate::history::HistoryHeader;
 use crate::load::coordinator::Depths;
 use crate::metrics::RunMetrics;
 use crate::probe::ServerSeries;
@@ -31,8 +30,6 @@ pub struct RunResults<'a> {
     pub depths: &'a [DepthSample],
     /// The invariant check's report, when the check ran.
     pub invariants: Option<&'a InvariantsReport>,
-    /// The history's header and the load threads' streams.
-    pub history: (&'a HistoryHeader, &'a [Vec<u8>]),
     /// The open loop's load shape (`[[stages]]`), whose stage and intended rate the
     /// per-second files give each second; `None` without stages.
     pub stages: Option<&'a Stages>,
@@ -57,17 +54,5 @@ impl Writer<RunResults<'_>> for InvariantsJson {
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
         run.invariants.map_or(Ok(()), |report| super::write_json(path, report))
-    }
-}
-
-/// `history.bin`, the per-job outcome log for `check --history`.
-pub struct HistoryBin;
-impl Writer<RunResults<'_>> for HistoryBin {
-    fn file(&self) -> &'static str {
-        "history.bin"
-    }
-    fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
-        let (header, streams) = run.history;
-        crate::history::file::save(path, header, streams).map_err(|e| super::ReportError::History(e.to_string()))
     }
 }

@@ -78,6 +78,13 @@ pub struct RunSummary {
     /// The seed every random draw came from.
     #[serde(default)]
     pub seed: u64,
+    /// True in the summary a run rewrites every few seconds while it runs, from the seconds
+    /// measured so far (calls, errors, ops/s and latency per script; nothing the end adds:
+    /// no verdict, no check, no service time). A folder whose summary.json still says
+    /// `running` ended without its final one: the run was killed at about
+    /// `warmup_secs + measured_secs` s (its per-second files may run a few seconds further).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub running: bool,
     /// The scenario as run (overrides applied, password redacted); always written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<Scenario>,
@@ -215,6 +222,24 @@ fn schema_version() -> u32 {
 }
 
 impl RunSummary {
+    /// What a run's start knows, for the summary it rewrites while it runs
+    /// ([`crate::report::live::LiveFolder`]): `name`, `seed`, the `scenario` (its password
+    /// already redacted) and the `target`; every other field empty (`running` is set by the
+    /// writer).
+    pub fn at_start(name: &str, seed: u64, scenario: Option<Scenario>, target: TargetInfo) -> RunSummary {
+        // Every field but these three reads as its default (see the type's doc): the start's
+        // summary is that, plus what the start knows.
+        let mut summary: RunSummary =
+            serde_json::from_value(serde_json::json!({ "interrupted": false, "measured_secs": 0.0, "scripts": [] }))
+                .expect("a summary of its required fields reads");
+        summary.tool = format!("emq-bench {}", env!("CARGO_PKG_VERSION"));
+        summary.name = name.to_string();
+        summary.seed = seed;
+        summary.scenario = scenario;
+        summary.target = target;
+        summary
+    }
+
     /// Reads `path` (a summary.json).
     ///
     /// # Errors
@@ -297,6 +322,7 @@ mod tests {
         };
         let verdict = Verdict::of(vec![Finding::new(FindingKind::FaultNotApplied, "fault pause not applied")]);
         RunSummary {
+            running: false,
             schema_version: SCHEMA_VERSION,
             tool: "emq-bench 0.1.0".into(),
             name: "nemesis".into(),

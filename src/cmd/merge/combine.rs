@@ -259,6 +259,7 @@ pub(super) fn merge_shards(
     let fleet = fleet(shards, group, count);
     let shared = first.shard.as_ref().is_some_and(|r| r.queues == crate::scenario::QueueMode::Shared.name());
     RunSummary {
+        running: false,
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
         name: first.name.clone(),

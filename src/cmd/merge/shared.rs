@@ -114,6 +114,7 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<
         stream_shards,
         // The shards' events are encoded again above, by this build.
         event_version: history::EVENT_VERSION,
+        complete: true,
         ..first
     };
     let history = History::merge(header, &streams).map_err(|e| format!("the fleet's history: {e}"))?;

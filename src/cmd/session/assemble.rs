@@ -35,6 +35,8 @@ pub(super) struct Observed<'a> {
     pub(super) depths: &'a [crate::report::DepthSample],
     /// Each claimed job's wait from its enqueue to its first claim, µs (None: no history).
     pub(super) queue_time: Option<&'a hdrhistogram::Histogram<u64>>,
+    /// The history's encoded size, bytes (what history.bin holds of it).
+    pub(super) history_bytes: u64,
 }
 
 /// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
@@ -46,12 +48,11 @@ pub(super) fn summarize(
     observed: Observed,
     keys: KeysFate,
 ) -> RunSummary {
-    let Observed { target, before, after, jobs, server, checked, shard, depths, queue_time } = observed;
+    let Observed { target, before, after, jobs, server, checked, shard, depths, queue_time, history_bytes } = observed;
     let metrics = &driven.metrics;
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
     let enqueued = jobs[JobCounter::Enqueued.index()];
-    let history_bytes: usize = driven.streams.iter().map(Vec::len).sum();
     let history_bytes_per_job = (enqueued > 0).then(|| history_bytes as f64 / enqueued as f64);
     let same_process = !driven.faults.injected.iter().any(|f| {
         matches!(
@@ -85,6 +86,7 @@ pub(super) fn summarize(
     let steady = Some(steady::judge(&series, producers.as_ref(), shaped));
     let system = Some(series.system_rates());
     RunSummary {
+        running: false,
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
         name: plan.name.clone(),

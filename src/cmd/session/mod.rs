@@ -19,6 +19,7 @@ use super::Outcome;
 use crate::bullmq::release;
 use crate::error::AppError;
 use crate::faults::{Nemesis, Processes};
+use crate::history::spool::HistorySpool;
 use crate::keyspace::QueueKeys;
 use crate::load::coordinator::{drive, DriveOptions, FleetDrain};
 use crate::load::stop::StopSignal;
@@ -28,6 +29,7 @@ use crate::net::{ConnectOptions, Connector, Endpoint, Topology};
 use crate::output::Progress;
 use crate::plane::{self, Plane, PlaneError, Route, RunLock};
 use crate::probe::Probe;
+use crate::report::live::LiveFolder;
 use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
 use crate::report::{write_all, DepthSample, RunResults};
 use crate::resp::ScriptRegistry;
@@ -38,6 +40,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use writers::run_writers;
+
+/// The run's history in its results folder (written as it is recorded).
+pub const HISTORY_FILE: &str = "history.bin";
 
 /// What one repetition prints and returns.
 pub struct RunResult {
@@ -302,6 +307,28 @@ impl Session {
         };
         std::fs::create_dir_all(dir).map_err(|source| AppError::Io { path: dir.display().to_string(), source })?;
         folder::copy_scenario(&opts.scenario_path, &opts.settings, plan.scenario.target.url.as_deref(), dir)?;
+        // The history goes to disk as it is recorded: the run's memory holds none it closed,
+        // and a run killed outright leaves all of it up to about a second before the kill.
+        let history_path = dir.join(HISTORY_FILE);
+        let spool = HistorySpool::start(&history_path, &observe::history_header(&plan, None))
+            .map_err(|e| AppError::Usage(e.to_string()))?;
+        // The per-second files and a running summary.json as the run goes, so a run killed
+        // outright leaves a folder that renders.
+        let live_folder = {
+            let mut scenario = plan.scenario.clone();
+            scenario.target = scenario.target.redacted();
+            let target = TargetInfo {
+                url: self.plane.seed().connector().endpoint().display(),
+                protocol: registry.protocol().name().to_string(),
+                durability: plan.durability.to_string(),
+                embedded: self.embedded.is_some() || self.cluster.is_some(),
+                ..TargetInfo::default()
+            };
+            let at_start = RunSummary::at_start(&plan.name, plan.seed, Some(scenario), target);
+            let stages = plan.producers.open_loop.as_ref().and_then(|open| open.stages.clone());
+            LiveFolder::start(dir, at_start, stages)
+        };
+        let live_depths = live_folder.depths();
 
         let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.
@@ -324,16 +351,23 @@ impl Session {
                 }),
                 _ => None,
             },
+            history_spill: Some(spool.spill()),
+            interval_tap: Some(live_folder.intervals()),
         };
         let mut driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
                 if let Some(depths) = depths {
                     depth_log.push(DepthSample { t_s: crate::probe::epoch_secs(SystemTime::now()), depths });
+                    let _ = live_depths.send(DepthSample { t_s: live.elapsed.as_secs_f64(), depths });
                 }
                 progress.update(live, depths)
             })
             .await;
         progress.finish();
+        // Stopped before the final files are written: none of its writes comes after them.
+        for line in live_folder.finish() {
+            eprintln!("emq-bench: warning: {line} (the files are written whole at the end)");
+        }
         let mut server = probe.finish(stop.is_aborted()).await;
         server.rebase(driven.metrics.start_wall);
         let zero = crate::probe::epoch_secs(driven.metrics.start_wall);
@@ -387,17 +421,25 @@ impl Session {
                 .map(|s| (s.name().to_string(), registry.sha(*s).to_string()))
                 .collect(),
         };
-        let header = observe::history_header(&plan, &driven);
+        let header = observe::history_header(&plan, Some(&driven));
+        // The history's last chunks and its final header: history.bin is whole from here on.
+        let spooled = spool.finish(std::mem::take(&mut driven.streams), &header);
+        let history_bytes = spooled.as_ref().map_or(0, |totals| totals.stream_bytes);
         // A `shared` fleet's check needs every shard's history: the merge runs it.
         let no_check = !opts.check || plan.shares_queues();
-        // One merged history for the check and the time each job waited in the queue; a run
-        // without the check merges none (the merge costs about as much per job as the load
-        // did, and `--no-check` asks for the load's cost alone), so it has no time in queue.
-        let history = match (aborted, no_check) {
-            (true, _) => Err("the run was aborted".to_string()),
-            (false, true) => Err("the check was not asked for".to_string()),
-            (false, false) => {
-                crate::history::History::merge(header.clone(), &driven.streams).map_err(|e| e.to_string())
+        // One merged history for the check and the time each job waited in the queue, read
+        // back from the file; a run without the check merges none (the merge costs about as
+        // much per job as the load did, and `--no-check` asks for the load's cost alone), so it
+        // has no time in queue.
+        let history = match (aborted, no_check, &spooled) {
+            (true, _, _) => Err("the run was aborted".to_string()),
+            (false, true, _) => Err("the check was not asked for".to_string()),
+            (false, false, Err(err)) => Err(format!("the history could not be written: {err}")),
+            (false, false, Ok(_)) => {
+                crate::history::file::load(&history_path).map_err(|e| e.to_string()).and_then(|(header, streams)| {
+                    crate::history::History::merge(header, &streams)
+                        .map_err(|e| format!("{}: {e}", history_path.display()))
+                })
             }
         };
         let queue_time = history.as_ref().ok().map(crate::report::queue_time::time_in_queue);
@@ -460,6 +502,7 @@ impl Session {
             shard,
             depths: &depth_log,
             queue_time: queue_time.as_ref(),
+            history_bytes,
         };
         let mut summary = assemble::summarize(&plan, &opts, &driven, observed, keys);
         let rules = judge::Rules::of(&plan, keep);
@@ -485,11 +528,14 @@ impl Session {
                 server: &server,
                 depths: &depth_log,
                 invariants: checked.as_ref().map(|outcome| &outcome.report),
-                history: (&header, &driven.streams),
                 stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
             },
             &run_writers(),
         );
+        let mut write_errors = write_errors;
+        if let Err(err) = &spooled {
+            write_errors.push(format!("cannot write {}: {err}", history_path.display()));
+        }
         if !write_errors.is_empty() {
             if !summary.keys_kept() {
                 summary.keys = Some(KeysFate::Kept(KeptBecause::FolderIncomplete));

@@ -12,19 +12,22 @@ use crate::plane::Plane;
 use crate::scenario::Plan;
 use crate::server::{EmbeddedServer, ServerOptions};
 
-/// The history's header for `driven`.
-pub(super) fn history_header(plan: &Plan, driven: &Driven) -> HistoryHeader {
+/// The history's header for `driven`; without it (`None`), what the run's start knows: the
+/// header a run killed before its end leaves (not drained, any job number issued, no job that
+/// had to finish, incomplete).
+pub(super) fn history_header(plan: &Plan, driven: Option<&Driven>) -> HistoryHeader {
     HistoryHeader {
         seed: plan.seed,
         run_tag: run_tag(plan.id_seed()),
         queues: plan.queues.clone(),
-        drained: driven.drained,
-        issued: driven.issued,
+        drained: driven.is_some_and(|d| d.drained),
+        issued: driven.map_or(u64::MAX, |d| d.issued),
         max_attempts: plan.producers.max_attempts,
-        must_finish: plan.consumers.count > 0 && driven.interrupted.is_none(),
+        must_finish: driven.is_some_and(|d| plan.consumers.count > 0 && d.interrupted.is_none()),
         protocol: plan.protocol,
         stream_shards: Vec::new(),
         event_version: crate::history::EVENT_VERSION,
+        complete: driven.is_some(),
     }
 }
 

@@ -4,12 +4,13 @@
 
 use crate::report::writer::Writer;
 use crate::report::{hlog, intervals_csv, queue_csv, scripts_csv, server_csv, RunResults};
-use crate::report::{HistoryBin, InvariantsJson, SummaryJson};
+use crate::report::{InvariantsJson, SummaryJson};
 
 /// The writers of a run's folder, in the order they run: `summary.json` first (small, and
-/// the one a reader opens), then the series, `report.html` (which reads them back), and
-/// `history.bin` last (the largest).
-pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 10] {
+/// the one a reader opens), then the series and `report.html` (which reads them back).
+/// `history.bin` is not among them: the run writes it as it records it
+/// (`crate::history::spool`).
+pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 9] {
     [
         &SummaryJson,
         &InvariantsJson,
@@ -20,6 +21,5 @@ pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 10] {
         &server_csv::ServerCsv,
         &queue_csv::QueueCsv,
         &crate::html::ReportHtml,
-        &HistoryBin,
     ]
 }

@@ -1,0 +1,313 @@
+//! The results folder as the run goes: a thread of its own appends each measured second to
+//! `intervals.csv`, `latency.hlog` and `queue.csv` as the reporter closes it (flushed at once,
+//! synced every few seconds) and rewrites `summary.json` every few seconds, marked `running`,
+//! from the seconds so far. A run killed outright (SIGKILL, the OOM killer, a lost node)
+//! leaves a folder `emq-bench report` renders; a run that ends writes every file again, whole,
+//! from its finished measurement (the faults column, the last second cut short, `server.csv`
+//! and the rest come only then).
+//!
+//! Nothing here holds the run's seconds: each is written and dropped, and the running totals
+//! are one histogram per script.
+
+use super::intervals_csv::{write_second, Second};
+use super::queue_csv::QueueRow;
+use super::results::DepthSample;
+use super::run_summary::RunSummary;
+use super::{summarize, write_json, ReportError};
+use crate::lua::Script;
+use crate::metrics::{growable, ClosedInterval, JobCounter, RunMetrics, ScriptTotals, INTERVAL_US};
+use crate::scenario::Stages;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often `summary.json` is rewritten and the appended files synced to the disk.
+const REWRITE_EVERY: Duration = Duration::from_secs(3);
+/// How long the thread waits for a second before it looks at the depths and the stop flag.
+const POLL: Duration = Duration::from_millis(200);
+/// Depth readings kept for the seconds not closed yet (the reporter closes a second about
+/// 2 s after its end; one reading a second).
+const DEPTHS_KEPT: usize = 16;
+
+/// The writer of a run's folder while it runs.
+pub struct LiveFolder {
+    intervals: mpsc::Sender<ClosedInterval>,
+    depths: mpsc::Sender<DepthSample>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<String>>,
+}
+
+impl LiveFolder {
+    /// Starts writing into `dir`: `summary` is what the run's start knows (name, seed,
+    /// scenario, target; see [`RunSummary::running`]); `stages` the open loop's load shape.
+    ///
+    /// Panics when the OS cannot start a thread.
+    pub fn start(dir: &Path, summary: RunSummary, stages: Option<Stages>) -> LiveFolder {
+        let (intervals, intervals_rx) = mpsc::channel();
+        let (depths, depths_rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = Writing {
+            dir: dir.to_path_buf(),
+            summary,
+            stages,
+            intervals: intervals_rx,
+            depths: depths_rx,
+            stop: stop.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("live-folder".into())
+            .spawn(move || writer.run())
+            .unwrap_or_else(|e| panic!("spawn the live-folder thread: {e}"));
+        LiveFolder { intervals, depths, stop, thread }
+    }
+
+    /// Where the reporter sends each measured second as it closes.
+    pub fn intervals(&self) -> mpsc::Sender<ClosedInterval> {
+        self.intervals.clone()
+    }
+
+    /// Where the run's depth readings go (one a second, s since the run start).
+    pub fn depths(&self) -> mpsc::Sender<DepthSample> {
+        self.depths.clone()
+    }
+
+    /// Writes what has arrived, stops the thread and returns what could not be written, one
+    /// line per file (`cannot write <path>: <why>`). Call it before the run writes its final
+    /// files: none of this thread's writes comes after.
+    pub fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        drop(self.intervals);
+        drop(self.depths);
+        self.thread.join().unwrap_or_else(|_| vec!["the live-folder thread panicked".to_string()])
+    }
+}
+
+/// The thread's state.
+struct Writing {
+    dir: PathBuf,
+    summary: RunSummary,
+    stages: Option<Stages>,
+    intervals: mpsc::Receiver<ClosedInterval>,
+    depths: mpsc::Receiver<DepthSample>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The running totals: a [`RunMetrics`] without its series.
+struct Totals {
+    metrics: RunMetrics,
+    /// The scripts called so far, in [`Script`] order: intervals.csv's rows of each second.
+    called: Vec<Script>,
+}
+
+impl Totals {
+    fn add(&mut self, closed: &ClosedInterval) {
+        let rec = &closed.record;
+        let m = &mut self.metrics;
+        m.start_wall = closed.start_wall;
+        m.warmup_intervals = closed.warmup_intervals;
+        m.measured_us = m.measured_us.max((rec.index + 1).saturating_sub(closed.warmup_intervals) * INTERVAL_US);
+        for (total, add) in m.jobs.iter_mut().zip(rec.jobs) {
+            *total += add;
+        }
+        for s in &rec.scripts {
+            let at = match m.scripts.binary_search_by_key(&s.script.index(), |t| t.script.index()) {
+                Ok(at) => at,
+                Err(at) => {
+                    m.scripts.insert(at, ScriptTotals::new(s.script));
+                    at
+                }
+            };
+            let t = &mut m.scripts[at];
+            t.ok += s.ok;
+            t.late += s.late;
+            for (total, add) in t.errors.iter_mut().zip(s.errors) {
+                *total += add;
+            }
+            if let Ok(h) = s.latency.decode() {
+                // Both grow (`new_histogram`, `growable`): adding cannot fail.
+                let _ = t.latency.add(growable(h));
+            }
+            if let Err(at) = self.called.binary_search_by_key(&s.script.index(), |c| c.index()) {
+                self.called.insert(at, s.script);
+            }
+        }
+    }
+}
+
+/// What the thread appends to, opened at the first second (the hlog's header needs the run's
+/// start).
+struct Appended {
+    intervals: csv::Writer<File>,
+    queue: csv::Writer<File>,
+    /// Handles of every appended file, to sync them.
+    sync: Vec<File>,
+}
+
+impl Writing {
+    /// The thread: returns the files it could not write.
+    fn run(mut self) -> Vec<String> {
+        let mut errors: Vec<String> = Vec::new();
+        let fail = |errors: &mut Vec<String>, path: &Path, why: String| {
+            let line = format!("cannot write {} while the run went: {why}", path.display());
+            if !errors.contains(&line) {
+                errors.push(line);
+            }
+        };
+        let Some(first) = self.wait_first() else { return errors };
+        let hlog_path = self.dir.join("latency.hlog");
+        let opened = (|| -> Result<(Appended, File), (PathBuf, std::io::Error)> {
+            let create = |name: &str| {
+                let path = self.dir.join(name);
+                File::create(&path).map_err(|e| (path, e))
+            };
+            let intervals = create("intervals.csv")?;
+            let queue = create("queue.csv")?;
+            let hlog = create("latency.hlog")?;
+            let clone = |f: &File, name: &str| f.try_clone().map_err(|e| (self.dir.join(name), e));
+            let sync =
+                vec![clone(&intervals, "intervals.csv")?, clone(&queue, "queue.csv")?, clone(&hlog, "latency.hlog")?];
+            let appended = Appended {
+                intervals: csv::Writer::from_writer(intervals),
+                queue: csv::Writer::from_writer(queue),
+                sync,
+            };
+            Ok((appended, hlog))
+        })();
+        let (mut files, mut hlog_file) = match opened {
+            Ok(opened) => opened,
+            Err((path, e)) => {
+                fail(&mut errors, &path, e.to_string());
+                return errors;
+            }
+        };
+        let mut serializer = V2DeflateSerializer::new();
+        let hlog = IntervalLogWriterBuilder::new()
+            .add_comment("emq-bench latency per script: ok calls, us from the intended send")
+            .with_start_time(first.start_wall)
+            .with_base_time(first.start_wall)
+            .begin_log_with(&mut hlog_file, &mut serializer);
+        let mut hlog = match hlog {
+            Ok(log) => Some(log),
+            Err(e) => {
+                fail(&mut errors, &hlog_path, e.to_string());
+                None
+            }
+        };
+        let mut totals = Totals {
+            metrics: RunMetrics {
+                start_wall: first.start_wall,
+                warmup_intervals: first.warmup_intervals,
+                measured_us: 0,
+                scripts: Vec::new(),
+                intervals: Vec::new(),
+                jobs: [0; JobCounter::COUNT],
+                warmup_jobs: [0; JobCounter::COUNT],
+            },
+            called: Vec::new(),
+        };
+        let mut depths: Vec<DepthSample> = Vec::new();
+        let mut pending = Some(first);
+        let mut rewritten = Instant::now();
+        loop {
+            let closed = match pending.take() {
+                Some(closed) => Some(closed),
+                None => match self.intervals.recv_timeout(POLL) {
+                    Ok(closed) => Some(closed),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        if self.stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        std::thread::sleep(POLL);
+                        None
+                    }
+                },
+            };
+            depths.extend(self.depths.try_iter());
+            let keep_from = depths.len().saturating_sub(DEPTHS_KEPT);
+            depths.drain(..keep_from);
+            let got = closed.is_some();
+            if let Some(closed) = closed {
+                totals.add(&closed);
+                let rec = &closed.record;
+                let second = Second { k: rec.index, rec: Some(rec), duration_us: rec.duration_us, faults: "" };
+                let stages = self.stages.as_ref();
+                let intervals_path = self.dir.join("intervals.csv");
+                let written = write_second(&mut files.intervals, &second, &totals.called, stages)
+                    .and_then(|()| files.intervals.flush().map_err(csv::Error::from));
+                if let Err(e) = written {
+                    fail(&mut errors, &intervals_path, e.to_string());
+                }
+                let queue_path = self.dir.join("queue.csv");
+                let written = files
+                    .queue
+                    .serialize(QueueRow::of(rec, &depths, stages))
+                    .and_then(|()| files.queue.flush().map_err(csv::Error::from));
+                if let Err(e) = written {
+                    fail(&mut errors, &queue_path, e.to_string());
+                }
+                if let Some(log) = hlog.as_mut() {
+                    for s in rec.scripts.iter().filter(|s| s.ok > 0) {
+                        let from = Duration::from_micros(rec.start_us);
+                        let length = Duration::from_micros(rec.duration_us);
+                        let tag = Tag::new(s.script.name()).expect("script names have no ',' ' ' or '\\n'");
+                        let written =
+                            s.latency.decode().map_err(|e| e.to_string()).and_then(|h| {
+                                log.write_histogram(&h, from, length, Some(tag)).map_err(|e| e.to_string())
+                            });
+                        if let Err(e) = written {
+                            fail(&mut errors, &hlog_path, e);
+                        }
+                    }
+                }
+            }
+            if rewritten.elapsed() >= REWRITE_EVERY {
+                rewritten = Instant::now();
+                if let Err(e) = self.rewrite_summary(&totals) {
+                    fail(&mut errors, &self.dir.join("summary.json"), e.to_string());
+                }
+                for file in &files.sync {
+                    let _ = file.sync_data();
+                }
+            }
+            if self.stop.load(Ordering::Relaxed) && !got {
+                break;
+            }
+        }
+        if let Err(e) = self.rewrite_summary(&totals) {
+            fail(&mut errors, &self.dir.join("summary.json"), e.to_string());
+        }
+        errors
+    }
+
+    /// Waits for the first measured second; `None` when the run ends before one closes.
+    fn wait_first(&self) -> Option<ClosedInterval> {
+        loop {
+            match self.intervals.recv_timeout(POLL) {
+                Ok(closed) => return Some(closed),
+                Err(_) if self.stop.load(Ordering::Relaxed) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
+            }
+        }
+    }
+
+    /// `summary.json` from the seconds so far, marked `running` (atomically: a reader sees the
+    /// last one whole).
+    fn rewrite_summary(&mut self, totals: &Totals) -> Result<(), ReportError> {
+        let m = &totals.metrics;
+        let summary = &mut self.summary;
+        summary.running = true;
+        summary.started = humantime::format_rfc3339_millis(m.start_wall).to_string();
+        summary.warmup_secs = m.warmup_intervals;
+        summary.measured_secs = m.measured_secs();
+        summary.scripts = summarize(m);
+        summary.jobs_measured = super::run_summary::jobs_map(&m.jobs);
+        write_json(&self.dir.join(super::run_summary::SUMMARY_FILE), summary)
+    }
+}

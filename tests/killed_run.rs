@@ -1,0 +1,134 @@
+//! A run killed outright (SIGKILL: the OOM killer, `kubectl delete --grace-period=0`) mid-soak
+//! leaves a folder that renders and checks: the per-second files hold every second up to
+//! shortly before the kill, summary.json says the run was still running, history.bin holds
+//! the events written before the kill, and `emq-bench check --history` reads it against the
+//! server the run left behind.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SCENARIO: &str = r#"
+name = "killed"
+seed = 11
+duration = "120s"
+warmup = "1s"
+drain = "10s"
+queues = "killed"
+
+[producers]
+count = 2
+pipeline = 4
+rate = 1500.0
+
+[consumers]
+count = 2
+pipeline = 2
+batch = 8
+lease = "5s"
+"#;
+
+/// The distinct seconds of intervals.csv, in file order.
+fn seconds(path: &Path) -> Vec<u64> {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let mut seen: Vec<u64> = Vec::new();
+    for row in reader.deserialize::<std::collections::HashMap<String, String>>() {
+        let t: u64 = row.unwrap()["t_s"].parse().unwrap();
+        if seen.last() != Some(&t) {
+            seen.push(t);
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("killed.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let out = tmp.path().join("run");
+    let bin = env!("CARGO_BIN_EXE_emq-bench");
+    let mut child = Command::new(bin)
+        .args(["run", scenario.to_str().unwrap(), "--url", &server.url(), "--quiet", "--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed once 6 measured seconds are on disk (and a running summary.json), well before
+    // its 120 s end.
+    let intervals = out.join("intervals.csv");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(Instant::now() < deadline, "no 6 seconds in intervals.csv after 90 s");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended by itself");
+        let written = intervals.is_file() && seconds(&intervals).len() >= 6;
+        if written && out.join("summary.json").is_file() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    // Every second from the end of warmup up to the last one written has its rows, in order.
+    let written = seconds(&intervals);
+    assert_eq!(written.first(), Some(&1), "the first measured second: {written:?}");
+    assert!(written.windows(2).all(|w| w[1] == w[0] + 1), "a gap in the seconds: {written:?}");
+    let queue_rows = csv::Reader::from_path(out.join("queue.csv")).unwrap().records().count();
+    assert!(queue_rows >= written.len().saturating_sub(1), "queue.csv: {queue_rows} rows, {written:?}");
+    let hlog = std::fs::read(out.join("latency.hlog")).unwrap();
+    let histograms = hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&hlog)
+        .filter(|e| matches!(e, Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(_))))
+        .count();
+    assert!(histograms >= written.len(), "latency.hlog: {histograms} histograms for {} seconds", written.len());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["running"], true, "{summary}");
+    assert!(summary["verdict"].is_null(), "no verdict without an end");
+    let enqueued = summary["scripts"].as_array().unwrap().iter().find(|s| s["script"] == "enqueue").unwrap();
+    assert!(enqueued["ok"].as_u64().unwrap() > 1000, "{enqueued}");
+
+    // The history up to the kill: its start's header (incomplete), events in it.
+    let (header, streams) = emq_bench::history::file::load(&out.join("history.bin")).unwrap();
+    assert!(!header.complete && !header.drained, "{header:?}");
+    let history = emq_bench::history::History::merge(header, &streams).unwrap();
+    assert!(history.events.len() > 1000, "{} events", history.events.len());
+
+    // It renders, marked as killed.
+    let report = Command::new(bin).args(["report", out.to_str().unwrap()]).output().unwrap();
+    assert!(report.status.success(), "report: {}", String::from_utf8_lossy(&report.stderr));
+    let page = support::assert_offline_page(&out.join("report.html"));
+    assert!(page.contains("ended without a summary: killed at about"), "the page does not say it was killed");
+
+    // It checks against the server the run left behind: nothing lost, nothing duplicated.
+    let check = Command::new(bin)
+        .args(["check", "--url", &server.url(), "--history", out.join("history.bin").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
+    assert_eq!(check.status.code(), Some(0), "check: {stdout}\n{stderr}");
+    assert!(stdout.contains("no violations"), "{stdout}");
+    assert!(stderr.contains("ended without its final header (killed)"), "{stderr}");
+
+    // And it still finds what is wrong: one job's row deleted behind its back is a violation.
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let (_, rows): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("MATCH")
+        .arg("emq:{killed}:job:*")
+        .arg("COUNT")
+        .arg(1000)
+        .query(&mut conn)
+        .unwrap();
+    let row = rows.first().expect("a job row left by the run");
+    let _: u64 = redis::cmd("DEL").arg(row).query(&mut conn).unwrap();
+    let check = Command::new(bin)
+        .args(["check", "--url", &server.url(), "--history", out.join("history.bin").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "a deleted row ({row}) not found: {stdout}");
+}
