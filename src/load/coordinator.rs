@@ -42,6 +42,9 @@ pub struct DriveOptions {
     /// Set in a `shared` fleet: the producers of other shards fill the queues this process's
     /// consumers drain, so the drain ends only once every producing shard says it is done.
     pub fleet_drain: Option<FleetDrain>,
+    /// The live snapshot also carries the totals so far in fixed buckets (the metrics
+    /// endpoint's; [`Reporter::expose_totals`]).
+    pub expose_totals: bool,
 }
 
 /// How one shard of a `shared` fleet learns that the fleet's producers are done
@@ -267,7 +270,10 @@ pub async fn drive(
     }
     let started = SystemTime::now();
     let start = Instant::now();
-    let (reporter, sink) = Reporter::new(start, plan.warmup);
+    let (mut reporter, sink) = Reporter::new(start, plan.warmup);
+    if opts.expose_totals {
+        reporter.expose_totals();
+    }
     let live = reporter.live();
     let reporter = tokio::spawn(reporter.run());
     let mut faults_running = None;

@@ -22,6 +22,7 @@
 mod compact;
 mod counters;
 pub mod cpu;
+pub mod cumulative;
 mod interval;
 mod recorder;
 mod reporter;
@@ -29,6 +30,7 @@ mod run_metrics;
 
 pub use compact::CompactHistogram;
 pub use counters::JobCounter;
+pub use cumulative::Cumulative;
 pub use interval::{IntervalData, ScriptInterval};
 pub use recorder::{Flush, MetricsSink, Recorder};
 pub use reporter::{LiveSnapshot, Reporter};
