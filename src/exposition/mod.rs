@@ -101,3 +101,6 @@ impl Board {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
+
+#[cfg(test)]
+mod tests;
