@@ -262,9 +262,10 @@ fn prometheus_sees_the_rates_quantiles_and_final_counts_summary_json_holds() {
     // loaded 2-core box), and its p99 falls within one bucket of summary.json's.
     let enqueue = script("enqueue");
     let ops = enqueue["ops_per_sec"].as_f64().unwrap();
-    let middle = launched + 15.0;
-    let rate = prometheus.by_label(r#"rate(emq_calls_total{script="enqueue",outcome="ok"}[8s])"#, "script", middle);
-    let rate = rate.first().map(|(_, v)| *v).unwrap_or_else(|| panic!("no rate at launch + 15 s: {said}"));
+    // [launch + 6 s, launch + 16 s]: the load's middle, before the final totals' step at its end.
+    let middle = launched + 16.0;
+    let rate = prometheus.by_label(r#"rate(emq_calls_total{script="enqueue",outcome="ok"}[10s])"#, "script", middle);
+    let rate = rate.first().map(|(_, v)| *v).unwrap_or_else(|| panic!("no rate at launch + 16 s: {said}"));
     assert!((rate - ops).abs() <= 0.35 * ops, "rate() {rate:.1}/s against summary.json's {ops:.1}/s");
     let p99 = prometheus.by_label(
         r#"histogram_quantile(0.99, last_over_time(emq_latency_seconds_bucket{script="enqueue"}[2m]))"#,
