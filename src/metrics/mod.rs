@@ -9,7 +9,8 @@
 //!    ▼  once a second: swap the filled Box<IntervalData> for a spare, send it (unbounded mpsc)
 //! Reporter ── merges every task's box for interval k (Histogram::add, never averaging
 //!    │        percentiles), returns the emptied box to its task (so steady state allocates
-//!    │        nothing), publishes a LiveSnapshot (watch channel) for the progress line
+//!    │        nothing), publishes a LiveSnapshot (watch channel) for the progress line and,
+//!    │        with the metrics endpoint on, the totals folded onto fixed buckets (Cumulative)
 //!    ▼  finish(end)
 //! RunMetrics ── the finished measurement that every writer in `report/` reads.
 //! ```
