@@ -44,6 +44,8 @@
 //! - [`capacity`]: latency objectives, the search for the highest sustained rate, capacity.json.
 //! - [`html`]: `report.html` and `compare.html`, drawn from a results folder's files.
 //! - [`output`]: the progress line.
+//! - [`exposition`]: the metrics endpoint (`--metrics-addr`): the run's once-a-second figures
+//!   as Prometheus text, served from a thread of its own.
 //!
 //! The top: [`cli`] (clap types only), [`error`] (errors by stage, exit codes) and [`cmd`] (one
 //! file per subcommand; the run's stages and composition roots).
@@ -58,6 +60,7 @@ pub mod compare;
 pub mod cost;
 pub mod echomq;
 pub mod error;
+pub mod exposition;
 pub mod faults;
 pub mod history;
 pub mod html;

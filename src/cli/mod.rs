@@ -5,6 +5,7 @@ pub mod capacity;
 pub mod compare;
 pub mod cost;
 pub mod merge;
+pub mod metrics;
 pub mod report;
 
 use crate::net::Transport;
@@ -218,6 +219,9 @@ pub struct RunArgs {
     /// shard's summary.json names its own.
     #[arg(env = "EMQ_MIXED_SCRIPTS", long)]
     pub mixed_scripts: bool,
+    /// The metrics endpoint (`--metrics-addr`, `--metrics-linger`).
+    #[command(flatten)]
+    pub metrics: metrics::MetricsArgs,
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,

@@ -59,6 +59,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         queue_mode: crate::scenario::QueueMode::Sharded,
         roles: None,
         mixed_scripts: false,
+        metrics: Default::default(),
         server: args.server.clone(),
     };
     check_out(run_args.out.as_deref())?;

@@ -7,6 +7,7 @@ use super::session::{check_out, results_dir, RunOptions, Session};
 use super::Outcome;
 use crate::cli::RunArgs;
 use crate::error::AppError;
+use crate::exposition::{Endpoint, RunInfo};
 use crate::load::stop::StopSignal;
 use crate::metrics::RunMetrics;
 use crate::report::run_summary::{all_jobs, scripts_of};
@@ -36,7 +37,26 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
     let stop = stop.into();
     let options = RunOptions::resolve(&args)?;
     check_out(options.out.as_deref())?;
+    // Bound before any server starts: a taken port costs nothing.
+    let endpoint = match args.metrics.metrics_addr {
+        Some(addr) => Some(Endpoint::bind(addr).map_err(|e| AppError::Usage(e.to_string()))?),
+        None => None,
+    };
+    if let Some(endpoint) = &endpoint {
+        crate::output::note("metrics", &format!("serving http://{}/metrics", endpoint.addr()));
+    }
     let (mut session, registries) = Session::open(&options, &[options.lua_dir.as_deref()]).await?;
+    if let Some(endpoint) = &endpoint {
+        let plan = session.plan();
+        let board = endpoint.board();
+        board.set_info(RunInfo {
+            scenario: plan.name.clone(),
+            seed: plan.seed,
+            target: session.target_url(),
+            protocol: plan.protocol.name().to_string(),
+        });
+        session.expose(board);
+    }
     // The lock is released however the repetitions end.
     let outcome = async {
         let registry = registries.into_iter().next().expect("one registry");
@@ -138,5 +158,21 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
     }
     .await;
     session.close(&stop).await;
+    if let Some(endpoint) = endpoint {
+        linger(endpoint, args.metrics.metrics_linger, &stop).await;
+    }
     outcome
+}
+
+/// Keeps `endpoint` serving the final figures for `linger` (a stop, even one before the run
+/// ended, cuts it short), then stops it.
+async fn linger(endpoint: Endpoint, linger: std::time::Duration, stop: &StopSignal) {
+    if !linger.is_zero() {
+        tokio::select! {
+            _ = tokio::time::sleep(linger) => {}
+            _ = stop.stopped() => {}
+        }
+    }
+    // The server thread ends within one scrape: joined off the runtime.
+    let _ = tokio::task::spawn_blocking(move || drop(endpoint)).await;
 }

@@ -48,6 +48,9 @@ pub struct DriveOptions {
     /// Where each measured interval goes as it closes (the per-second files written as the
     /// run goes); `None`: only [`Driven::metrics`] holds them.
     pub interval_tap: Option<std::sync::mpsc::Sender<crate::metrics::ClosedInterval>>,
+    /// The live snapshot also carries the totals so far in fixed buckets (the metrics
+    /// endpoint's; [`Reporter::expose_totals`]).
+    pub expose_totals: bool,
 }
 
 /// How one shard of a `shared` fleet learns that the fleet's producers are done
@@ -277,6 +280,9 @@ pub async fn drive(
     let (mut reporter, sink) = Reporter::new(start, plan.warmup);
     if let Some(tap) = opts.interval_tap.clone() {
         reporter.tap_closed(tap);
+    }
+    if opts.expose_totals {
+        reporter.expose_totals();
     }
     let live = reporter.live();
     let reporter = tokio::spawn(reporter.run());

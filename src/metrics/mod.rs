@@ -9,7 +9,8 @@
 //!    ▼  once a second: swap the filled Box<IntervalData> for a spare, send it (unbounded mpsc)
 //! Reporter ── merges every task's box for interval k (Histogram::add, never averaging
 //!    │        percentiles), returns the emptied box to its task (so steady state allocates
-//!    │        nothing), publishes a LiveSnapshot (watch channel) for the progress line
+//!    │        nothing), publishes a LiveSnapshot (watch channel) for the progress line and,
+//!    │        with the metrics endpoint on, the totals folded onto fixed buckets (Cumulative)
 //!    ▼  finish(end)
 //! RunMetrics ── the finished measurement that every writer in `report/` reads.
 //! ```
@@ -22,6 +23,7 @@
 mod compact;
 mod counters;
 pub mod cpu;
+pub mod cumulative;
 mod interval;
 mod recorder;
 mod reporter;
@@ -29,6 +31,7 @@ mod run_metrics;
 
 pub use compact::CompactHistogram;
 pub use counters::JobCounter;
+pub use cumulative::Cumulative;
 pub use interval::{IntervalData, ScriptInterval};
 pub use recorder::{Flush, MetricsSink, Recorder};
 pub use reporter::{ClosedInterval, LiveSnapshot, Reporter};

@@ -1,14 +1,15 @@
 //! The reporter: merges every task's intervals by index, keeps the totals, publishes a live view.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::sync::watch;
 
 use super::{
-    elapsed_us, interval_index, new_histogram, CompactHistogram, Flush, IntervalData, IntervalRecord, IntervalScript,
-    JobCounter, MetricsSink, RunMetrics, ScriptTotals, INTERVAL_US,
+    elapsed_us, interval_index, new_histogram, CompactHistogram, Cumulative, Flush, IntervalData, IntervalRecord,
+    IntervalScript, JobCounter, MetricsSink, RunMetrics, ScriptTotals, INTERVAL_US,
 };
 use crate::lua::Script;
 
@@ -19,7 +20,8 @@ const GRACE_INTERVALS: u64 = 2;
 /// How long after a boundary the live snapshot of the interval just ended is taken.
 const TICK_OFFSET: Duration = Duration::from_millis(250);
 
-/// What the progress line shows; cheap to copy (fixed arrays, no allocation).
+/// What the progress line shows; cheap to copy (fixed arrays and one shared pointer, no
+/// allocation).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LiveSnapshot {
     /// Time since the run start at the snapshot.
@@ -36,6 +38,9 @@ pub struct LiveSnapshot {
     pub errors_total: u64,
     /// Job counters since the run start (warmup included), by [`JobCounter::index`].
     pub jobs: [u64; JobCounter::COUNT],
+    /// The measured totals so far in fixed buckets, when asked for with
+    /// [`Reporter::expose_totals`] (the metrics endpoint); made at the tick, shared, never copied.
+    pub totals: Option<Arc<Cumulative>>,
 }
 
 /// Receives [`Flush`]es, merges them per interval index, keeps cumulative totals (warmup excluded).
@@ -61,6 +66,8 @@ pub struct Reporter {
     warmup_jobs: [u64; JobCounter::COUNT],
     live: LiveSnapshot,
     live_tx: watch::Sender<LiveSnapshot>,
+    /// Whether each tick also folds the totals into [`LiveSnapshot::totals`].
+    expose: bool,
     /// Where each measured interval goes as it closes (the results folder's per-second files,
     /// written as the run goes).
     tap: Option<std::sync::mpsc::Sender<ClosedInterval>>,
@@ -104,6 +111,7 @@ impl Reporter {
             live: LiveSnapshot::default(),
             live_tx,
             tap: None,
+            expose: false,
         };
         (reporter, MetricsSink { tx, start })
     }
@@ -117,6 +125,12 @@ impl Reporter {
     /// A receiver of the live snapshot, updated once a second by [`tick`](Reporter::tick).
     pub fn live(&self) -> watch::Receiver<LiveSnapshot> {
         self.live_tx.subscribe()
+    }
+
+    /// Makes every tick also fold the totals so far onto fixed buckets ([`LiveSnapshot::totals`]):
+    /// one pass over each called script's histograms a second, on the reporter's task.
+    pub fn expose_totals(&mut self) {
+        self.expose = true;
     }
 
     /// Merge one flushed interval and send its emptied box back to its recorder.
@@ -225,6 +239,9 @@ impl Reporter {
             let s = data.map(|d| &d.scripts[script.index()]);
             self.live.ops_per_sec[script.index()] = s.map_or(0.0, |s| s.ok as f64);
             self.live.p99_us[script.index()] = s.and_then(|s| s.latency()).map_or(0, |h| h.value_at_quantile(0.99));
+        }
+        if self.expose {
+            self.live.totals = Some(Arc::new(Cumulative::of(self.totals.iter().flatten(), self.live.jobs)));
         }
         self.live_tx.send_replace(self.live.clone());
     }

@@ -36,6 +36,7 @@ enum Ending {
 pub struct Probe {
     stop: watch::Sender<Ending>,
     thread: std::thread::JoinHandle<ServerSeries>,
+    latest: watch::Receiver<Vec<Row>>,
 }
 
 impl Probe {
@@ -45,9 +46,16 @@ impl Probe {
     /// Panics when the OS cannot start a thread.
     pub fn start(plane: &Plane, every: Duration) -> Probe {
         let (stop, stopped) = watch::channel(Ending::Running);
+        let (latest_tx, latest) = watch::channel(Vec::new());
         let plane = plane.clone();
-        let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped));
-        Probe { stop, thread }
+        let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped, latest_tx));
+        Probe { stop, thread, latest }
+    }
+
+    /// The rows of the last round (one per node that answered), replaced once per round: what
+    /// the metrics endpoint shows. The rows are copied only while a receiver is held.
+    pub fn latest(&self) -> watch::Receiver<Vec<Row>> {
+        self.latest.clone()
     }
 
     /// Stops the probe and returns its series. The round of INFO calls in flight, if any,
@@ -62,7 +70,12 @@ impl Probe {
 }
 
 /// The probe's loop: a first reading per node as the baseline, then one row per node per tick.
-async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<Ending>) -> ServerSeries {
+async fn sample(
+    plane: Plane,
+    every: Duration,
+    mut stopped: watch::Receiver<Ending>,
+    latest: watch::Sender<Vec<Row>>,
+) -> ServerSeries {
     let mut series = ServerSeries::default();
     // Cut short by the stop: a server frozen while these connections open (a slow start on a
     // loaded machine puts the open late) would otherwise hold `finish`, and so the run's end,
@@ -92,6 +105,7 @@ async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<Endi
             _ = stopped.wait_for(|s| *s != Ending::Running) => break,
         }
         let began = Instant::now();
+        let round = series.rows.len();
         let t_s = epoch_secs(SystemTime::now());
         // Every node at once: one slow node does not delay the others' readings.
         let mut calls = tokio::task::JoinSet::new();
@@ -140,6 +154,10 @@ async fn sample(plane: Plane, every: Duration, mut stopped: watch::Receiver<Endi
         }
         series.cost.call_sets += 1;
         series.cost.wall_s += began.elapsed().as_secs_f64();
+        // The probe's own receiver is held by `Probe`: more than one means someone else reads.
+        if latest.receiver_count() > 1 {
+            latest.send_replace(series.rows[round..].iter().filter(|r| r.figures.is_some()).cloned().collect());
+        }
     }
     series.cost.cpu_s = {
         let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);

@@ -132,6 +132,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         queue_mode: emq_bench::scenario::QueueMode::Sharded,
         roles: None,
         mixed_scripts: false,
+        metrics: Default::default(),
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
     }
 }

@@ -18,13 +18,14 @@ pub use options::RunOptions;
 use super::Outcome;
 use crate::bullmq::release;
 use crate::error::AppError;
+use crate::exposition::{Board, Tick};
 use crate::faults::{Nemesis, Processes};
 use crate::history::spool::HistorySpool;
 use crate::keyspace::QueueKeys;
 use crate::load::coordinator::{drive, DriveOptions, FleetDrain};
 use crate::load::stop::StopSignal;
 use crate::lua::Protocol;
-use crate::metrics::{JobCounter, RunMetrics};
+use crate::metrics::{Cumulative, JobCounter, RunMetrics};
 use crate::net::{ConnectOptions, Connector, Endpoint, Topology};
 use crate::output::Progress;
 use crate::plane::{self, Plane, PlaneError, Route, RunLock};
@@ -73,6 +74,8 @@ pub struct Session {
     lock: Option<RunLock>,
     /// The options the session was opened with (their plan with its final queues).
     options: RunOptions,
+    /// The metrics endpoint's board, when `--metrics-addr` asked for one.
+    board: Option<Arc<Board>>,
 }
 
 impl Session {
@@ -212,7 +215,8 @@ impl Session {
             Nemesis::start(plan.faults.clone(), &plane, queues.clone(), processes)
         });
         let options = RunOptions { plan, ..options.clone() };
-        let session = Session { queues, topology, embedded, cluster, nemesis, plane, lock: Some(lock), options };
+        let session =
+            Session { queues, topology, embedded, cluster, nemesis, plane, lock: Some(lock), options, board: None };
         Ok((session, registries))
     }
 
@@ -226,6 +230,11 @@ impl Session {
     pub fn set_options(&mut self, options: RunOptions) {
         let plan = (*options.plan).clone().with_queues(self.options.plan.queues.clone());
         self.options = RunOptions { plan: Arc::new(plan), ..options };
+    }
+
+    /// Posts every repetition's figures to `board` (the metrics endpoint's), from now on.
+    pub fn expose(&mut self, board: Arc<Board>) {
+        self.board = Some(board);
     }
 
     /// The target as results show it: `redis://user:***@host:port/db`, never the password.
@@ -333,6 +342,11 @@ impl Session {
         let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.
         let probe = Probe::start(&self.plane, crate::probe::EVERY);
+        let board = self.board.clone();
+        if let Some(board) = &board {
+            board.watch_server(probe.latest());
+        }
+        let mut last_tick: Option<Tick> = None;
         let mut depth_log: Vec<DepthSample> = Vec::new();
         let drive_options = DriveOptions {
             registry: registry.clone(),
@@ -353,6 +367,7 @@ impl Session {
             },
             history_spill: Some(spool.spill()),
             interval_tap: Some(live_folder.intervals()),
+            expose_totals: board.is_some(),
         };
         let mut driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
@@ -360,10 +375,18 @@ impl Session {
                     depth_log.push(DepthSample { t_s: crate::probe::epoch_secs(SystemTime::now()), depths });
                     let _ = live_depths.send(DepthSample { t_s: live.elapsed.as_secs_f64(), depths });
                 }
+                if let Some(board) = &board {
+                    let tick = Tick::of(&plan, live, depths, last_tick.as_ref());
+                    board.post(tick.clone(), live.totals.clone());
+                    last_tick = Some(tick);
+                }
                 progress.update(live, depths)
             })
             .await;
         progress.finish();
+        if let Some(board) = &board {
+            board.finish(Cumulative::of_run(&driven.metrics));
+        }
         // Stopped before the final files are written: none of its writes comes after them.
         for line in live_folder.finish() {
             eprintln!("emq-bench: warning: {line} (the files are written whole at the end)");
@@ -467,6 +490,10 @@ impl Session {
         if let Some(outcome) = &checked {
             // reap's reply counts stall failures among the reaped; the scan tells them apart.
             jobs[JobCounter::FailedByStall.index()] = outcome.failed_by_stall;
+        }
+        if let Some(board) = &board {
+            // summary.json's jobs exactly: the check's scan filled in failed_by_stall.
+            board.finish(Cumulative::of(&driven.metrics.scripts, jobs));
         }
         // A lease lost mid-run means another run may be on these queues now: its keys are not
         // ours to delete, and this run's verdict cannot stand.
