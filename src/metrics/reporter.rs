@@ -273,14 +273,27 @@ impl Reporter {
                     }
                 }
             }
-            let rec = record(&data);
+            let mut rec = record(&data);
             if let Some(tap) = self.tap.as_ref().filter(|_| k >= self.closed_below) {
+                // The series keeps the second's counts and percentiles; its histogram goes to
+                // the tap only (latency.hlog), and the end reads it back from there: a run's
+                // memory does not grow with its length by the histograms of its seconds.
+                let kept = IntervalRecord {
+                    scripts: rec
+                        .scripts
+                        .iter()
+                        .map(|s| IntervalScript { latency: CompactHistogram::default(), ..s.clone() })
+                        .collect(),
+                    ..rec.clone()
+                };
                 let closed = ClosedInterval {
                     start_wall: self.start_wall,
                     warmup_intervals: self.warmup_intervals,
-                    record: rec.clone(),
+                    record: std::mem::replace(&mut rec, kept),
                 };
-                if tap.send(closed).is_err() {
+                if let Err(std::sync::mpsc::SendError(closed)) = tap.send(closed) {
+                    // Nothing streams it: the series keeps its histogram after all.
+                    rec = closed.record;
                     self.tap = None;
                 }
             }

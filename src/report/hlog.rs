@@ -147,9 +147,20 @@ pub fn write_intervals(
 /// [`ReportError::Io`] when the file cannot be read, [`ReportError::Read`] when a line or a
 /// histogram does not decode; both name `path`.
 pub fn read_log(path: &Path) -> Result<Vec<Entry>, ReportError> {
+    let mut out = Vec::new();
+    each_entry(path, |entry| out.push(entry))?;
+    Ok(out)
+}
+
+/// Reads the interval log at `path` as [`read_log`] does, handing each entry to `visit` as it
+/// is decoded instead of keeping them all: a long run's log holds a histogram per script per
+/// second.
+///
+/// # Errors
+/// As [`read_log`].
+pub fn each_entry(path: &Path, mut visit: impl FnMut(Entry)) -> Result<(), ReportError> {
     let bytes = std::fs::read(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
     let bad = |message: String| ReportError::Read { path: path.to_path_buf(), message };
-    let mut out = Vec::new();
     let mut decoder = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {
         let LogEntry::Interval(i) = entry.map_err(|e| bad(format!("{e:?}")))? else { continue };
@@ -160,14 +171,14 @@ pub fn read_log(path: &Path) -> Result<Vec<Entry>, ReportError> {
         let histogram: Histogram<u64> = crate::metrics::growable(
             decoder.deserialize(&mut &raw[..]).map_err(|e| bad(format!("a histogram does not decode: {e:?}")))?,
         );
-        out.push(Entry {
+        visit(Entry {
             tag: i.tag().map(|t| t.as_str().to_owned()).unwrap_or_default(),
             start_s: i.start_timestamp().as_secs_f64(),
             length_s: i.duration().as_secs_f64(),
             histogram,
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `latency.hlog`.

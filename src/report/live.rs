@@ -311,3 +311,27 @@ impl Writing {
         write_json(&self.dir.join(super::run_summary::SUMMARY_FILE), summary)
     }
 }
+
+/// Puts back into `metrics`' per-second series the histograms the run wrote to
+/// `latency_hlog` as it went (the series keeps only each second's counts and percentiles while
+/// it runs), added to whatever the series holds for that second (data a stalled task sent
+/// after the second closed). Read one entry at a time; each is stored compacted.
+///
+/// # Errors
+/// [`ReportError`] naming the file when it cannot be read or a histogram does not decode.
+pub fn restore_latency(metrics: &mut RunMetrics, latency_hlog: &Path) -> Result<(), ReportError> {
+    let by_index: std::collections::HashMap<u64, usize> =
+        metrics.intervals.iter().enumerate().map(|(at, rec)| (rec.index, at)).collect();
+    super::hlog::each_entry(latency_hlog, |entry| {
+        let index = entry.start_s.round() as u64;
+        let Some(rec) = by_index.get(&index).map(|at| &mut metrics.intervals[*at]) else { return };
+        let Some(s) = rec.scripts.iter_mut().find(|s| s.script.name() == entry.tag) else { return };
+        let mut h = entry.histogram;
+        if let Ok(late) = s.latency.decode() {
+            if !late.is_empty() {
+                let _ = h.add(late);
+            }
+        }
+        s.latency = crate::metrics::CompactHistogram::encode(&h);
+    })
+}

@@ -388,8 +388,14 @@ impl Session {
             board.finish(Cumulative::of_run(&driven.metrics));
         }
         // Stopped before the final files are written: none of its writes comes after them.
-        for line in live_folder.finish() {
-            eprintln!("emq-bench: warning: {line} (the files are written whole at the end)");
+        // The seconds' histograms are read back from the latency.hlog it wrote (the series
+        // held none while the run went); what it could not write is missing from the folder.
+        let mut streamed_errors = live_folder.finish();
+        if !driven.metrics.intervals.is_empty() {
+            let hlog = dir.join("latency.hlog");
+            if let Err(err) = crate::report::live::restore_latency(&mut driven.metrics, &hlog) {
+                streamed_errors.push(format!("cannot read back {}: {err}", hlog.display()));
+            }
         }
         let mut server = probe.finish(stop.is_aborted()).await;
         server.rebase(driven.metrics.start_wall);
@@ -560,6 +566,7 @@ impl Session {
             &run_writers(),
         );
         let mut write_errors = write_errors;
+        write_errors.extend(streamed_errors);
         if let Err(err) = &spooled {
             write_errors.push(format!("cannot write {}: {err}", history_path.display()));
         }
