@@ -44,6 +44,8 @@
 //! - [`capacity`]: latency objectives, the search for the highest sustained rate, capacity.json.
 //! - [`html`]: `report.html` and `compare.html`, drawn from a results folder's files.
 //! - [`output`]: the progress line.
+//! - [`ci`]: what CI reads: `junit.xml`, `summary.md`, the Bencher and github-action-benchmark
+//!   exports.
 //!
 //! The top: [`cli`] (clap types only), [`error`] (errors by stage, exit codes) and [`cmd`] (one
 //! file per subcommand; the run's stages and composition roots).
@@ -52,6 +54,7 @@ pub mod atomic;
 pub mod bullmq;
 pub mod capacity;
 pub mod check;
+pub mod ci;
 pub mod cli;
 pub mod cmd;
 pub mod compare;

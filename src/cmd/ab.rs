@@ -60,6 +60,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         roles: None,
         mixed_scripts: false,
         server: args.server.clone(),
+        export: Default::default(),
     };
     check_out(run_args.out.as_deref())?;
     let options = RunOptions::resolve(&run_args)?;
@@ -95,6 +96,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
             flags: args.compare,
             out: Some(dir),
             seed: args.seed,
+            export: Default::default(),
         })?;
         Ok(AbResult { compare, failures })
     }

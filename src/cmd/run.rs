@@ -36,6 +36,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
     let stop = stop.into();
     let options = RunOptions::resolve(&args)?;
     check_out(options.out.as_deref())?;
+    super::exports::check(&args.export)?;
     let (mut session, registries) = Session::open(&options, &[options.lua_dir.as_deref()]).await?;
     // The lock is released however the repetitions end.
     let outcome = async {
@@ -75,6 +76,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                     None => {}
                 }
             }
+            export(&args, &mut result, None);
             return Ok(result);
         }
         let mut merged: Option<RunMetrics> = None;
@@ -134,9 +136,27 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         last.outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
         last.failures = verdict.lines();
         last.summary.verdict = Some(verdict);
+        export(&args, &mut last, Some(&scripts));
         Ok(last)
     }
     .await;
     session.close(&stop).await;
     outcome
+}
+
+/// Writes `--export-bmf` and `--export-gab` of a finished run: from `merged` (a repeated run's
+/// histograms merged), else from the run's own summary. A file not written fails the run
+/// (exit 1) with a line naming it; the results folder is written already.
+fn export(args: &RunArgs, result: &mut RunResult, merged: Option<&[ScriptSummary]>) {
+    let scripts = merged.unwrap_or(&result.summary.scripts);
+    let name = &result.summary.name;
+    let errors = super::exports::write(
+        &args.export,
+        || crate::ci::run::bmf(name, scripts),
+        || crate::ci::run::gab(name, scripts),
+    );
+    if !errors.is_empty() {
+        result.failures.extend(errors);
+        result.outcome = Outcome::Failed;
+    }
 }

@@ -133,6 +133,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         roles: None,
         mixed_scripts: false,
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
+        export: Default::default(),
     }
 }
 

@@ -474,6 +474,7 @@ impl Session {
         };
         let mut facts = assemble::facts_of(&summary, &driven, opts.timeout(), end);
         summary.verdict = Some(judge::judge(&facts, &rules));
+        let gates = judge::gates(&facts, &rules);
 
         // Write: every file of the folder through one seam, summary.json first and history.bin
         // last. A file not written keeps the keys (the evidence) and is itself a finding.
@@ -487,6 +488,7 @@ impl Session {
                 invariants: checked.as_ref().map(|outcome| &outcome.report),
                 history: (&header, &driven.streams),
                 stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
+                gates: &gates,
             },
             &run_writers(),
         );

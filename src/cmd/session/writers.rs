@@ -7,12 +7,14 @@ use crate::report::{hlog, intervals_csv, queue_csv, scripts_csv, server_csv, Run
 use crate::report::{HistoryBin, InvariantsJson, SummaryJson};
 
 /// The writers of a run's folder, in the order they run: `summary.json` first (small, and
-/// the one a reader opens), then the series, `report.html` (which reads them back), and
-/// `history.bin` last (the largest).
-pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 10] {
+/// the one a reader opens), CI's `junit.xml` and `summary.md`, then the series, `report.html`
+/// (which reads them back), and `history.bin` last (the largest).
+pub fn run_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 12] {
     [
         &SummaryJson,
         &InvariantsJson,
+        &crate::ci::run::JunitXml,
+        &crate::ci::summary_md::SummaryMd,
         &scripts_csv::ScriptsCsv,
         &intervals_csv::IntervalsCsv,
         &hlog::LatencyHlog,
