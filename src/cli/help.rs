@@ -1,6 +1,19 @@
 //! Every subcommand's `--help` epilogue: examples that run as written and the exit codes
 //! (`main` gives them; `crate::error::AppError::exit_code` and `cmd::Outcome`).
 
+/// `emq-bench` itself.
+pub const TOP: &str = "\
+Examples:
+  emq-bench run smoke                                   # a shipped scenario on an embedded server
+  emq-bench compare results/base results/new
+  emq-bench completions bash > /etc/bash_completion.d/emq-bench
+
+Exit codes (every command):
+  0  pass
+  1  a verdict said no: a run or check failed, a comparison found a regression
+  2  usage or input error (nothing was judged)
+  3  inconclusive: a comparison (compare, ab, cost) or a capacity search could not tell";
+
 /// `emq-bench run`.
 pub const RUN: &str = "\
 Examples:

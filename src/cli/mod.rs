@@ -49,7 +49,7 @@ pub const MAX_GIVE_UP: Duration = Duration::from_secs(24 * 3600);
 
 /// emq-bench: load, latency and invariant harness for the EchoMQ Valkey job queue.
 #[derive(Debug, Parser)]
-#[command(name = "emq-bench", version, about, long_about = None)]
+#[command(name = "emq-bench", version, about, long_about = None, after_help = help::TOP)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
