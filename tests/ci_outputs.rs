@@ -216,6 +216,29 @@ async fn a_failing_run_says_why_in_junit_and_summary_md_and_its_exports_parse() 
     assert!(String::from_utf8_lossy(&done.stderr).contains("--export-bmf /nonexistent-dir/bmf.json"));
 }
 
+/// `--repeat`: the series' folder has one junit.xml with every repetition's suites, and the
+/// exports are the merged figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_run_has_one_junit_xml_of_every_repetition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("rep.toml");
+    std::fs::write(&scenario, "name = \"rep\"\nseed = 5\njobs = 60\n[producers]\ncount = 1\n[consumers]\ncount = 1\n")
+        .unwrap();
+    let out = tmp.path().join("out");
+    let mut args = support::run_args(&scenario, &out);
+    args.repeat = 2;
+    args.export.export_bmf = Some(tmp.path().join("bmf.json"));
+    let result = run(args, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let cases = junit_cases(&out.join("junit.xml"));
+    for rep in ["rep-001", "rep-002"] {
+        assert_eq!(case(&cases, &format!("{rep} invariants"), "I7 no-loss").3, "passed");
+        assert!(out.join(rep).join("junit.xml").is_file() && out.join(rep).join("summary.md").is_file());
+    }
+    assert!(cases.iter().all(|c| c.3 == "passed"), "{cases:?}");
+    assert!(assert_bmf(&tmp.path().join("bmf.json")).contains_key("rep::enqueue"));
+}
+
 #[test]
 fn cost_writes_junit_and_both_exports() {
     let tmp = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! `emq-bench run SCENARIO [--repeat N]`: one run, or N repetitions on a fresh server state
 //! each (the run's keys removed in between), one results folder per repetition plus the
-//! per-script histograms merged over all of them (percentiles are never averaged).
+//! per-script histograms merged over all of them (percentiles are never averaged) and one
+//! junit.xml of every repetition's cases.
 
 pub use super::session::RunResult;
 use super::session::{check_out, results_dir, RunOptions, Session};
@@ -84,6 +85,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut last = None;
         // Every repetition's findings, each message prefixed with its folder: the series' verdict.
         let mut findings = Vec::new();
+        // Every repetition's junit.xml suites, each named after its folder: the series' junit.xml.
+        let mut junit = crate::ci::junit::Report::default();
         // The producers' windows summed over the repetitions: merged ops/s use the same
         // windows as each repetition's own.
         let mut load_window_s = 0.0;
@@ -100,6 +103,11 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                     .flat_map(|v| &v.findings)
                     .map(|f| Finding { kind: f.kind, message: format!("{name}: {}", f.message) }),
             );
+            junit.time_s += result.junit.time_s;
+            junit.suites.extend(result.junit.suites.iter().map(|suite| crate::ci::junit::Suite {
+                name: format!("{name} {}", suite.name),
+                cases: suite.cases.clone(),
+            }));
             load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
             folders.push(name);
             match merged.as_mut() {
@@ -116,6 +124,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut scripts = scripts_of(&merged);
         crate::report::over_load_phase(&mut scripts, load_window_s);
         write_scripts_csv(&dir.join("scripts.csv"), &scripts)?;
+        junit.name = format!("emq-bench run {} ({} repetitions)", session.plan().name, folders.len());
+        junit.write(&dir.join(crate::ci::junit::JUNIT_FILE))?;
         write_json(
             &dir.join("merged.json"),
             &Merged { repetitions: folders.len(), folders: folders.clone(), scripts: scripts.clone() },
@@ -124,7 +134,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut table = format!("{} repetitions, histograms merged:\n", folders.len());
         table.push_str(&format_table(&scripts, &all_jobs(&merged), merged.warmup_intervals));
         table.push_str(&format!(
-            "results: {} ({}/ each, merged.json and scripts.csv over all)\n",
+            "results: {} ({}/ each; merged.json, scripts.csv and junit.xml over all)\n",
             dir.display(),
             "rep-NNN"
         ));
