@@ -15,23 +15,3 @@ pub struct ExportArgs {
     #[arg(env = "EMQ_EXPORT_GAB", long, value_name = "FILE")]
     pub export_gab: Option<PathBuf>,
 }
-
-/// The shells `emq-bench completions` writes a script for.
-pub use clap_complete::Shell;
-
-/// `emq-bench completions`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct CompletionsArgs {
-    /// The shell: bash, zsh, fish, elvish or powershell.
-    #[arg(value_name = "SHELL")]
-    pub shell: Shell,
-}
-
-/// `emq-bench man`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ManArgs {
-    /// Write one page per command into this folder (emq-bench.1, emq-bench-run.1, ...;
-    /// created when missing) instead of the main page to stdout.
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-}

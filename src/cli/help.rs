@@ -1,5 +1,8 @@
-//! Every subcommand's `--help` epilogue: examples that run as written and the exit codes
-//! (`main` gives them; `crate::error::AppError::exit_code` and `cmd::Outcome`).
+//! Help beyond the flags: every subcommand's `--help` epilogue (examples that run as written
+//! and the exit codes `main` gives: `crate::error::AppError::exit_code` and `cmd::Outcome`), and
+//! the flags of `completions` and `man`, which print the same help for a shell and for `man`.
+
+use std::path::PathBuf;
 
 /// `emq-bench` itself.
 pub const TOP: &str = "\
@@ -157,3 +160,23 @@ Examples:
 Exit codes:
   0  the page(s) were written
   1  a page could not be written (the file is named)";
+
+/// The shells `emq-bench completions` writes a script for.
+pub use clap_complete::Shell;
+
+/// `emq-bench completions`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_name = "SHELL")]
+    pub shell: Shell,
+}
+
+/// `emq-bench man`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ManArgs {
+    /// Write one page per command into this folder (emq-bench.1, emq-bench-run.1, ...;
+    /// created when missing) instead of the main page to stdout.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}

@@ -88,10 +88,10 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell) to stdout.
     #[command(after_help = help::COMPLETIONS)]
-    Completions(export::CompletionsArgs),
+    Completions(help::CompletionsArgs),
     /// Print the man page (roff) to stdout, or write one page per command with --dir.
     #[command(after_help = help::MAN)]
-    Man(export::ManArgs),
+    Man(help::ManArgs),
 }
 
 /// `emq-bench check`.

@@ -1,7 +1,7 @@
 //! `emq-bench completions SHELL` and `emq-bench man`: generated from the one clap definition
 //! ([`crate::cli::Cli`]), so they name exactly the flags the binary takes.
 
-use crate::cli::export::{ManArgs, Shell};
+use crate::cli::help::{ManArgs, Shell};
 use crate::cli::Cli;
 use crate::error::AppError;
 use clap::CommandFactory;
