@@ -70,7 +70,7 @@ pub fn gab(c: &Comparison) -> Vec<Entry> {
     c.metrics.iter().filter_map(|m| entry(m, &m.label)).collect()
 }
 
-/// One metric's entry named `name` (see [`gab`]); None without a finite NEW median.
+/// One metric's entry named `name` (see [`gab()`]); None without a finite NEW median.
 pub fn entry(m: &MetricComparison, name: &str) -> Option<Entry> {
     let median = m.new.median?;
     let range = range(&m.new.values);
