@@ -27,7 +27,8 @@ Examples:
   cat results/ci/summary.md >> \"$GITHUB_STEP_SUMMARY\"
 
 The results folder holds summary.json, summary.md, junit.xml, invariants.json, scripts.csv,
-intervals.csv, latency.hlog, totals.hlog, server.csv, queue.csv, report.html and history.bin.
+intervals.csv, latency.hlog, totals.hlog, server.csv, queue.csv, report.html, history.bin and
+scenario.toml (the scenario as run, its password masked).
 
 Exit codes:
   0  the run passed: no invariant violation, every threshold and default gate held
