@@ -44,6 +44,8 @@
 //! - [`capacity`]: latency objectives, the search for the highest sustained rate, capacity.json.
 //! - [`html`]: `report.html` and `compare.html`, drawn from a results folder's files.
 //! - [`output`]: the progress line.
+//! - [`ci`]: what CI reads: `junit.xml`, `summary.md`, the Bencher and github-action-benchmark
+//!   exports.
 //! - [`exposition`]: the metrics endpoint (`--metrics-addr`): the run's once-a-second figures
 //!   as Prometheus text, served from a thread of its own.
 //!
@@ -54,6 +56,7 @@ pub mod atomic;
 pub mod bullmq;
 pub mod capacity;
 pub mod check;
+pub mod ci;
 pub mod cli;
 pub mod cmd;
 pub mod compare;

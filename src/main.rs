@@ -126,6 +126,21 @@ fn main() -> ExitCode {
                     Some(Overall::Inconclusive) => Outcome::Inconclusive,
                 })
             }
+            Command::Completions(args) => {
+                out(&cmd::completions::completions(args.shell));
+                Ok(Outcome::Success)
+            }
+            Command::Man(args) => {
+                match cmd::completions::man(&args)? {
+                    cmd::completions::ManOutput::Page(page) => out(&page),
+                    cmd::completions::ManOutput::Written(pages) => {
+                        for page in pages {
+                            out(&format!("{}\n", page.display()));
+                        }
+                    }
+                }
+                Ok(Outcome::Success)
+            }
             Command::Report(args) => {
                 for path in cmd::report::report(args)? {
                     out(&format!("{}\n", path.display()));

@@ -5,14 +5,16 @@ use super::ServerArgs;
 use crate::net::Transport;
 use std::path::PathBuf;
 
-/// `emq-bench ab`: the raw command-line values.
+/// `emq-bench ab`: the raw command-line values. The usage line names `--lua-dir` twice:
+/// clap's own shows a repeatable flag once.
 #[derive(Debug, Clone, clap::Args)]
+#[command(override_usage = "emq-bench ab [OPTIONS] --lua-dir <A> --lua-dir <B> <SCENARIO>")]
 pub struct AbArgs {
     /// The scenario file; prefer `jobs = N` over a duration, so every run has the same length
     /// (server cost per script grows with the sorted sets).
     #[arg(value_name = "SCENARIO")]
     pub scenario: PathBuf,
-    /// The two script directories, BASE then NEW: `--lua-dir A --lua-dir B`.
+    /// The two script directories, BASE then NEW: `--lua-dir A --lua-dir B` (given twice).
     #[arg(long = "lua-dir", value_name = "DIR", num_args = 1, required = true)]
     pub lua_dirs: Vec<PathBuf>,
     /// Repetitions per arm (pairs); α = 0.01 needs about 5 a side.

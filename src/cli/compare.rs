@@ -15,12 +15,16 @@ pub struct CompareArgs {
     /// The verdict's options.
     #[command(flatten)]
     pub flags: CompareFlags,
-    /// Folder to write compare.json, compare.md and compare.html into (created when missing).
+    /// Folder to write compare.json, compare.md, compare.html and junit.xml into (created
+    /// when missing).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Seed of the bootstrap resampling [default: 1].
     #[arg(long)]
     pub seed: Option<u64>,
+    /// `--export-bmf`, `--export-gab` (NEW's figures).
+    #[command(flatten)]
+    pub export: super::export::ExportArgs,
 }
 
 /// The verdict's options, shared by `compare` and `ab`.

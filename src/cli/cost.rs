@@ -33,7 +33,8 @@ pub struct CostArgs {
     /// the size of their change, largest first.
     #[arg(long)]
     pub markdown: bool,
-    /// Also write `cost.json` and `cost.md` (the Markdown) into this folder (created).
+    /// Also write `cost.json`, `cost.md` (the Markdown) and `junit.xml` into this folder
+    /// (created).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Compare one --lua-dir (NEW) against a stored `cost.json` (its last arm: the NEW of a
@@ -45,4 +46,7 @@ pub struct CostArgs {
     /// The embedded server.
     #[command(flatten)]
     pub server: ServerArgs,
+    /// `--export-bmf`, `--export-gab` (the last directory's figures).
+    #[command(flatten)]
+    pub export: super::export::ExportArgs,
 }

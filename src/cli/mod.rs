@@ -4,6 +4,8 @@ pub mod ab;
 pub mod capacity;
 pub mod compare;
 pub mod cost;
+pub mod export;
+pub mod help;
 pub mod merge;
 pub mod metrics;
 pub mod report;
@@ -48,7 +50,7 @@ pub const MAX_GIVE_UP: Duration = Duration::from_secs(24 * 3600);
 
 /// emq-bench: load, latency and invariant harness for the EchoMQ Valkey job queue.
 #[derive(Debug, Parser)]
-#[command(name = "emq-bench", version, about, long_about = None)]
+#[command(name = "emq-bench", version, about, long_about = None, after_help = help::TOP)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -59,23 +61,38 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario: drive producers and consumers, print a latency table per script, write a results folder.
+    #[command(after_help = help::RUN)]
     Run(RunArgs),
     /// Start the embedded valkey-server on a free loopback port (or a cluster of them, --cluster) and print its URL(s) until Ctrl-C.
+    #[command(after_help = help::SERVER)]
     Server(ServerCmdArgs),
     /// Check the invariants of PROTOCOL.md against what the server holds for the given queues; exit 1 on any violation.
+    #[command(after_help = help::CHECK)]
     Check(CheckArgs),
     /// Compare two results folders (BASE, NEW): per script ops/s, p50, p99, p99.9 and the job cycle's ops/s; exit 1 on a regression, 3 when inconclusive.
+    #[command(after_help = help::COMPARE)]
     Compare(compare::CompareArgs),
     /// A/B two script directories: run them interleaved against one server (--repeat pairs), then compare; exit 1 on a regression, 3 when inconclusive.
+    #[command(after_help = help::AB)]
     Ab(ab::AbArgs),
     /// Measure what each script costs the server per call (each script in a phase of its own, INFO commandstats); with two --lua-dir, compare them: exit 1 on a regression, 3 when inconclusive.
+    #[command(after_help = help::COST)]
     Cost(cost::CostArgs),
     /// Re-render report.html (and compare.html) of an existing results folder from its files.
+    #[command(after_help = help::REPORT)]
     Report(report::ReportArgs),
     /// Find the highest open-loop rate the target sustains while every --slo holds and the run is steady: probes doubled then bisected; capacity.json, capacity.html; exit 1 when nothing is sustained or a probe found a violation, 3 when the budget ran out first.
+    #[command(after_help = help::CAPACITY)]
     Capacity(capacity::CapacityArgs),
     /// Merge a fleet's shards (`run --shards N`) into one results folder: histograms added, counters summed, one verdict; exit 1 when it fails or a shard is missing.
+    #[command(after_help = help::MERGE)]
     Merge(merge::MergeArgs),
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell) to stdout.
+    #[command(after_help = help::COMPLETIONS)]
+    Completions(help::CompletionsArgs),
+    /// Print the man page (roff) to stdout, or write one page per command with --dir.
+    #[command(after_help = help::MAN)]
+    Man(help::ManArgs),
 }
 
 /// `emq-bench check`.
@@ -225,6 +242,9 @@ pub struct RunArgs {
     /// The embedded server's options (used when there is no target URL).
     #[command(flatten)]
     pub server: ServerArgs,
+    /// `--export-bmf`, `--export-gab`.
+    #[command(flatten)]
+    pub export: export::ExportArgs,
 }
 
 /// Authentication and TLS flags, shared by `run`, `ab` and `check` (memtier_benchmark's and

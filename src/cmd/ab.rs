@@ -61,6 +61,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         mixed_scripts: false,
         metrics: Default::default(),
         server: args.server.clone(),
+        export: Default::default(),
     };
     check_out(run_args.out.as_deref())?;
     let options = RunOptions::resolve(&run_args)?;
@@ -96,6 +97,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
             flags: args.compare,
             out: Some(dir),
             seed: args.seed,
+            export: Default::default(),
         })?;
         Ok(AbResult { compare, failures })
     }

@@ -54,6 +54,10 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         (args.run.keep, "--keep: every probe deletes its keys before the next"),
         (args.run.no_check, "--no-check: a probe is sustained only when its invariant check passes"),
         (args.run.metrics.metrics_addr.is_some(), "--metrics-addr: only `run` serves the metrics endpoint"),
+        (
+            args.run.export.export_bmf.is_some() || args.run.export.export_gab.is_some(),
+            "--export-bmf/--export-gab: a search has no one run to export (each probe's folder has its junit.xml)",
+        ),
     ];
     if let Some((_, why)) = refused.iter().find(|(given, _)| *given) {
         return Err(AppError::Usage(format!("capacity: {why}")));

@@ -45,12 +45,21 @@ impl CompareArgs {
 /// or an `--out` folder that cannot be written.
 pub fn compare(args: CompareArgs) -> Result<CompareResult, AppError> {
     let options = args.options()?;
+    super::exports::check(&args.export)?;
     let load =
         |dir: &Path| compare::load_results_with(dir, args.flags.latency).map_err(|e| AppError::Usage(e.to_string()));
     let (base, new) = (load(&args.base)?, load(&args.new)?);
     let comparison = compare::compare_results(&base, &new, &options);
     if let Some(dir) = &args.out {
         write_outputs(dir, &comparison)?;
+    }
+    let errors = super::exports::write(
+        &args.export,
+        || crate::ci::compare::bmf(&comparison),
+        || crate::ci::compare::gab(&comparison),
+    );
+    if !errors.is_empty() {
+        return Err(AppError::Usage(errors.join("; ")));
     }
     let output = match args.flags.markdown {
         true => compare::format_markdown(&comparison),
@@ -92,11 +101,23 @@ impl Writer<Comparison> for CompareHtml {
     }
 }
 
-/// Writes `compare.json`, `compare.md` and `compare.html` into `dir`, each atomically; every
-/// file is attempted. Errors: [`AppError::Usage`] listing every file that could not be written.
+/// `junit.xml`: a case per metric verdict (`ci::compare`).
+struct CompareJunit;
+impl Writer<Comparison> for CompareJunit {
+    fn file(&self) -> &'static str {
+        crate::ci::junit::JUNIT_FILE
+    }
+    fn write(&self, path: &Path, comparison: &Comparison) -> Result<(), ReportError> {
+        crate::ci::compare::junit(comparison).write(path)
+    }
+}
+
+/// Writes `compare.json`, `compare.md`, `compare.html` and `junit.xml` into `dir`, each
+/// atomically; every file is attempted. Errors: [`AppError::Usage`] listing every file that
+/// could not be written.
 fn write_outputs(dir: &Path, comparison: &Comparison) -> Result<(), AppError> {
     std::fs::create_dir_all(dir).map_err(|e| AppError::Usage(format!("{}: {e}", dir.display())))?;
-    let errors = write_all(dir, comparison, &[&CompareJson, &CompareMd, &CompareHtml]);
+    let errors = write_all(dir, comparison, &[&CompareJson, &CompareMd, &CompareHtml, &CompareJunit]);
     match errors.is_empty() {
         true => Ok(()),
         false => Err(AppError::Usage(errors.join("; "))),

@@ -1,6 +1,7 @@
 //! `emq-bench run SCENARIO [--repeat N]`: one run, or N repetitions on a fresh server state
 //! each (the run's keys removed in between), one results folder per repetition plus the
-//! per-script histograms merged over all of them (percentiles are never averaged).
+//! per-script histograms merged over all of them (percentiles are never averaged) and one
+//! junit.xml of every repetition's cases.
 
 pub use super::session::RunResult;
 use super::session::{check_out, results_dir, RunOptions, Session};
@@ -37,6 +38,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
     let stop = stop.into();
     let options = RunOptions::resolve(&args)?;
     check_out(options.out.as_deref())?;
+    super::exports::check(&args.export)?;
     // Bound before any server starts: a taken port costs nothing.
     let endpoint = match args.metrics.metrics_addr {
         Some(addr) => Some(Endpoint::bind(addr).map_err(|e| AppError::Usage(e.to_string()))?),
@@ -95,6 +97,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                     None => {}
                 }
             }
+            export(&args, &mut result, None);
             return Ok(result);
         }
         let mut merged: Option<RunMetrics> = None;
@@ -102,6 +105,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut last = None;
         // Every repetition's findings, each message prefixed with its folder: the series' verdict.
         let mut findings = Vec::new();
+        // Every repetition's junit.xml suites, each named after its folder: the series' junit.xml.
+        let mut junit = crate::ci::junit::Report::default();
         // The producers' windows summed over the repetitions: merged ops/s use the same
         // windows as each repetition's own.
         let mut load_window_s = 0.0;
@@ -118,6 +123,11 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                     .flat_map(|v| &v.findings)
                     .map(|f| Finding { kind: f.kind, message: format!("{name}: {}", f.message) }),
             );
+            junit.time_s += result.junit.time_s;
+            junit.suites.extend(result.junit.suites.iter().map(|suite| crate::ci::junit::Suite {
+                name: format!("{name} {}", suite.name),
+                cases: suite.cases.clone(),
+            }));
             load_window_s += result.summary.scripts.iter().find(|s| s.window == "load").map_or(0.0, |s| s.window_secs);
             folders.push(name);
             match merged.as_mut() {
@@ -134,6 +144,8 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut scripts = scripts_of(&merged);
         crate::report::over_load_phase(&mut scripts, load_window_s);
         write_scripts_csv(&dir.join("scripts.csv"), &scripts)?;
+        junit.name = format!("emq-bench run {} ({} repetitions)", session.plan().name, folders.len());
+        junit.write(&dir.join(crate::ci::junit::JUNIT_FILE))?;
         write_json(
             &dir.join("merged.json"),
             &Merged { repetitions: folders.len(), folders: folders.clone(), scripts: scripts.clone() },
@@ -142,7 +154,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let mut table = format!("{} repetitions, histograms merged:\n", folders.len());
         table.push_str(&format_table(&scripts, &all_jobs(&merged), merged.warmup_intervals));
         table.push_str(&format!(
-            "results: {} ({}/ each, merged.json and scripts.csv over all)\n",
+            "results: {} ({}/ each; merged.json, scripts.csv and junit.xml over all)\n",
             dir.display(),
             "rep-NNN"
         ));
@@ -154,6 +166,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         last.outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
         last.failures = verdict.lines();
         last.summary.verdict = Some(verdict);
+        export(&args, &mut last, Some(&scripts));
         Ok(last)
     }
     .await;
@@ -175,4 +188,21 @@ async fn linger(endpoint: Endpoint, linger: std::time::Duration, stop: &StopSign
     }
     // The server thread ends within one scrape: joined off the runtime.
     let _ = tokio::task::spawn_blocking(move || drop(endpoint)).await;
+}
+
+/// Writes `--export-bmf` and `--export-gab` of a finished run: from `merged` (a repeated run's
+/// histograms merged), else from the run's own summary. A file not written fails the run
+/// (exit 1) with a line naming it; the results folder is written already.
+fn export(args: &RunArgs, result: &mut RunResult, merged: Option<&[ScriptSummary]>) {
+    let scripts = merged.unwrap_or(&result.summary.scripts);
+    let name = &result.summary.name;
+    let errors = super::exports::write(
+        &args.export,
+        || crate::ci::run::bmf(name, scripts),
+        || crate::ci::run::gab(name, scripts),
+    );
+    if !errors.is_empty() {
+        result.failures.extend(errors);
+        result.outcome = Outcome::Failed;
+    }
 }

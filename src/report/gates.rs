@@ -30,6 +30,33 @@ pub struct Intent {
     pub consumers: bool,
 }
 
+/// How one default gate came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateOutcome {
+    /// The gate holds.
+    Passed,
+    /// The gate is broken: the line the verdict prints after `FAIL`.
+    Failed(String),
+    /// The gate does not apply to this run, and why (e.g. a threshold sets the error rate).
+    Skipped(String),
+}
+
+/// One default gate of one run: its name (e.g. `claim: errors within 1%`, `something was
+/// enqueued`) and how it came out, as `junit.xml` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateResult {
+    /// What the gate asks, per script where it is a script's.
+    pub name: String,
+    /// Passed, failed with its line, or skipped with why.
+    pub outcome: GateOutcome,
+}
+
+impl GateResult {
+    fn new(name: String, outcome: GateOutcome) -> GateResult {
+        GateResult { name, outcome }
+    }
+}
+
 /// One line per broken gate (empty when the run passes them). `jobs` are summary.json's job
 /// counters; `rate_gated(script)` is true when a threshold sets that script's error rate;
 /// `explained(script)` is how many of its failed calls a fault explains.
@@ -40,13 +67,40 @@ pub fn failures(
     rate_gated: impl Fn(&str) -> bool,
     explained: impl Fn(&str) -> u64,
 ) -> Vec<String> {
+    evaluate(scripts, jobs, intent, rate_gated, explained)
+        .into_iter()
+        .filter_map(|gate| match gate.outcome {
+            GateOutcome::Failed(line) => Some(line),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every default gate of the run, passed, failed or skipped, in the order [`failures`] gives
+/// the broken ones: per called script "some call succeeds" and "errors within 1%", then
+/// "something was enqueued" and "something was completed or failed". Arguments as
+/// [`failures`].
+pub fn evaluate(
+    scripts: &[ScriptSummary],
+    jobs: &BTreeMap<String, u64>,
+    intent: Intent,
+    rate_gated: impl Fn(&str) -> bool,
+    explained: impl Fn(&str) -> u64,
+) -> Vec<GateResult> {
     let mut out = Vec::new();
     for s in scripts.iter().filter(|s| s.calls > 0) {
+        let succeeds = format!("{}: some call succeeds", s.script);
+        let share = format!("{}: errors within {}%", s.script, MAX_ERROR_SHARE * 100.0);
         if s.ok == 0 {
-            out.push(format!("{}: {} calls and none succeeded ({})", s.script, s.calls, by_code(s)));
+            let line = format!("{}: {} calls and none succeeded ({})", s.script, s.calls, by_code(s));
+            out.push(GateResult::new(succeeds, GateOutcome::Failed(line)));
+            out.push(GateResult::new(share, GateOutcome::Skipped("no call succeeded".into())));
             continue;
         }
+        out.push(GateResult::new(succeeds, GateOutcome::Passed));
         if rate_gated(&s.script) {
+            let why = "an errors.rate threshold replaces it".to_string();
+            out.push(GateResult::new(share, GateOutcome::Skipped(why)));
             continue;
         }
         let provoked: u64 = if FENCED.contains(&s.script.as_str()) {
@@ -56,26 +110,38 @@ pub fn failures(
         };
         let faulted = explained(&s.script).min(s.error_total() - provoked);
         let other = s.error_total() - provoked - faulted;
-        if other as f64 > MAX_ERROR_SHARE * s.calls as f64 {
+        let outcome = if other as f64 > MAX_ERROR_SHARE * s.calls as f64 {
             let besides = if faulted > 0 { format!(", besides {faulted} during faults") } else { String::new() };
-            out.push(format!(
+            GateOutcome::Failed(format!(
                 "{}: {other} of {} calls failed ({}{besides}), more than {}% (set {}.errors.rate in [thresholds] to allow it)",
                 s.script,
                 s.calls,
                 by_code(s),
                 MAX_ERROR_SHARE * 100.0,
                 s.script
-            ));
-        }
+            ))
+        } else {
+            GateOutcome::Passed
+        };
+        out.push(GateResult::new(share, outcome));
     }
     let count = |name: &str| jobs.get(name).copied().unwrap_or(0);
-    if intent.producers && count("enqueued") == 0 {
-        out.push("nothing was enqueued".to_string());
-    }
+    let enqueued = match (intent.producers, count("enqueued")) {
+        (false, _) => GateOutcome::Skipped("the scenario has no producers".into()),
+        (true, 0) => GateOutcome::Failed("nothing was enqueued".into()),
+        (true, _) => GateOutcome::Passed,
+    };
+    out.push(GateResult::new("something was enqueued".into(), enqueued));
     let finished = count("completed") + count("failed") + count("failed_by_stall");
-    if intent.consumers && count("enqueued") > 0 && finished == 0 {
-        out.push("nothing was completed or failed, although the scenario has consumers".to_string());
-    }
+    let finished = match (intent.consumers, count("enqueued"), finished) {
+        (false, _, _) => GateOutcome::Skipped("the scenario has no consumers".into()),
+        (true, 0, _) => GateOutcome::Skipped("nothing was enqueued".into()),
+        (true, _, 0) => {
+            GateOutcome::Failed("nothing was completed or failed, although the scenario has consumers".into())
+        }
+        (true, _, _) => GateOutcome::Passed,
+    };
+    out.push(GateResult::new("something was completed or failed".into(), finished));
     out
 }
 
@@ -135,5 +201,29 @@ mod tests {
         assert!(failures(&[faulted], &jobs(900, 900), BOTH, |_| false, |_| 100).is_empty(), "all during faults");
         let claim = script("claim", 1000, 980, &[("EMQSTATE", 20)]);
         assert_eq!(failures(&[claim], &jobs(900, 900), BOTH, |_| false, |_| 0).len(), 1, "claim is no fenced verb");
+    }
+
+    #[test]
+    fn every_gate_is_listed_with_its_outcome() {
+        let all_failed = script("enqueue", 50, 0, &[("server", 50)]);
+        let gates = evaluate(&[all_failed, script("claim", 10, 10, &[])], &jobs(0, 0), BOTH, |s| s == "claim", |_| 0);
+        let names: Vec<&str> = gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "enqueue: some call succeeds",
+                "enqueue: errors within 1%",
+                "claim: some call succeeds",
+                "claim: errors within 1%",
+                "something was enqueued",
+                "something was completed or failed"
+            ]
+        );
+        assert!(matches!(&gates[0].outcome, GateOutcome::Failed(line) if line.contains("none succeeded")));
+        assert!(matches!(&gates[1].outcome, GateOutcome::Skipped(_)));
+        assert_eq!(gates[2].outcome, GateOutcome::Passed);
+        assert!(matches!(&gates[3].outcome, GateOutcome::Skipped(why) if why.contains("errors.rate")));
+        assert_eq!(gates[4].outcome, GateOutcome::Failed("nothing was enqueued".into()));
+        assert!(matches!(&gates[5].outcome, GateOutcome::Skipped(_)), "nothing to finish");
     }
 }

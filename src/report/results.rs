@@ -33,6 +33,9 @@ pub struct RunResults<'a> {
     /// The open loop's load shape (`[[stages]]`), whose stage and intended rate the
     /// per-second files give each second; `None` without stages.
     pub stages: Option<&'a Stages>,
+    /// The default gates (`report::gates`), each passed, failed or skipped, as the judge
+    /// evaluated them.
+    pub gates: &'a [super::gates::GateResult],
 }
 
 /// `summary.json`.

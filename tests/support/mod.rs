@@ -134,6 +134,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         mixed_scripts: false,
         metrics: Default::default(),
         server: emq_bench::cli::ServerArgs { server_bin: None, server_config: Vec::new() },
+        export: Default::default(),
     }
 }
 

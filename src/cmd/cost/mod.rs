@@ -4,6 +4,7 @@
 //! ([`compare_paired`]: sign test, bootstrap interval of the median ratio, noise band
 //! `--noise-cost`).
 
+mod ci;
 mod render;
 
 pub use crate::cli::cost::CostArgs;
@@ -87,6 +88,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         ..d
     };
     options.validate().map_err(AppError::Usage)?;
+    super::exports::check(&args.export)?;
     let registries =
         dirs.iter().map(|dir| ScriptRegistry::from_dir(dir).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
     let server = EmbeddedServer::start(&ServerOptions {
@@ -202,6 +204,11 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         write_atomic(&dir.join("cost.md"), |w| {
             w.write_all(md.as_bytes()).map_err(|source| ReportError::Io { path: dir.join("cost.md"), source })
         })?;
+        ci::junit(&report).write(&dir.join(crate::ci::junit::JUNIT_FILE))?;
+    }
+    let errors = super::exports::write(&args.export, || ci::bmf(&report), || ci::gab(&report));
+    if !errors.is_empty() {
+        return Err(AppError::Usage(errors.join("; ")));
     }
     let table = if args.markdown { md } else { table(&report, &options) };
     Ok(CostResult { report, table })

@@ -20,7 +20,7 @@
 use crate::faults::{FaultSpan, SpanKind};
 use crate::load::coordinator::Depths;
 use crate::metrics::JobCounter;
-use crate::report::gates::{self, Intent};
+use crate::report::gates::{self, GateOutcome, GateResult, Intent};
 use crate::report::rates::ProducerRates;
 use crate::report::thresholds::ThresholdResult;
 use crate::report::ScriptSummary;
@@ -145,6 +145,13 @@ pub struct Facts {
     pub kept_hint: KeptKeysHint,
 }
 
+/// Every default gate of `facts` under `rules`, passed, failed or skipped (rule 4; what
+/// `junit.xml` lists one testcase each).
+pub fn gates(facts: &Facts, rules: &Rules) -> Vec<GateResult> {
+    let explained = |script: &str| facts.explained.get(script).copied().unwrap_or(0);
+    gates::evaluate(&facts.scripts, &facts.jobs, rules.intent, |s| rules.rate_gated(s), explained)
+}
+
 /// The verdict on `facts` under `rules`.
 pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     let mut out = Vec::new();
@@ -163,9 +170,10 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
     for threshold in facts.thresholds.iter().filter(|t| !t.passed) {
         say(FindingKind::Threshold, threshold.describe());
     }
-    let explained = |script: &str| facts.explained.get(script).copied().unwrap_or(0);
-    for line in gates::failures(&facts.scripts, &facts.jobs, rules.intent, |s| rules.rate_gated(s), explained) {
-        say(FindingKind::DefaultGate, line);
+    for gate in gates(facts, rules) {
+        if let GateOutcome::Failed(line) = gate.outcome {
+            say(FindingKind::DefaultGate, line);
+        }
     }
     for span in facts.injected.iter().filter(|s| !s.applied) {
         say(

@@ -57,6 +57,8 @@ pub struct RunResult {
     pub outcome: Outcome,
     /// Why the outcome is a failure, one line each.
     pub failures: Vec<String>,
+    /// The run's `junit.xml` document (a repetition's, for `--repeat` to combine).
+    pub junit: crate::ci::junit::Report,
 }
 
 /// The target and plan shared by the repetitions of one command.
@@ -550,22 +552,22 @@ impl Session {
         };
         let mut facts = assemble::facts_of(&summary, &driven, opts.timeout(), end);
         summary.verdict = Some(judge::judge(&facts, &rules));
+        let gates = judge::gates(&facts, &rules);
 
         // Write: every file of the folder through one seam, summary.json first and history.bin
         // last. A file not written keeps the keys (the evidence) and is itself a finding.
-        let write_errors = write_all(
-            dir,
-            &RunResults {
-                summary: &summary,
-                metrics: &driven.metrics,
-                server: &server,
-                depths: &depth_log,
-                invariants: checked.as_ref().map(|outcome| &outcome.report),
-                stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
-            },
-            &run_writers(),
-        );
-        let mut write_errors = write_errors;
+        let results = RunResults {
+            summary: &summary,
+            metrics: &driven.metrics,
+            server: &server,
+            depths: &depth_log,
+            invariants: checked.as_ref().map(|outcome| &outcome.report),
+            stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
+            gates: &gates,
+        };
+        let mut write_errors = write_all(dir, &results, &run_writers());
+        // A repeated run's folder combines its repetitions' junit.xml.
+        let junit = crate::ci::run::junit(&results);
         write_errors.extend(streamed_errors);
         if let Err(err) = &spooled {
             write_errors.push(format!("cannot write {}: {err}", history_path.display()));
@@ -595,6 +597,6 @@ impl Session {
         let table = render::render_table(&summary, &plan, checked.as_ref(), dir);
         let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();
         let outcome = if summary.passed() == Some(true) { Outcome::Success } else { Outcome::Failed };
-        Ok((RunResult { dir: dir.to_path_buf(), summary, table, outcome, failures }, driven.metrics))
+        Ok((RunResult { dir: dir.to_path_buf(), summary, table, outcome, failures, junit }, driven.metrics))
     }
 }
