@@ -335,3 +335,53 @@ pub fn restore_latency(metrics: &mut RunMetrics, latency_hlog: &Path) -> Result<
         s.latency = crate::metrics::CompactHistogram::encode(&h);
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lua::Script;
+    use crate::metrics::{Recorder, Reporter};
+
+    /// A run whose reporter streams its seconds: the series it finishes with holds no
+    /// histogram, latency.hlog and intervals.csv hold every second, and the histograms read
+    /// back are the ones recorded (counts and max per second, as the plain run's).
+    #[test]
+    fn streamed_seconds_read_back_as_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = LiveFolder::start(dir.path(), RunSummary::at_start("t", 1, None, Default::default()), None);
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let (mut reporter, sink) = Reporter::new(start, Duration::from_secs(1));
+        reporter.tap_closed(live.intervals());
+        let mut rec = Recorder::new(&sink);
+        rec.record_ok(Script::Claim, 50, 50);
+        rec.maybe_flush(at(1_000));
+        for i in 1..=20 {
+            rec.record_ok(Script::Enqueue, i * 100, i * 50);
+        }
+        rec.maybe_flush(at(2_000));
+        for i in 1..=7 {
+            rec.record_ok(Script::Enqueue, i * 1_000, 10);
+        }
+        drop(rec);
+        reporter.drain();
+        let mut metrics = reporter.finish(at(3_000));
+        assert!(live.finish().is_empty());
+        let held: usize = metrics.intervals.iter().flat_map(|r| &r.scripts).map(|s| s.latency.encoded_len()).sum();
+        assert_eq!(held, 0, "the series holds no histogram once streamed");
+        restore_latency(&mut metrics, &dir.path().join("latency.hlog")).unwrap();
+        let seconds: Vec<(u64, u64, u64)> = metrics
+            .intervals
+            .iter()
+            .flat_map(|r| r.scripts.iter().map(move |s| (r.index, s.latency.decode().unwrap())))
+            .map(|(k, h)| (k, h.len(), h.max()))
+            .collect();
+        assert_eq!(seconds, vec![(1, 20, 2_000), (2, 7, 7_003)]);
+        let rows = std::fs::read_to_string(dir.path().join("intervals.csv")).unwrap();
+        assert_eq!(rows.lines().count(), 3, "a header and one row per second:\n{rows}");
+        let summary: RunSummary =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
+        assert!(summary.running);
+        assert_eq!(summary.scripts.iter().map(|s| (s.script.as_str(), s.ok)).collect::<Vec<_>>(), [("enqueue", 27)]);
+    }
+}
