@@ -59,6 +59,27 @@ pub struct HistoryHeader {
     pub complete: bool,
 }
 
+impl HistoryHeader {
+    /// A finished one-queue run's header for tests: seed 1, tag 2, queue `q`, drained,
+    /// `issued` jobs, 3 attempts.
+    #[cfg(test)]
+    pub(crate) fn for_tests(issued: u64) -> HistoryHeader {
+        HistoryHeader {
+            seed: 1,
+            run_tag: 2,
+            queues: vec!["q".into()],
+            drained: true,
+            issued,
+            max_attempts: 3,
+            must_finish: true,
+            protocol: Default::default(),
+            stream_shards: Vec::new(),
+            event_version: EVENT_VERSION,
+            complete: true,
+        }
+    }
+}
+
 fn event_version_2() -> u8 {
     2
 }

@@ -181,19 +181,7 @@ mod tests {
     use crate::history::{HistoryBuf, Kind, Outcome};
 
     fn header() -> HistoryHeader {
-        HistoryHeader {
-            seed: 1,
-            run_tag: 2,
-            queues: vec!["q".into()],
-            drained: true,
-            issued: 10,
-            max_attempts: 3,
-            must_finish: true,
-            protocol: Default::default(),
-            stream_shards: Vec::new(),
-            event_version: crate::history::EVENT_VERSION,
-            complete: true,
-        }
+        HistoryHeader::for_tests(10)
     }
 
     /// A buffer that spills hands its chunks to the file as it closes them; the file reads

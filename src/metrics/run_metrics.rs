@@ -42,6 +42,15 @@ impl ScriptTotals {
         }
     }
 
+    /// Adds `ok` and `late` calls and failed calls by [`ErrorCode::index`].
+    pub(crate) fn add_counts(&mut self, ok: u64, late: u64, errors: &[u64; ErrorCode::COUNT]) {
+        self.ok += ok;
+        self.late += late;
+        for (total, add) in self.errors.iter_mut().zip(errors) {
+            *total += add;
+        }
+    }
+
     /// Total failed calls (all codes).
     pub fn error_total(&self) -> u64 {
         self.errors.iter().sum()
@@ -141,25 +150,26 @@ impl RunMetrics {
 }
 
 impl RunMetrics {
+    /// `script`'s totals, made empty (in [`Script`] order) when it has none yet.
+    pub(crate) fn script_mut(&mut self, script: Script) -> &mut ScriptTotals {
+        let at = match self.scripts.binary_search_by_key(&script.index(), |t| t.script.index()) {
+            Ok(at) => at,
+            Err(at) => {
+                self.scripts.insert(at, ScriptTotals::new(script));
+                at
+            }
+        };
+        &mut self.scripts[at]
+    }
+
     /// Adds `other`'s totals into this one (repetitions of one scenario): calls, errors and
     /// job counters summed, histograms merged (never percentiles averaged), measured time
     /// summed so ops/s stays ok calls / measured seconds. The per-second series stay this
     /// run's own.
     pub fn absorb(&mut self, other: &RunMetrics) {
         for theirs in &other.scripts {
-            let at = match self.scripts.binary_search_by_key(&theirs.script.index(), |t| t.script.index()) {
-                Ok(at) => at,
-                Err(at) => {
-                    self.scripts.insert(at, ScriptTotals::new(theirs.script));
-                    at
-                }
-            };
-            let mine = &mut self.scripts[at];
-            mine.ok += theirs.ok;
-            mine.late += theirs.late;
-            for (a, b) in mine.errors.iter_mut().zip(theirs.errors) {
-                *a += b;
-            }
+            let mine = self.script_mut(theirs.script);
+            mine.add_counts(theirs.ok, theirs.late, &theirs.errors);
             // Every histogram comes from `new_histogram`, growable, so add cannot fail.
             let _ = mine.latency.add(&theirs.latency);
             let _ = mine.service.add(&theirs.service);

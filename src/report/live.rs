@@ -15,7 +15,7 @@ use super::results::DepthSample;
 use super::run_summary::RunSummary;
 use super::{summarize, write_json, ReportError};
 use crate::lua::Script;
-use crate::metrics::{growable, ClosedInterval, JobCounter, RunMetrics, ScriptTotals, INTERVAL_US};
+use crate::metrics::{growable, ClosedInterval, JobCounter, RunMetrics, INTERVAL_US};
 use crate::scenario::Stages;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -115,19 +115,8 @@ impl Totals {
             *total += add;
         }
         for s in &rec.scripts {
-            let at = match m.scripts.binary_search_by_key(&s.script.index(), |t| t.script.index()) {
-                Ok(at) => at,
-                Err(at) => {
-                    m.scripts.insert(at, ScriptTotals::new(s.script));
-                    at
-                }
-            };
-            let t = &mut m.scripts[at];
-            t.ok += s.ok;
-            t.late += s.late;
-            for (total, add) in t.errors.iter_mut().zip(s.errors) {
-                *total += add;
-            }
+            let t = m.script_mut(s.script);
+            t.add_counts(s.ok, s.late, &s.errors);
             if let Ok(h) = s.latency.decode() {
                 // Both grow (`new_histogram`, `growable`): adding cannot fail.
                 let _ = t.latency.add(growable(h));

@@ -58,19 +58,7 @@ mod tests {
             event(3, Kind::Enqueue, Outcome::Ok, 900),
             event(3, Kind::Claim, Outcome::Ok, 800),
         ];
-        let header = HistoryHeader {
-            seed: 1,
-            run_tag: 2,
-            queues: vec!["q".into()],
-            drained: true,
-            issued: 4,
-            max_attempts: 3,
-            must_finish: true,
-            protocol: Default::default(),
-            stream_shards: Vec::new(),
-            event_version: crate::history::EVENT_VERSION,
-            complete: true,
-        };
+        let header = HistoryHeader::for_tests(4);
         let history = History { header, events, encoded_bytes: 0 };
         let h = time_in_queue(&history);
         assert_eq!(h.len(), 3, "job 2 was never claimed");
