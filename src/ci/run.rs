@@ -28,6 +28,13 @@ const CARRIED: [FindingKind; 5] = [
 
 /// `junit.xml` of a run's folder.
 pub struct JunitXml;
+
+/// The writers of the files that carry a run's verdict for CI (`junit.xml`, `summary.md`):
+/// what is written again when the verdict is amended after the folder was written.
+pub fn verdict_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 2] {
+    [&JunitXml, &super::summary_md::SummaryMd]
+}
+
 impl Writer<RunResults<'_>> for JunitXml {
     fn file(&self) -> &'static str {
         JUNIT_FILE

@@ -159,7 +159,11 @@ pub fn read_log(path: &Path) -> Result<Vec<Entry>, ReportError> {
 /// # Errors
 /// As [`read_log`].
 pub fn each_entry(path: &Path, mut visit: impl FnMut(Entry)) -> Result<(), ReportError> {
-    let bytes = std::fs::read(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
+    let mut bytes = std::fs::read(path).map_err(|source| ReportError::Io { path: path.to_path_buf(), source })?;
+    // A last line without its newline is one a killed run was writing: left out, as the
+    // seconds after it are.
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+    bytes.truncate(whole);
     let bad = |message: String| ReportError::Read { path: path.to_path_buf(), message };
     let mut decoder = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {

@@ -39,7 +39,16 @@ pub struct LiveFolder {
     intervals: mpsc::Sender<ClosedInterval>,
     depths: mpsc::Sender<DepthSample>,
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<String>>,
+    /// `None` once joined.
+    thread: Option<JoinHandle<Vec<String>>>,
+}
+
+impl Drop for LiveFolder {
+    /// A folder dropped without [`LiveFolder::finish`] (a panic on the way) stops its thread
+    /// too: it must not keep rewriting summary.json as running.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl LiveFolder {
@@ -63,7 +72,7 @@ impl LiveFolder {
             .name("live-folder".into())
             .spawn(move || writer.run())
             .unwrap_or_else(|e| panic!("spawn the live-folder thread: {e}"));
-        LiveFolder { intervals, depths, stop, thread }
+        LiveFolder { intervals, depths, stop, thread: Some(thread) }
     }
 
     /// Where the reporter sends each measured second as it closes.
@@ -79,11 +88,10 @@ impl LiveFolder {
     /// Writes what has arrived, stops the thread and returns what could not be written, one
     /// line per file (`cannot write <path>: <why>`). Call it before the run writes its final
     /// files: none of this thread's writes comes after.
-    pub fn finish(self) -> Vec<String> {
+    pub fn finish(mut self) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
-        drop(self.intervals);
-        drop(self.depths);
-        self.thread.join().unwrap_or_else(|_| vec!["the live-folder thread panicked".to_string()])
+        let thread = self.thread.take().expect("joined once, here");
+        thread.join().unwrap_or_else(|_| vec!["the live-folder thread panicked".to_string()])
     }
 }
 
@@ -149,13 +157,15 @@ impl Writing {
         };
         let Some(first) = self.wait_first() else { return errors };
         let hlog_path = self.dir.join("latency.hlog");
-        let opened = (|| -> Result<(Appended, File), (PathBuf, std::io::Error)> {
+        let opened = (|| -> Result<(Appended, std::io::LineWriter<File>), (PathBuf, std::io::Error)> {
             let create = |name: &str| {
                 let path = self.dir.join(name);
                 File::create(&path).map_err(|e| (path, e))
             };
             let intervals = create("intervals.csv")?;
             let queue = create("queue.csv")?;
+            // Each histogram's line reaches the file in one write, at its newline: a kill
+            // between the parts hdrhistogram writes a line in never leaves half of one.
             let hlog = create("latency.hlog")?;
             let clone = |f: &File, name: &str| f.try_clone().map_err(|e| (self.dir.join(name), e));
             let sync =
@@ -165,7 +175,7 @@ impl Writing {
                 queue: csv::Writer::from_writer(queue),
                 sync,
             };
-            Ok((appended, hlog))
+            Ok((appended, std::io::LineWriter::with_capacity(1 << 16, hlog)))
         })();
         let (mut files, mut hlog_file) = match opened {
             Ok(opened) => opened,
@@ -318,7 +328,11 @@ pub fn restore_latency(metrics: &mut RunMetrics, latency_hlog: &Path) -> Result<
         let mut h = entry.histogram;
         if let Ok(late) = s.latency.decode() {
             if !late.is_empty() {
+                // The second's percentiles were computed from the late part alone.
                 let _ = h.add(late);
+                s.p50_us = h.value_at_quantile(0.5);
+                s.p99_us = h.value_at_quantile(0.99);
+                s.max_us = h.max();
             }
         }
         s.latency = crate::metrics::CompactHistogram::encode(&h);
@@ -366,6 +380,12 @@ mod tests {
             .map(|(k, h)| (k, h.len(), h.max()))
             .collect();
         assert_eq!(seconds, vec![(1, 20, 2_000), (2, 7, 7_003)]);
+        // A line cut by a kill is left out, not an unreadable log.
+        let hlog = dir.path().join("latency.hlog");
+        let mut cut = std::fs::read(&hlog).unwrap();
+        cut.extend_from_slice(b"Tag=enqueue,3.000,1.000,7.003,HISTFAAAA");
+        std::fs::write(&hlog, cut).unwrap();
+        assert_eq!(super::super::hlog::read_log(&hlog).unwrap().len(), 2);
         let rows = std::fs::read_to_string(dir.path().join("intervals.csv")).unwrap();
         assert_eq!(rows.lines().count(), 3, "a header and one row per second:\n{rows}");
         let summary: RunSummary =

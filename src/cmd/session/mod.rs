@@ -556,22 +556,26 @@ impl Session {
 
         // Write: every file of the folder through one seam, summary.json first and history.bin
         // last. A file not written keeps the keys (the evidence) and is itself a finding.
-        let results = RunResults {
-            summary: &summary,
-            metrics: &driven.metrics,
-            server: &server,
-            depths: &depth_log,
-            invariants: checked.as_ref().map(|outcome| &outcome.report),
-            stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
-            gates: &gates,
-        };
-        let mut write_errors = write_all(dir, &results, &run_writers());
-        // A repeated run's folder combines its repetitions' junit.xml.
-        let junit = crate::ci::run::junit(&results);
+        // The finished model with the summary as it stands (the verdict may be amended below).
+        macro_rules! results {
+            ($summary:expr) => {
+                RunResults {
+                    summary: $summary,
+                    metrics: &driven.metrics,
+                    server: &server,
+                    depths: &depth_log,
+                    invariants: checked.as_ref().map(|outcome| &outcome.report),
+                    stages: plan.producers.open_loop.as_ref().and_then(|open| open.stages.as_ref()),
+                    gates: &gates,
+                }
+            };
+        }
+        let mut write_errors = write_all(dir, &results!(&summary), &run_writers());
         write_errors.extend(streamed_errors);
         if let Err(err) = &spooled {
             write_errors.push(format!("cannot write {}: {err}", history_path.display()));
         }
+        let mut amended = false;
         if !write_errors.is_empty() {
             if !summary.keys_kept() {
                 summary.keys = Some(KeysFate::Kept(KeptBecause::FolderIncomplete));
@@ -579,6 +583,7 @@ impl Session {
             summary.write_errors = write_errors.clone();
             facts.write_errors = write_errors;
             assemble::amend(dir, &mut summary, &mut facts, &rules);
+            amended = true;
         }
         // Clean up: the run's keys, unless kept.
         if !summary.keys_kept() {
@@ -588,10 +593,18 @@ impl Session {
                     let why = KeptBecause::DeletionFailed(format!("queue {}: {err}", keys.queue));
                     summary.keys = Some(KeysFate::Kept(why));
                     assemble::amend(dir, &mut summary, &mut facts, &rules);
+                    amended = true;
                     break;
                 }
             }
         }
+        // What CI reads says the verdict summary.json says, amended or not (best effort, as the
+        // amend itself: where these cannot be rewritten, the folder's write errors say why).
+        if amended {
+            let _ = write_all(dir, &results!(&summary), &crate::ci::run::verdict_writers());
+        }
+        // A repeated run's folder combines its repetitions' junit.xml.
+        let junit = crate::ci::run::junit(&results!(&summary));
 
         // Render: the table, then the verdict's lines (main prints them after FAIL).
         let table = render::render_table(&summary, &plan, checked.as_ref(), dir);
