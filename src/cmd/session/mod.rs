@@ -518,6 +518,11 @@ impl Session {
             KeysFate::Kept(KeptBecause::LockLost)
         } else if plan.shares_queues() {
             KeysFate::Kept(KeptBecause::FleetCheck)
+        } else if spooled.is_err() || !streamed_errors.is_empty() {
+            // A file the run could not write as it went (the history, a per-second file): the
+            // folder is incomplete whatever else follows (the check cannot run without the
+            // history), and the keys are its evidence.
+            KeysFate::Kept(KeptBecause::FolderIncomplete)
         } else if check_error.is_some() {
             KeysFate::Kept(KeptBecause::CheckNotRun)
         } else {
