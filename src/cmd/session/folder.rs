@@ -11,7 +11,7 @@ use std::time::SystemTime;
 /// [`run_writers`] (`history.bin`, written as the run records it, among them): a folder that
 /// holds any of them holds an earlier run's results, which a new run must not mix its own into.
 pub(super) const OTHER_ENTRIES: [&str; 9] =
-    ["history.bin", "merged.json", "compare.json", "compare.md", "compare.html", "rep-001", "A", "B", "warmup"];
+    [super::HISTORY_FILE, "merged.json", "compare.json", "compare.md", "compare.html", "rep-001", "A", "B", "warmup"];
 
 /// Checks `--out` before any server is touched: it is created when missing (exit 2 when it
 /// cannot be), and refused (exit 2) when it already holds an earlier run's results.

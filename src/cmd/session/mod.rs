@@ -329,7 +329,7 @@ impl Session {
             let mut scenario = plan.scenario.clone();
             scenario.target = scenario.target.redacted();
             let target = TargetInfo {
-                url: self.plane.seed().connector().endpoint().display(),
+                url: self.target_url(),
                 protocol: registry.protocol().name().to_string(),
                 durability: plan.durability.to_string(),
                 embedded: self.embedded.is_some() || self.cluster.is_some(),
