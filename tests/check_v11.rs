@@ -135,6 +135,7 @@ async fn a_job_evicted_with_every_trace_is_named_by_its_id() {
     let (header, streams) = emq_bench::history::file::load(&out.join("history.bin")).unwrap();
     let history = emq_bench::history::History::merge(header, &streams).unwrap();
     let queues = [emq_bench::keyspace::QueueKeys::new(emq_bench::keyspace::QueueName::new("bench").unwrap())];
+    let history = emq_bench::history::HistoryParts::from(history);
     let violations = emq_bench::check::check(&conn, &queues, Some(&history)).await.unwrap().report.violations;
     let lost: Vec<_> = violations.iter().filter(|v| v.invariant == Invariant::I7).collect();
     assert_eq!(lost.len(), 1, "{violations:#?}");

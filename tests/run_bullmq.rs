@@ -120,6 +120,7 @@ async fn emq_bench_check_reads_a_kept_bullmq_run_and_names_a_corrupted_job() {
         history: history.then(|| tmp.path().join("out/history.bin")),
         // From the history's header when it is given.
         protocol: (!history).then_some(Protocol::BullMq),
+        check_memory: emq_bench::cli::DEFAULT_CHECK_MEMORY_MB,
     };
     for history in [false, true] {
         let checked = emq_bench::cmd::check::check(check_args(history)).await.unwrap();

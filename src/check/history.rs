@@ -4,7 +4,8 @@
 
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
-use crate::history::{Event, History, Kind, Outcome};
+use crate::history::file::HistoryFileError;
+use crate::history::{Event, History, HistoryParts, Kind, Outcome};
 use crate::keyspace::ids::{job_id, job_number, job_tag};
 use crate::keyspace::JobId;
 use crate::lua::Protocol;
@@ -19,23 +20,42 @@ struct Found<'a> {
     row: &'a Row,
 }
 
-/// Checks the history against the scanned state. Rows whose id carries another run's tag, and
-/// rows of this run that no event mentions, are I1; every job with events is checked in
-/// parallel (rayon). Returns every violation found.
-pub fn check_history(history: &History, state: &ServerState) -> Vec<Violation> {
+/// Checks the history against the scanned state, one part of the history at a time
+/// ([`HistoryParts::each`]). Rows whose id carries another run's tag, and rows of this run
+/// that no event mentions, are I1; every job with events is checked in parallel (rayon).
+/// Returns every violation found.
+///
+/// Errors: a part of the history that cannot be read back.
+pub fn check_history(history: &HistoryParts, state: &ServerState) -> Result<Vec<Violation>, HistoryFileError> {
+    let mut violations = Vec::new();
+    history.each(|index, count, part| {
+        violations.extend(check_part(part, state, |number| number as usize % count == index, index == 0));
+        Ok::<(), HistoryFileError>(())
+    })?;
+    Ok(violations)
+}
+
+/// [`check_history`] for one part of the history: the jobs whose numbers `in_part` takes, and
+/// their rows; rows of another run once, with the `first` part.
+fn check_part(history: &History, state: &ServerState, in_part: impl Fn(u32) -> bool, first: bool) -> Vec<Violation> {
     let tag = history.header.run_tag;
     let mut violations = Vec::new();
     let mut rows: HashMap<u32, Found> = HashMap::new();
     for queue in &state.queues {
         for (id, row) in &queue.rows {
             if job_tag(id) != tag {
-                violations.push(v(
-                    Invariant::I1,
-                    queue,
-                    Some(id),
-                    "only rows this run enqueued",
-                    "a row with another run's id tag",
-                ));
+                if first {
+                    violations.push(v(
+                        Invariant::I1,
+                        queue,
+                        Some(id),
+                        "only rows this run enqueued",
+                        "a row with another run's id tag",
+                    ));
+                }
+                continue;
+            }
+            if !in_part(job_number(id)) {
                 continue;
             }
             if let Some(other) = rows.insert(job_number(id), Found { queue, id: *id, row }) {
@@ -56,7 +76,7 @@ pub fn check_history(history: &History, state: &ServerState) -> Vec<Violation> {
     // Ids seen only as set members (their row is gone) still name their job in reports.
     let mut member_ids: HashMap<u32, JobId> = HashMap::new();
     for queue in &state.queues {
-        for id in queue.members.keys().filter(|id| job_tag(id) == tag) {
+        for id in queue.members.keys().filter(|id| job_tag(id) == tag && in_part(job_number(id))) {
             member_ids.insert(job_number(id), *id);
         }
     }

@@ -20,7 +20,7 @@ pub mod structural;
 pub mod violation;
 
 pub use bullmq::{check_bullmq, check_structural_bullmq, scan_bullmq};
-pub use outcome::{check, CheckOutcome, CheckSummary};
+pub use outcome::{check, CheckError, CheckOutcome, CheckSummary};
 pub use report::{format_violations, InvariantsReport};
 pub use scan::scan;
 pub use state::{BullQueue, BullRow, Location, QueueState, Row, ServerState, StateField};

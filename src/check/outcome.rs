@@ -6,13 +6,25 @@ use super::scan::scan;
 use super::state::{Location, ServerState, StateField};
 use super::structural::{check_structural, checked_jobs};
 use super::violation::Violation;
-use crate::history::History;
+use crate::history::file::HistoryFileError;
+use crate::history::HistoryParts;
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
 use crate::plane::Route;
 use crate::resp::CallError;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// Why a check could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The server could not be read.
+    #[error(transparent)]
+    Read(#[from] CallError),
+    /// A part of the run's history could not be read back ([`HistoryParts`]).
+    #[error("the history could not be read back: {0}")]
+    History(#[from] HistoryFileError),
+}
 
 /// What a check found, with the evidence that the run had contention.
 #[derive(Debug, Clone)]
@@ -70,35 +82,41 @@ impl CheckOutcome {
 /// Every violation a scanned `state` of `protocol`'s queues shows: the structural rules, then,
 /// given the run's `history`, the invariants that need it (BullMQ's on the history's view of
 /// its rows, [`super::bullmq::violations`]). What the run's check and `emq-bench check` share.
-pub fn violations(protocol: Protocol, state: &mut ServerState, history: Option<&History>) -> Vec<Violation> {
+///
+/// Errors: a part of the history that cannot be read back.
+pub fn violations(
+    protocol: Protocol,
+    state: &mut ServerState,
+    history: Option<&HistoryParts>,
+) -> Result<Vec<Violation>, HistoryFileError> {
     match protocol {
         Protocol::EchoMqV1 => {
             let mut violations = check_structural(state);
             if let Some(history) = history {
-                violations.extend(check_history(history, state));
+                violations.extend(check_history(history, state)?);
             }
-            violations
+            Ok(violations)
         }
         Protocol::BullMq => {
-            let drained = history.is_some_and(|h| h.header.drained);
+            let drained = history.is_some_and(|h| h.header().drained);
             super::bullmq::violations(state, drained, history)
         }
     }
 }
 
 /// Scans `queues` and checks every invariant the server state proves, plus, with `history`,
-/// those that need it. Errors: the scan's [`CallError`].
+/// those that need it. Errors: the scan's [`CallError`], a history part not read back.
 pub async fn check<R: Route>(
     router: &R,
     queues: &[QueueKeys],
-    history: Option<&History>,
-) -> Result<CheckOutcome, CallError> {
+    history: Option<&HistoryParts>,
+) -> Result<CheckOutcome, CheckError> {
     if queues.first().is_some_and(|q| q.protocol == Protocol::BullMq) {
         return check_bullmq_run(router, queues, history).await;
     }
     let began = std::time::Instant::now();
     let mut state = scan(router, queues).await?;
-    let violations = violations(Protocol::EchoMqV1, &mut state, history);
+    let violations = violations(Protocol::EchoMqV1, &mut state, history)?;
     let jobs_with_retries = state
         .queues
         .iter()
@@ -135,8 +153,8 @@ fn oldest_unfinished(state: &ServerState) -> Option<f64> {
 async fn check_bullmq_run<R: Route>(
     router: &R,
     queues: &[QueueKeys],
-    history: Option<&History>,
-) -> Result<CheckOutcome, CallError> {
+    history: Option<&HistoryParts>,
+) -> Result<CheckOutcome, CheckError> {
     let names: Vec<QueueName> = queues.iter().map(|q| q.queue.clone()).collect();
-    super::bullmq::check_bullmq(router, &names, history.is_some_and(|h| h.header.drained), history).await
+    super::bullmq::check_bullmq(router, &names, history.is_some_and(|h| h.header().drained), history).await
 }

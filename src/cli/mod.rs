@@ -42,6 +42,10 @@ pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// within it on a healthy cluster.
 pub const DEFAULT_BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The memory the check gives the run's history at once, MiB (`--check-memory`): a history of
+/// about 10 million jobs fits it whole.
+pub const DEFAULT_CHECK_MEMORY_MB: u64 = 512;
+
 /// Shortest `--give-up`: the target is polled about once a second, so a shorter window cannot
 /// be told apart from one failed poll (0 ended a run at its first blip).
 pub const MIN_GIVE_UP: Duration = Duration::from_secs(1);
@@ -121,6 +125,11 @@ pub struct CheckArgs {
     /// history's, else echomq-v1).
     #[arg(long, value_name = "NAME", value_parser = parse_protocol)]
     pub protocol: Option<crate::lua::Protocol>,
+    /// The memory the check gives the history at once, MiB (1..=1048576): a larger history is
+    /// checked in parts by job number (up to 256), through temporary files beside it.
+    #[arg(env = "EMQ_CHECK_MEMORY", long, value_name = "MIB", default_value_t = DEFAULT_CHECK_MEMORY_MB,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub check_memory: u64,
 }
 
 fn parse_protocol(name: &str) -> Result<crate::lua::Protocol, String> {
@@ -179,6 +188,12 @@ pub struct RunArgs {
     /// --history` can check later). For pure throughput benchmarks.
     #[arg(env = "EMQ_NO_CHECK", long)]
     pub no_check: bool,
+    /// The memory the check gives the run's history at once, MiB (1..=1048576): a history
+    /// larger than that is checked in parts by job number (up to 256), through temporary files
+    /// in the results folder, so the check's memory does not grow with the jobs done.
+    #[arg(env = "EMQ_CHECK_MEMORY", long, value_name = "MIB", default_value_t = DEFAULT_CHECK_MEMORY_MB,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub check_memory: u64,
     /// Repetitions, each on a fresh server state (the run's keys removed in between); results
     /// in rep-NNN/ folders plus merged.json (histograms merged, never averaged).
     #[arg(env = "EMQ_REPEAT", long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]

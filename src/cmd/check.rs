@@ -7,11 +7,12 @@ use super::Outcome;
 use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
-use crate::history::{self, History};
+use crate::history::HistoryParts;
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
 use crate::net::{ConnectOptions, Connector, Endpoint};
 use crate::plane::{Plane, PlaneError};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// What a check found, for `main` to print.
@@ -44,6 +45,12 @@ fn queue_indices(run: &[String], wanted: &[String], path: &std::path::Path) -> R
         .collect()
 }
 
+/// True when a file can be created in `dir` (a results folder copied read-only cannot take the
+/// history's part files).
+fn is_writable(dir: &Path) -> bool {
+    tempfile::tempfile_in(dir).is_ok()
+}
+
 /// How long a check's read may take: one reply may carry 100 000 set members; allow it time
 /// on a loaded machine (`check`, and a `shared` fleet's merge).
 pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,8 +65,12 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     let connector = Connector::new(Endpoint::resolve(&args.url, &flags, |name| std::env::var(name).ok())?)?;
     let history = match &args.history {
         Some(path) => {
-            let (header, streams) = history::file::load(path).map_err(|e| AppError::Usage(e.to_string()))?;
-            if !header.complete {
+            // Part files go beside the history (its folder has room for it), else to the temp dir.
+            let beside = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let spill_dir = if is_writable(beside) { beside.to_path_buf() } else { std::env::temp_dir() };
+            let mut parts = HistoryParts::read(path, args.check_memory.saturating_mul(1 << 20), &spill_dir)
+                .map_err(|e| AppError::Usage(e.to_string()))?;
+            if !parts.header().complete {
                 eprintln!(
                     "emq-bench: {}: the run ended without its final header (killed): its events end about a second \
                      before the kill, and every call after them counts as an unknown outcome (rows they left are \
@@ -67,24 +78,30 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
                     path.display()
                 );
             }
-            let mut merged =
-                History::merge(header, &streams).map_err(|e| AppError::Usage(format!("{}: {e}", path.display())))?;
+            if parts.count() > 1 {
+                eprintln!(
+                    "emq-bench: {}: checked in {} parts by job number (more than --check-memory {} MiB at once)",
+                    path.display(),
+                    parts.count(),
+                    args.check_memory
+                );
+            }
             if !args.queues.is_empty() {
                 // A subset of the run's queues: the other queues' jobs are not lost, just not
                 // looked at.
-                let indices = queue_indices(&merged.header.queues, &args.queues, path)?;
-                merged.keep_queues(&indices);
+                let indices = queue_indices(&parts.header().queues, &args.queues, path)?;
+                parts.keep_queues(&indices);
             }
-            Some(merged)
+            Some(parts)
         }
         None => None,
     };
     // Without --queue, the queues the history's run used.
     let names = match (&history, args.queues.is_empty()) {
-        (Some(h), true) => h.header.queues.clone(),
+        (Some(h), true) => h.header().queues.clone(),
         _ => args.queues.clone(),
     };
-    let protocol = args.protocol.or(history.as_ref().map(|h| h.header.protocol)).unwrap_or_default();
+    let protocol = args.protocol.or(history.as_ref().map(|h| h.header().protocol)).unwrap_or_default();
     let mut queues: Vec<QueueKeys> = Vec::with_capacity(names.len());
     for name in &names {
         let name = QueueName::new(name).map_err(|e| AppError::Usage(format!("--queue: {e}")))?;
@@ -117,14 +134,15 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     }
     // A history whose run had consumers but did not drain left a backlog: no violation (the
     // check judges loss, not speed), but no pass either, as the run itself said.
-    let backlog = history.as_ref().filter(|h| h.header.must_finish && !h.header.drained).map(|_| {
+    let backlog = history.as_ref().filter(|h| h.header().must_finish && !h.header().drained).map(|_| {
         state
             .queues
             .iter()
             .map(|q| q.rows.values().filter(|row| row.state.unfinished().is_some()).count())
             .sum::<usize>()
     });
-    let violations = check::outcome::violations(protocol, &mut state, history.as_ref());
+    let violations = check::outcome::violations(protocol, &mut state, history.as_ref())
+        .map_err(|e| AppError::Usage(format!("the history could not be read back: {e}")))?;
     let report = InvariantsReport::new(check::checked_jobs(&state), violations);
     let checked = started.elapsed() - scanned;
     eprintln!(

@@ -92,6 +92,24 @@ pub fn save(path: &Path, header: &HistoryHeader, streams: &[Vec<u8>]) -> Result<
 /// stream's bytes (then also in which of its events the file ends). Each length is checked
 /// against the file's size before anything is allocated for it.
 pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileError> {
+    let mut streams = Vec::new();
+    let header = each_stream(path, |_, stream| {
+        streams.push(stream);
+        Ok(())
+    })?;
+    Ok((header, streams))
+}
+
+/// Reads a history file one stream at a time: `sink(version, bytes)` gets each stream as it is
+/// read (`version`: its events' encoding, [`super::buffer::decode_version`]'s argument), in file
+/// order; returns the header (the last one, for a streamed file). What [`load`] keeps, without
+/// keeping it: a reader that partitions the history holds one stream at a time.
+///
+/// Errors: those of [`load`], and whatever `sink` returns (reading stops there).
+pub fn each_stream(
+    path: &Path,
+    mut sink: impl FnMut(u8, Vec<u8>) -> Result<(), HistoryFileError>,
+) -> Result<HistoryHeader, HistoryFileError> {
     let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
@@ -109,7 +127,7 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
     let version = match magic.as_slice() {
         m if m == MAGIC => super::EVENT_VERSION,
         m if m == MAGIC_V2 => 2,
-        m if m == STREAMED_MAGIC => return load_streamed(input),
+        m if m == STREAMED_MAGIC => return load_streamed(input, sink),
         _ => return Err(not_history()),
     };
     let at = input.at;
@@ -122,7 +140,6 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
     header.event_version = version;
     let at = input.at;
     let count = input.u32(|| format!("the 4-byte stream count at byte {at}"))?;
-    let mut streams = Vec::new();
     for k in 1..=count {
         let at = input.at;
         let mut len8 = [0u8; 8];
@@ -141,20 +158,23 @@ pub fn load(path: &Path) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileErr
                 input.truncated(format!("stream {k} of {count}: {len} bytes from byte {at} ({there} there{events})"))
             );
         }
-        streams.push(
+        sink(
+            version,
             input.take(len, |there| format!("stream {k} of {count}: {len} bytes from byte {at} ({there} there)"))?,
-        );
+        )?;
     }
-    Ok((header, streams))
+    Ok(header)
 }
 
 /// The records of a streamed file (after its magic), up to its end or to the record it cuts.
 ///
 /// Errors: I/O; a malformed header; a record of an unknown kind; no header record whole.
-fn load_streamed(mut input: Sections) -> Result<(HistoryHeader, Vec<Vec<u8>>), HistoryFileError> {
+fn load_streamed(
+    mut input: Sections,
+    mut sink: impl FnMut(u8, Vec<u8>) -> Result<(), HistoryFileError>,
+) -> Result<HistoryHeader, HistoryFileError> {
     let path = input.path;
     let mut header: Option<HistoryHeader> = None;
-    let mut streams = Vec::new();
     while input.at < input.size {
         let at = input.at;
         let kind = input.take(1, |_| String::new())?[0];
@@ -184,13 +204,13 @@ fn load_streamed(mut input: Sections) -> Result<(HistoryHeader, Vec<Vec<u8>>), H
                     .map_err(|source| HistoryFileError::Header { path: path.to_path_buf(), source })?;
                 header = Some(read);
             }
-            _ => streams.push(bytes),
+            _ => sink(super::EVENT_VERSION, bytes)?,
         }
     }
     let mut header =
         header.ok_or_else(|| input.truncated("a header record after the magic EMQHIST4 at byte 8".to_string()))?;
     header.event_version = super::EVENT_VERSION;
-    Ok((header, streams))
+    Ok(header)
 }
 
 /// A history file read section by section, each length checked against the file's size

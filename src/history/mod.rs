@@ -6,14 +6,18 @@
 //! - [`buffer`]: the per-thread varint encoding and its decoder.
 //! - [`file`]: the versioned `history.bin`.
 //! - [`spool`]: `history.bin` written as the run records it.
+//! - [`parts`]: `history.bin` read back in parts by job number, for a check whose memory
+//!   does not grow with the jobs done.
 
 pub mod buffer;
 pub mod event;
 pub mod file;
+pub mod parts;
 pub mod spool;
 
 pub use buffer::{DecodeError, HistoryBuf, EVENT_VERSION};
 pub use event::{Event, Kind, Outcome, UNKNOWN_JOB};
+pub use parts::HistoryParts;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};

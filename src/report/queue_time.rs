@@ -5,15 +5,27 @@
 
 use hdrhistogram::Histogram;
 
-use crate::history::{History, Kind, Outcome};
+use crate::history::file::HistoryFileError;
+use crate::history::{History, HistoryParts, Kind, Outcome};
 
 /// The histogram of every job's wait, µs, as an upper bound: from its enqueue's send (the job
 /// entered the queue after it) to the reply of the first claim that handed it out (it left
 /// the queue before then). Both ends are the harness's, so the bound holds whatever order two
 /// connections' replies are read in; it exceeds the true wait by at most the two calls' round
 /// trips. Jobs never claimed are not in it. A delayed job's wait includes its delay.
-pub fn time_in_queue(history: &History) -> Histogram<u64> {
+///
+/// Errors: a part of the history that cannot be read back.
+pub fn time_in_queue(history: &HistoryParts) -> Result<Histogram<u64>, HistoryFileError> {
     let mut h = crate::metrics::new_histogram();
+    history.each(|_, _, part| {
+        record_waits(part, &mut h);
+        Ok::<(), HistoryFileError>(())
+    })?;
+    Ok(h)
+}
+
+/// Records the wait of every job of `history` (one part) into `h`.
+fn record_waits(history: &History, h: &mut Histogram<u64>) {
     for job in history.per_job() {
         let enqueued = job.iter().find(|e| e.kind == Kind::Enqueue && e.outcome == Outcome::Ok);
         let claimed = job.iter().find(|e| e.kind == Kind::Claim && matches!(e.outcome, Outcome::Ok | Outcome::Alt));
@@ -22,7 +34,6 @@ pub fn time_in_queue(history: &History) -> Histogram<u64> {
             let _ = h.record(c.done_us.saturating_sub(e.sent_us));
         }
     }
-    h
 }
 
 #[cfg(test)]
@@ -60,7 +71,7 @@ mod tests {
         ];
         let header = HistoryHeader::for_tests(4);
         let history = History { header, events, encoded_bytes: 0 };
-        let h = time_in_queue(&history);
+        let h = time_in_queue(&HistoryParts::from(history)).unwrap();
         assert_eq!(h.len(), 3, "job 2 was never claimed");
         // From the enqueue's send (half its reply time here) to the first claim's reply: job 3's
         // claim reply was read before its enqueue's, and still waited 800 - 450 µs at most.

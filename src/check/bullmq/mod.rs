@@ -17,31 +17,31 @@ pub use read::scan_bullmq;
 pub use structural::{check_queue, check_structural_bullmq};
 
 use super::history::check_history;
-use super::outcome::CheckOutcome;
+use super::outcome::{CheckError, CheckOutcome};
 use super::report::InvariantsReport;
 use super::state::{Location, ServerState, StateField};
 use super::structural::checked_jobs;
 use super::violation::Violation;
-use crate::history::History;
+use crate::history::file::HistoryFileError;
+use crate::history::HistoryParts;
 use crate::keyspace::QueueName;
 use crate::plane::Route;
-use crate::resp::CallError;
 
 /// Reads `queues` ([`scan_bullmq`]) and checks what their state proves
 /// ([`check_structural_bullmq`]; `drained`: the run's drain finished), then, given the run's
 /// `history`, the invariants that need it ([`check_history`]) on the history's view of each
 /// row ([`history_view`]). `jobs_with_retries` counts jobs with `ats` ≥ 2 (claimed more than
 /// once: retries or stalls); `failed_by_stall` failed jobs whose `failedReason` is the stall
-/// limit's. Errors: the reads' [`CallError`].
+/// limit's. Errors: the reads' [`crate::resp::CallError`], a history part not read back.
 pub async fn check_bullmq<R: Route>(
     router: &R,
     queues: &[QueueName],
     drained: bool,
-    history: Option<&History>,
-) -> Result<CheckOutcome, CallError> {
+    history: Option<&HistoryParts>,
+) -> Result<CheckOutcome, CheckError> {
     let began = std::time::Instant::now();
     let mut state = scan_bullmq(router, queues).await?;
-    let violations = violations(&mut state, drained, history);
+    let violations = violations(&mut state, drained, history)?;
     let (jobs_with_retries, failed_by_stall) = retries_and_stalls(&state);
     let report = InvariantsReport::new(checked_jobs(&state), violations);
     let seconds = began.elapsed().as_secs_f64();
@@ -50,13 +50,19 @@ pub async fn check_bullmq<R: Route>(
 
 /// Every violation `state` (read by [`scan_bullmq`]) shows: BullMQ's structural rules, then,
 /// given the run's `history`, its invariants on the history's view of each row.
-pub fn violations(state: &mut ServerState, drained: bool, history: Option<&History>) -> Vec<Violation> {
+///
+/// Errors: a part of the history that cannot be read back.
+pub fn violations(
+    state: &mut ServerState,
+    drained: bool,
+    history: Option<&HistoryParts>,
+) -> Result<Vec<Violation>, HistoryFileError> {
     let mut violations = check_structural_bullmq(state, drained);
     if let Some(history) = history {
         history_view(state);
-        violations.extend(check_history(history, state));
+        violations.extend(check_history(history, state)?);
     }
-    violations
+    Ok(violations)
 }
 
 /// Gives BullMQ rows what the history's checks read from an EchoMQ row: the state is the one

@@ -279,10 +279,8 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
             // `--no-check`: nothing to check, and without the server nothing to delete either.
             (None, false) => Ok(None),
             (Some(target), run_check) => match shared::union_history(&shards) {
-                Ok((history, streams)) => {
-                    shared::check_shared(&history, &streams, target, &record.group, &args.out, run_check)
-                        .await
-                        .map(Some)
+                Ok((header, streams)) => {
+                    shared::check_shared(&header, &streams, target, &record.group, &args.out, run_check).await.map(Some)
                 }
                 Err(err) => Err(err),
             },

@@ -13,7 +13,7 @@
 
 use super::ShardFolder;
 use crate::check::{self, CheckOutcome};
-use crate::history::{self, History, HistoryBuf, HistoryHeader, Kind};
+use crate::history::{self, History, HistoryBuf, HistoryHeader, HistoryParts, Kind};
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::net::{ConnectOptions, Connector, Endpoint, TargetFlags};
 use crate::plane::{self, Plane, Route, RunLock};
@@ -46,7 +46,7 @@ pub(super) struct SharedCheck {
 ///
 /// Errors: a shard without a readable `history.bin`, or shards of different runs (run tag,
 /// queues or protocol), named.
-pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<u8>>), String> {
+pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(HistoryHeader, Vec<Vec<u8>>), String> {
     let mut header: Option<HistoryHeader> = None;
     let (mut issued, mut drained, mut must_finish) = (0u64, true, false);
     let mut consumer_shards = 0;
@@ -117,25 +117,24 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(History, Vec<Vec<
         complete: true,
         ..first
     };
-    let history = History::merge(header, &streams).map_err(|e| format!("the fleet's history: {e}"))?;
-    Ok((history, streams))
+    Ok((header, streams))
 }
 
-/// Checks the fleet's queues against `history` on `target` (unless `run_check` is false: the
-/// fleet's `--no-check`), holding the fleet's run lock (group `group`) while it reads; writes
-/// the fleet's `history.bin` into `out`.
+/// Writes the fleet's `history.bin` (`header`, `streams`) into `out` and checks the fleet's
+/// queues against it on `target` (unless `run_check` is false: the fleet's `--no-check`),
+/// holding the fleet's run lock (group `group`) while it reads.
 ///
 /// Errors: why the check could not run (the server unreachable, the lock held by another
 /// run, the scan failing, the history not written).
 pub(super) async fn check_shared(
-    history: &History,
+    header: &HistoryHeader,
     streams: &[Vec<u8>],
     target: &FleetTarget,
     group: &str,
     out: &Path,
     run_check: bool,
 ) -> Result<SharedCheck, String> {
-    history::file::save(&out.join("history.bin"), &history.header, streams).map_err(|e| e.to_string())?;
+    history::file::save(&out.join("history.bin"), header, streams).map_err(|e| e.to_string())?;
     let endpoint =
         Endpoint::resolve(&target.url, &target.flags, |name| std::env::var(name).ok()).map_err(|e| e.to_string())?;
     let connector = Connector::new(endpoint).map_err(|e| e.to_string())?;
@@ -145,11 +144,10 @@ pub(super) async fn check_shared(
         ..ConnectOptions::default()
     };
     let plane = Plane::open(&connector, opts).await.map_err(|e| e.to_string())?;
-    let queues = history
-        .header
+    let queues = header
         .queues
         .iter()
-        .map(|q| QueueName::new(q).map(|name| QueueKeys::for_protocol(name, history.header.protocol)))
+        .map(|q| QueueName::new(q).map(|name| QueueKeys::for_protocol(name, header.protocol)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     // The shards' lease may still run (the same id joins it), else it is taken again: no other
@@ -160,7 +158,17 @@ pub(super) async fn check_shared(
     if !run_check {
         return Ok(SharedCheck { outcome: None, plane, queues, lock });
     }
-    match check::check(&plane, &queues, Some(history)).await {
+    // Read back from the file just written, in parts when it is large: the fleet's check holds
+    // no more of it at once than one process's would.
+    let budget = crate::cli::DEFAULT_CHECK_MEMORY_MB << 20;
+    let parts = match HistoryParts::read(&out.join("history.bin"), budget, out) {
+        Ok(parts) => parts,
+        Err(err) => {
+            lock.release_all().await;
+            return Err(err.to_string());
+        }
+    };
+    match check::check(&plane, &queues, Some(&parts)).await {
         Ok(outcome) => Ok(SharedCheck { outcome: Some(outcome), plane, queues, lock }),
         Err(err) => {
             lock.release_all().await;

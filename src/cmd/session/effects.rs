@@ -12,18 +12,26 @@
 use crate::check::{Invariant, Violation};
 use crate::faults::record::{FaultEffects, MAX_JOBS_NAMED, OUTAGE_MIN_S};
 use crate::faults::FaultSpan;
-use crate::history::{History, Kind, Outcome};
+use crate::history::file::HistoryFileError;
+use crate::history::{HistoryParts, Kind, Outcome, UNKNOWN_JOB};
 use crate::metrics::{JobCounter, RunMetrics};
 
 /// How long before a fault's start its evidence may lie, s.
 const LEAD: f64 = 0.25;
 
 /// Fills `effects` of every injected span in `injected` (in time order) from the run's
-/// `history`, its per-second `metrics` and the check's `violations`.
-pub(super) fn attribute(injected: &mut [FaultSpan], history: &History, metrics: &RunMetrics, violations: &[Violation]) {
+/// `history` (read part by part), its per-second `metrics` and the check's `violations`.
+///
+/// Errors: a part of the history that cannot be read back (then no span has effects).
+pub(super) fn attribute(
+    injected: &mut [FaultSpan],
+    history: &HistoryParts,
+    metrics: &RunMetrics,
+    violations: &[Violation],
+) -> Result<(), HistoryFileError> {
     let mut order: Vec<usize> = (0..injected.len()).collect();
     order.sort_by(|&a, &b| injected[a].from_s.total_cmp(&injected[b].from_s));
-    let acks = acknowledged_enqueues(history);
+    let (acks, unknown_sent) = acknowledged_enqueues(history)?;
     for (k, &i) in order.iter().enumerate() {
         let from = injected[i].from_s - LEAD;
         let until = order.get(k + 1).map_or(f64::INFINITY, |&next| injected[next].from_s - LEAD);
@@ -33,12 +41,11 @@ pub(super) fn attribute(injected: &mut [FaultSpan], history: &History, metrics: 
         };
         let mut effects = FaultEffects::default();
         let start_us = (injected[i].from_s.max(0.0) * 1e6) as u64;
-        for (queue, done) in history.header.queues.iter().zip(&acks) {
+        for (queue, done) in history.header().queues.iter().zip(&acks) {
             effects.answered_again_s.insert(queue.clone(), answered_again(done, start_us, until));
         }
         effects.cluster_down_s = cluster_down_seconds(metrics, from, until);
-        effects.unknown_outcomes =
-            history.events.iter().filter(|e| e.outcome == Outcome::Unknown && within(e.sent_us)).count() as u64;
+        effects.unknown_outcomes = unknown_sent.iter().filter(|&&sent| within(sent)).count() as u64;
         for v in violations.iter().filter(|v| v.at_us.is_some_and(within)) {
             match v.invariant {
                 Invariant::I7 => effects.lost_enqueues += 1,
@@ -54,20 +61,31 @@ pub(super) fn attribute(injected: &mut [FaultSpan], history: &History, metrics: 
         }
         injected[i].effects = Some(effects);
     }
+    Ok(())
 }
 
-/// Each queue's acknowledged enqueues' reply times, µs, sorted (by the header's queue index).
-fn acknowledged_enqueues(history: &History) -> Vec<Vec<u64>> {
-    let mut out = vec![Vec::new(); history.header.queues.len()];
-    for e in history.events.iter().filter(|e| e.kind == Kind::Enqueue && e.outcome.accepted()) {
-        if let Some(done) = out.get_mut(usize::from(e.queue)) {
-            done.push(e.done_us);
+/// Each queue's acknowledged enqueues' reply times, µs, sorted (by the header's queue index),
+/// and the send times of the calls whose outcome is unknown (each unknown claim once, though
+/// every part holds them).
+fn acknowledged_enqueues(history: &HistoryParts) -> Result<(Vec<Vec<u64>>, Vec<u64>), HistoryFileError> {
+    let mut out = vec![Vec::new(); history.header().queues.len()];
+    let mut unknown_sent = Vec::new();
+    history.each(|index, _, part| {
+        for e in &part.events {
+            if e.kind == Kind::Enqueue && e.outcome.accepted() {
+                if let Some(done) = out.get_mut(usize::from(e.queue)) {
+                    done.push(e.done_us);
+                }
+            } else if e.outcome == Outcome::Unknown && (e.job != UNKNOWN_JOB || index == 0) {
+                unknown_sent.push(e.sent_us);
+            }
         }
-    }
+        Ok::<(), HistoryFileError>(())
+    })?;
     for done in &mut out {
         done.sort_unstable();
     }
-    out
+    Ok((out, unknown_sent))
 }
 
 /// Seconds from `start_us` until an enqueue was acknowledged again after the longest gap of

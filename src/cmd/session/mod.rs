@@ -21,6 +21,7 @@ use crate::error::AppError;
 use crate::exposition::{Board, Tick};
 use crate::faults::{Nemesis, Processes};
 use crate::history::spool::HistorySpool;
+use crate::history::HistoryParts;
 use crate::keyspace::QueueKeys;
 use crate::load::coordinator::{drive, DriveOptions, FleetDrain};
 use crate::load::stop::StopSignal;
@@ -458,22 +459,19 @@ impl Session {
         let history_bytes = spooled.as_ref().map_or(0, |totals| totals.stream_bytes);
         // A `shared` fleet's check needs every shard's history: the merge runs it.
         let no_check = !opts.check || plan.shares_queues();
-        // One merged history for the check and the time each job waited in the queue, read
-        // back from the file; a run without the check merges none (the merge costs about as
-        // much per job as the load did, and `--no-check` asks for the load's cost alone), so it
-        // has no time in queue.
+        // The history for the check and the time each job waited in the queue, read back from
+        // the file (in parts by job number when it is larger than --check-memory); a run without
+        // the check reads none (reading it costs about as much per job as the load did, and
+        // `--no-check` asks for the load's cost alone), so it has no time in queue.
         let history = match (aborted, no_check, &spooled) {
             (true, _, _) => Err("the run was aborted".to_string()),
             (false, true, _) => Err("the check was not asked for".to_string()),
             (false, false, Err(err)) => Err(format!("the history could not be written: {err}")),
             (false, false, Ok(_)) => {
-                crate::history::file::load(&history_path).map_err(|e| e.to_string()).and_then(|(header, streams)| {
-                    crate::history::History::merge(header, &streams)
-                        .map_err(|e| format!("{}: {e}", history_path.display()))
-                })
+                HistoryParts::read(&history_path, opts.check_memory_bytes, dir).map_err(|e| e.to_string())
             }
         };
-        let queue_time = history.as_ref().ok().map(crate::report::queue_time::time_in_queue);
+        let queue_time = history.as_ref().ok().and_then(|h| crate::report::queue_time::time_in_queue(h).ok());
         let checked = match stop
             .unless_aborted(observe::check_run(
                 history.as_ref().map_err(String::as_str),
@@ -488,8 +486,10 @@ impl Session {
             None => Err("the run was aborted".to_string()),
         };
         // The failover table: what each injected fault did, from the history and the check.
+        let mut attributed = Ok(());
         if let (Ok(history), Ok(Some(outcome))) = (&history, &checked) {
-            effects::attribute(&mut driven.faults.injected, history, &driven.metrics, &outcome.report.violations);
+            attributed =
+                effects::attribute(&mut driven.faults.injected, history, &driven.metrics, &outcome.report.violations);
         }
         drop(history);
         let check_error = checked.as_ref().err().cloned();
@@ -579,6 +579,9 @@ impl Session {
         write_errors.extend(streamed_errors);
         if let Err(err) = &spooled {
             write_errors.push(format!("cannot write {}: {err}", history_path.display()));
+        }
+        if let Err(err) = attributed {
+            write_errors.push(format!("the failover table has no effects: {err}"));
         }
         let mut amended = false;
         if !write_errors.is_empty() {

@@ -3,7 +3,7 @@
 
 use crate::check::{self, CheckOutcome};
 use crate::error::AppError;
-use crate::history::{History, HistoryHeader};
+use crate::history::{HistoryHeader, HistoryParts};
 use crate::keyspace::ids::run_tag;
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::load::coordinator::Driven;
@@ -31,11 +31,11 @@ pub(super) fn history_header(plan: &Plan, driven: Option<&Driven>) -> HistoryHea
     }
 }
 
-/// Checks every invariant against the server and the run's history (merged in memory; the
-/// file is written afterwards with the rest of the folder). Returns the outcome (None with
+/// Checks every invariant against the server and the run's history (read back from history.bin,
+/// in parts when it is larger than `--check-memory`). Returns the outcome (None with
 /// `--no-check`: `check --history` can run later), or why the check could not run.
 pub(super) async fn check_run(
-    history: Result<&History, &str>,
+    history: Result<&HistoryParts, &str>,
     driven: &Driven,
     plane: &Plane,
     queues: &[QueueKeys],

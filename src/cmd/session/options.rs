@@ -46,6 +46,8 @@ pub struct RunOptions {
     pub progress_every: Duration,
     /// Run the invariant check after the run (`--no-check` turns it off).
     pub check: bool,
+    /// The memory the check gives the history at once, bytes (`--check-memory`).
+    pub check_memory_bytes: u64,
     /// Delete keys the run's queues already have instead of refusing to start.
     pub force: bool,
     /// Keep the run's keys on the server (`--keep`).
@@ -287,6 +289,7 @@ impl RunOptions {
             quiet: args.quiet,
             progress_every: args.progress_every,
             check: !args.no_check,
+            check_memory_bytes: args.check_memory.saturating_mul(1 << 20),
             force: args.force,
             keep: args.keep,
             out: match &fleet {
