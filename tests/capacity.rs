@@ -138,3 +138,32 @@ async fn the_search_refuses_what_it_sets_itself_and_bad_objectives() {
     }
     assert!(!out.exists(), "a refused search leaves no folder");
 }
+
+/// A CI job's `EMQ_EXPORT_BMF` (meant for its runs) does not stop a search: it is left out and
+/// said so; the same file given as a flag is refused. (`--budget 1s` then ends both before any
+/// server is touched: shorter than one probe.)
+#[test]
+fn an_export_set_in_the_environment_is_left_out_and_the_flag_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = scenario(tmp.path());
+    let capacity = |env: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench"));
+        cmd.arg("capacity").arg(&scenario).args(["--slo", "claim.p99 < 5ms", "--budget", "1s"]);
+        cmd.env_remove("EMQ_EXPORT_BMF").env_remove("EMQ_EXPORT_GAB").env_remove("EMQ_METRICS_ADDR");
+        if env {
+            cmd.env("EMQ_EXPORT_BMF", tmp.path().join("bmf.json"));
+        } else {
+            cmd.arg("--export-bmf").arg(tmp.path().join("bmf.json"));
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, stderr) = capacity(true);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("$EMQ_EXPORT_BMF is set; a search does not use it"), "{stderr}");
+    assert!(stderr.contains("--budget 1s: shorter than one probe"), "{stderr}");
+    let (code, stderr) = capacity(false);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("capacity: --export-bmf/--export-gab"), "{stderr}");
+    assert!(!tmp.path().join("bmf.json").exists());
+}
