@@ -180,7 +180,7 @@ impl RunView {
             Some(path) => read_csv(&path)?,
             None => Vec::new(),
         };
-        let per_second: Vec<Entry> = match optional("latency.hlog", &mut missing) {
+        let per_second: Vec<Entry> = match optional(crate::report::hlog::LATENCY_HLOG, &mut missing) {
             Some(path) => read_log(&path)?,
             None => Vec::new(),
         };

@@ -185,11 +185,14 @@ pub fn each_entry(path: &Path, mut visit: impl FnMut(Entry)) -> Result<(), Repor
     Ok(())
 }
 
+/// The per-second latency file's name.
+pub const LATENCY_HLOG: &str = "latency.hlog";
+
 /// `latency.hlog`.
 pub struct LatencyHlog;
 impl Writer<RunResults<'_>> for LatencyHlog {
     fn file(&self) -> &'static str {
-        "latency.hlog"
+        LATENCY_HLOG
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
         write_hlog(path, run.metrics)

@@ -9,6 +9,7 @@
 //! Nothing here holds the run's seconds: each is written and dropped, and the running totals
 //! are one histogram per script.
 
+use super::hlog::LATENCY_HLOG;
 use super::intervals_csv::{write_second, Second};
 use super::queue_csv::QueueRow;
 use super::results::DepthSample;
@@ -156,7 +157,7 @@ impl Writing {
             }
         };
         let Some(first) = self.wait_first() else { return errors };
-        let hlog_path = self.dir.join("latency.hlog");
+        let hlog_path = self.dir.join(LATENCY_HLOG);
         let opened = (|| -> Result<(Appended, std::io::LineWriter<File>), (PathBuf, std::io::Error)> {
             let create = |name: &str| {
                 let path = self.dir.join(name);
@@ -166,10 +167,10 @@ impl Writing {
             let queue = create("queue.csv")?;
             // Each histogram's line reaches the file in one write, at its newline: a kill
             // between the parts hdrhistogram writes a line in never leaves half of one.
-            let hlog = create("latency.hlog")?;
+            let hlog = create(LATENCY_HLOG)?;
             let clone = |f: &File, name: &str| f.try_clone().map_err(|e| (self.dir.join(name), e));
             let sync =
-                vec![clone(&intervals, "intervals.csv")?, clone(&queue, "queue.csv")?, clone(&hlog, "latency.hlog")?];
+                vec![clone(&intervals, "intervals.csv")?, clone(&queue, "queue.csv")?, clone(&hlog, LATENCY_HLOG)?];
             let appended = Appended {
                 intervals: csv::Writer::from_writer(intervals),
                 queue: csv::Writer::from_writer(queue),

@@ -68,7 +68,7 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
     // lengths of that interval (each shard's last one is shorter than a second, by its own
     // amount).
     let mut seconds: BTreeMap<(u64, String), (Histogram<u64>, f64)> = BTreeMap::new();
-    for path in present("latency.hlog", &mut notes) {
+    for path in present(crate::report::hlog::LATENCY_HLOG, &mut notes) {
         for e in read_log(&path).map_err(|e| AppError::Usage(e.to_string()))? {
             let key = (e.start_s.round() as u64, e.tag.clone());
             match seconds.get_mut(&key) {
@@ -91,7 +91,8 @@ pub fn merge_series(dirs: &[&Path], out: &Path, start: SystemTime, shared: bool)
             .collect();
         let comment =
             "emq-bench fleet latency per script per second: the shards' ok calls together, us from the intended send";
-        write_intervals(&out.join("latency.hlog"), comment, start, &entries).map_err(AppError::Report)?;
+        write_intervals(&out.join(crate::report::hlog::LATENCY_HLOG), comment, start, &entries)
+            .map_err(AppError::Report)?;
     }
     let interval_files = present("intervals.csv", &mut notes);
     if !interval_files.is_empty() {

@@ -395,7 +395,7 @@ impl Session {
         // held none while the run went); what it could not write is missing from the folder.
         let mut streamed_errors = live_folder.finish();
         if !driven.metrics.intervals.is_empty() {
-            let hlog = dir.join("latency.hlog");
+            let hlog = dir.join(crate::report::hlog::LATENCY_HLOG);
             if let Err(err) = crate::report::live::restore_latency(&mut driven.metrics, &hlog) {
                 streamed_errors.push(format!("cannot read back {}: {err}", hlog.display()));
             }
