@@ -44,11 +44,17 @@ keys are `emq:{<queue>}:*`, BullMQ's `bull:{<queue>}:*`. A run's history.bin nam
 queues (--history without --queue checks them all), and a run that keeps its keys prints the
 check command to run.
 
+A history larger than --check-memory (default 512 MiB of decoded events) is checked in parts
+by job number through temporary files beside it: the check then holds one part of the history
+at a time, plus the scanned rows: about 350 bytes a job in all, where the server holds about
+680 (scripts/bench-check-memory).
+
 Examples:
   emq-bench run smoke --url redis://127.0.0.1:6379 --keep --out results/kept
   emq-bench check --url redis://127.0.0.1:6379 --history results/kept/history.bin
   emq-bench check --url redis://127.0.0.1:6379 --queue bench --out results/recheck
   emq-bench check --url redis://127.0.0.1:6379 --queue bench-0 --queue bench-1 --json
+  emq-bench check --url redis://127.0.0.1:6379 --history soak/history.bin --check-memory 256
 
 Exit codes:
   0  no violation
