@@ -139,7 +139,7 @@ async fn the_search_refuses_what_it_sets_itself_and_bad_objectives() {
     assert!(!out.exists(), "a refused search leaves no folder");
 }
 
-/// A CI job's `EMQ_EXPORT_BMF` (meant for its runs) does not stop a search: it is left out and
+/// A CI job's `EMQ_EXPORT_BMF` and `EMQ_METRICS_ADDR` (meant for its runs) do not stop a search: it is left out and
 /// said so; the same file given as a flag is refused. (`--budget 1s` then ends both before any
 /// server is touched: shorter than one probe.)
 #[test]
@@ -151,7 +151,8 @@ fn an_export_set_in_the_environment_is_left_out_and_the_flag_refused() {
         cmd.arg("capacity").arg(&scenario).args(["--slo", "claim.p99 < 5ms", "--budget", "1s"]);
         cmd.env_remove("EMQ_EXPORT_BMF").env_remove("EMQ_EXPORT_GAB").env_remove("EMQ_METRICS_ADDR");
         if env {
-            cmd.env("EMQ_EXPORT_BMF", tmp.path().join("bmf.json"));
+            // A host name: compared as clap reads it, not as text.
+            cmd.env("EMQ_EXPORT_BMF", tmp.path().join("bmf.json")).env("EMQ_METRICS_ADDR", "localhost:9464");
         } else {
             cmd.arg("--export-bmf").arg(tmp.path().join("bmf.json"));
         }
@@ -161,6 +162,7 @@ fn an_export_set_in_the_environment_is_left_out_and_the_flag_refused() {
     let (code, stderr) = capacity(true);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("$EMQ_EXPORT_BMF is set; a search does not use it"), "{stderr}");
+    assert!(stderr.contains("$EMQ_METRICS_ADDR is set; a search does not use it"), "{stderr}");
     assert!(stderr.contains("--budget 1s: shorter than one probe"), "{stderr}");
     let (code, stderr) = capacity(false);
     assert_eq!(code, Some(2), "{stderr}");

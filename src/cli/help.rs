@@ -45,7 +45,8 @@ queues (--history without --queue checks them all), and a run that keeps its key
 check command to run.
 
 A history larger than --check-memory (default 512 MiB of decoded events) is checked in parts
-by job number through temporary files beside it: the check then holds one part of the history
+by job number through temporary files beside it (about 2.5 times its size; in the temp folder
+when its folder is read-only): the check then holds one part of the history
 at a time, plus the scanned rows: about 350 bytes a job in all, where the server holds about
 680 (scripts/bench-check-memory).
 

@@ -26,7 +26,7 @@ pub struct MetricsArgs {
 ///
 /// # Errors
 /// A message for clap (exit 2) naming the expected shape, or why the host did not resolve.
-fn parse_metrics_addr(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_metrics_addr(text: &str) -> Result<SocketAddr, String> {
     if text.rsplit_once(':').is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err()) {
         return Err("expected HOST:PORT, e.g. 127.0.0.1:9464 or [::1]:0 (port 0 picks a free one)".into());
     }

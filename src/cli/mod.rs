@@ -42,8 +42,8 @@ pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// within it on a healthy cluster.
 pub const DEFAULT_BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The memory the check gives the run's history at once, MiB (`--check-memory`): a history of
-/// about 10 million jobs fits it whole.
+/// The memory the check gives the run's history at once, MiB (`--check-memory`): about two
+/// million jobs of a closed-loop run fit it whole.
 pub const DEFAULT_CHECK_MEMORY_MB: u64 = 512;
 
 /// Shortest `--give-up`: the target is polled about once a second, so a shorter window cannot
@@ -126,7 +126,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "NAME", value_parser = parse_protocol)]
     pub protocol: Option<crate::lua::Protocol>,
     /// The memory the check gives the history at once, MiB (1..=1048576): a larger history is
-    /// checked in parts by job number (up to 256), through temporary files beside it.
+    /// checked in parts by job number (up to 256), through temporary files beside it (about 2.5
+    /// times its size; in the temp folder when its folder is read-only).
     #[arg(env = "EMQ_CHECK_MEMORY", long, value_name = "MIB", default_value_t = DEFAULT_CHECK_MEMORY_MB,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub check_memory: u64,
@@ -190,7 +191,8 @@ pub struct RunArgs {
     pub no_check: bool,
     /// The memory the check gives the run's history at once, MiB (1..=1048576): a history
     /// larger than that is checked in parts by job number (up to 256), through temporary files
-    /// in the results folder, so the check's memory does not grow with the jobs done.
+    /// in the results folder (about 2.5 times the history's size), so the check's memory does
+    /// not grow with the jobs done.
     #[arg(env = "EMQ_CHECK_MEMORY", long, value_name = "MIB", default_value_t = DEFAULT_CHECK_MEMORY_MB,
           value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub check_memory: u64,

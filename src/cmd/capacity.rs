@@ -41,12 +41,11 @@ pub struct CapacityRun {
     pub outcome: Outcome,
 }
 
-/// Clears `value` when it is what the environment variable `name` holds (clap took it from
-/// there, not from a flag), saying so on stderr.
-fn leave_out_environment<T>(name: &str, value: &mut Option<T>, text: impl Fn(&T) -> String) {
-    let from_env =
-        value.as_ref().is_some_and(|v| std::env::var_os(name).is_some_and(|env| env.to_string_lossy() == text(v)));
-    if from_env {
+/// Clears `value` when it is what the environment variable `name` holds, read as clap reads it
+/// (`parse`): clap took it from there, not from a flag. Says so on stderr.
+fn leave_out_environment<T: PartialEq>(name: &str, value: &mut Option<T>, parse: impl Fn(&str) -> Option<T>) {
+    let from_env = std::env::var(name).ok().and_then(|env| parse(&env));
+    if value.is_some() && *value == from_env {
         eprintln!("emq-bench: capacity: ${name} is set; a search does not use it (only `run` does)");
         *value = None;
     }
@@ -60,9 +59,11 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
     // What a CI job's environment sets for its runs (EMQ_EXPORT_BMF, ...) is not a flag given to
     // this search: it is left out, said once, instead of refusing the search.
     let export = &mut args.run.export;
-    leave_out_environment("EMQ_EXPORT_BMF", &mut export.export_bmf, |p| p.display().to_string());
-    leave_out_environment("EMQ_EXPORT_GAB", &mut export.export_gab, |p| p.display().to_string());
-    leave_out_environment("EMQ_METRICS_ADDR", &mut args.run.metrics.metrics_addr, |a| a.to_string());
+    leave_out_environment("EMQ_EXPORT_BMF", &mut export.export_bmf, |env| Some(PathBuf::from(env)));
+    leave_out_environment("EMQ_EXPORT_GAB", &mut export.export_gab, |env| Some(PathBuf::from(env)));
+    leave_out_environment("EMQ_METRICS_ADDR", &mut args.run.metrics.metrics_addr, |env| {
+        crate::cli::metrics::parse_metrics_addr(env).ok()
+    });
     let slos = args.slos.iter().map(|s| Slo::parse(s)).collect::<Result<Vec<_>, _>>().map_err(AppError::Usage)?;
     let refused = [
         (args.run.rate.is_some(), "--rate: the search sets the rate (give --start-rate)"),

@@ -7,7 +7,7 @@ use super::Outcome;
 use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
-use crate::history::HistoryParts;
+use crate::history::{self, HistoryParts};
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::lua::Protocol;
 use crate::net::{ConnectOptions, Connector, Endpoint};
@@ -80,10 +80,15 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
             }
             if parts.count() > 1 {
                 eprintln!(
-                    "emq-bench: {}: checked in {} parts by job number (more than --check-memory {} MiB at once)",
+                    "emq-bench: {}: checked in {} parts by job number (more than --check-memory {} MiB at once{})",
                     path.display(),
                     parts.count(),
-                    args.check_memory
+                    args.check_memory,
+                    if parts.count() == history::parts::MAX_PARTS {
+                        "; the most parts there are: each may take more than that"
+                    } else {
+                        ""
+                    }
                 );
             }
             if !args.queues.is_empty() {

@@ -54,6 +54,16 @@ pub enum HistoryFileError {
         /// The JSON error.
         source: serde_json::Error,
     },
+    /// A stream's events do not decode (a corrupt file, or one this build cannot read).
+    #[error("{}: {which} does not decode: {source}", path.display())]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// Which stream: "stream N" (1-based, in file order) when known.
+        which: String,
+        /// Where in it and why.
+        source: super::DecodeError,
+    },
     /// The file ends before what its own lengths announce (a full disk, an interrupted copy):
     /// `expected` names the section cut short, where it starts and how much of it is there.
     #[error("{}: truncated: the file ends at byte {size}, expected {expected}", path.display())]

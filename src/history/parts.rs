@@ -1,10 +1,11 @@
 //! A history read back from `history.bin` in parts by job number, so checking it never holds
 //! more of it than one part: part `i` of `n` holds every event of the jobs whose number is
 //! `i` modulo `n` (a job's events are never split), each part sorted like a merged
-//! [`History`]. A history that fits the memory it is given is one part, merged in memory
-//! as before; a larger one is decoded stream by stream into `n` files of fixed-size
-//! records in a temporary folder (beside the history, where its folder has room for it),
-//! and each part is read back, sorted and handed out in turn.
+//! [`History`]. A history that fits the memory it is given is one part, merged in memory;
+//! a larger one is decoded stream by stream into `n` files of varint records in a temporary
+//! folder (beside the history, about 2.5 times its size in all: each record stands alone,
+//! without the deltas of the history's own encoding), and each part is read back, sorted and
+//! handed out in turn. A folder left by a check that was killed is removed by the next one.
 //!
 //! Claims whose outcome is unknown ([`UNKNOWN_JOB`]) belong to no job: every part gets them,
 //! as a whole history has them.
@@ -14,7 +15,7 @@ use super::event::{Event, Kind, Outcome, UNKNOWN_JOB};
 use super::file::{self, HistoryFileError};
 use super::{History, HistoryHeader};
 use rayon::prelude::*;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// The fewest bytes one event takes in a stream (a fenced call of an encoding without a worker:
@@ -25,9 +26,12 @@ const MIN_EVENT_BYTES: u64 = 5;
 /// The most parts a history is cut into (one open file each while it is cut).
 pub const MAX_PARTS: usize = 256;
 
-/// Bytes of one event in a part file: job u32, kind u8, outcome u8, flags u8 (bit 0: a
-/// worker), queue u16, token u32, worker u32, stream u32, id time u64, sent u64, done u64 (LE).
-const RECORD: usize = 45;
+/// The most bytes one event takes in a part file (see [`encode`]).
+const RECORD_MAX: usize = 2 + 10 * 8;
+
+/// The prefix of a part folder's name; the process id follows, so a folder whose process is
+/// gone is known to be left over.
+const FOLDER_PREFIX: &str = ".history-parts.";
 
 /// A history to check part by part (see the module doc).
 pub struct HistoryParts {
@@ -76,8 +80,8 @@ impl HistoryParts {
     /// of memory at most ([`parts_for`]); the part files of a history that needs more than one
     /// go to a temporary folder in `spill_dir` (removed when this is dropped).
     ///
-    /// Errors: the file's ([`file::load`]'s), a stream that does not decode (as
-    /// [`HistoryFileError::Truncated`], naming it), and I/O on the part files.
+    /// Errors: the file's ([`file::load`]'s), a stream that does not decode
+    /// ([`HistoryFileError::Decode`], naming the stream), and I/O on the part files.
     pub fn read(path: &Path, budget_bytes: u64, spill_dir: &Path) -> Result<HistoryParts, HistoryFileError> {
         let io = |at: &Path| {
             let at = at.to_path_buf();
@@ -87,10 +91,14 @@ impl HistoryParts {
         let count = parts_for(size, budget_bytes);
         if count == 1 {
             let (header, streams) = file::load(path)?;
-            let history = History::merge(header, &streams).map_err(|e| undecodable(path, e))?;
+            let history = History::merge(header, &streams).map_err(|e| undecodable(path, None, e))?;
             return Ok(HistoryParts::from(history));
         }
-        let dir = tempfile::Builder::new().prefix(".history-parts.").tempdir_in(spill_dir).map_err(io(spill_dir))?;
+        remove_left_over(spill_dir);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{FOLDER_PREFIX}{}.", std::process::id()))
+            .tempdir_in(spill_dir)
+            .map_err(io(spill_dir))?;
         let paths: Vec<PathBuf> = (0..count).map(|i| dir.path().join(format!("part-{i:03}.bin"))).collect();
         let mut outs = paths
             .iter()
@@ -99,22 +107,25 @@ impl HistoryParts {
         let mut unknown = Vec::new();
         let mut encoded_bytes = 0u64;
         let mut stream = 0u32;
+        let mut record = [0u8; RECORD_MAX];
         let header = file::each_stream(path, |version, bytes| {
             encoded_bytes += bytes.len() as u64;
-            let events = decode_version(&bytes, version).map_err(|e| undecodable(path, e))?;
+            let events = decode_version(&bytes, version).map_err(|e| undecodable(path, Some(stream), e))?;
             for e in events {
                 if e.job == UNKNOWN_JOB {
                     unknown.push((e, stream));
                     continue;
                 }
                 let part = e.job as usize % count;
-                outs[part].write_all(&encode(&e, stream)).map_err(io(&paths[part]))?;
+                let len = encode(&e, stream, &mut record);
+                outs[part].write_all(&record[..len]).map_err(io(&paths[part]))?;
             }
             stream += 1;
             Ok(())
         })?;
+        // Only this process reads them, before it ends: flushed, not synced.
         for (out, at) in outs.into_iter().zip(&paths) {
-            out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_data()).map_err(io(at))?;
+            out.into_inner().map_err(|e| e.into_error()).map_err(io(at))?;
         }
         // A streamed file's header comes last: the shards are known only now.
         let unknown = unknown
@@ -176,21 +187,18 @@ impl HistoryParts {
 
     /// One part file read back and sorted, with the unknown-outcome claims.
     fn read_part(&self, at: &Path) -> Result<History, HistoryFileError> {
-        let io = |source| HistoryFileError::Io { path: at.to_path_buf(), source };
-        let file = std::fs::File::open(at).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len() as usize;
-        let mut input = BufReader::with_capacity(1 << 16, file);
-        let mut events = Vec::with_capacity(len / RECORD + self.unknown.len());
-        let mut record = [0u8; RECORD];
-        for _ in 0..len / RECORD {
-            input.read_exact(&mut record).map_err(io)?;
-            let (event, stream) = decode(&record).ok_or_else(|| HistoryFileError::Truncated {
+        let bytes = std::fs::read(at).map_err(|source| HistoryFileError::Io { path: at.to_path_buf(), source })?;
+        let mut events = Vec::with_capacity(bytes.len() / 16 + self.unknown.len());
+        let mut from = 0;
+        while from < bytes.len() {
+            let (event, stream, len) = decode(&bytes[from..]).ok_or_else(|| HistoryFileError::Truncated {
                 path: at.to_path_buf(),
-                size: len as u64,
-                expected: format!("{RECORD}-byte event records (one does not decode)"),
+                size: bytes.len() as u64,
+                expected: format!("an event record at byte {from} (the part file is corrupt from there)"),
             })?;
             let shard = self.header.stream_shards.get(stream as usize).copied();
             events.push(Event { shard, ..event });
+            from += len;
         }
         events.extend_from_slice(&self.unknown);
         events.par_sort_unstable_by_key(|e| (e.job, e.sent_us, e.done_us));
@@ -198,50 +206,102 @@ impl HistoryParts {
     }
 }
 
-/// A stream that does not decode, as the file error naming it.
-fn undecodable(path: &Path, e: super::DecodeError) -> HistoryFileError {
-    HistoryFileError::Truncated {
-        path: path.to_path_buf(),
-        size: std::fs::metadata(path).map_or(0, |m| m.len()),
-        expected: format!("streams that decode ({e})"),
+/// Removes the part folders in `dir` whose process is gone (a check killed before it
+/// removed its own); what cannot be removed stays.
+fn remove_left_over(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(FOLDER_PREFIX)) else { continue };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
-/// `e` (from stream `stream`) as a part file's record.
-fn encode(e: &Event, stream: u32) -> [u8; RECORD] {
-    let mut out = [0u8; RECORD];
-    out[0..4].copy_from_slice(&e.job.to_le_bytes());
-    out[4] = e.kind as u8;
-    out[5] = e.outcome.bits();
-    out[6] = u8::from(e.worker.is_some());
-    out[7..9].copy_from_slice(&e.queue.to_le_bytes());
-    out[9..13].copy_from_slice(&e.token.to_le_bytes());
-    out[13..17].copy_from_slice(&e.worker.unwrap_or(0).to_le_bytes());
-    out[17..21].copy_from_slice(&stream.to_le_bytes());
-    out[21..29].copy_from_slice(&e.id_ms.to_le_bytes());
-    out[29..37].copy_from_slice(&e.sent_us.to_le_bytes());
-    out[37..45].copy_from_slice(&e.done_us.to_le_bytes());
-    out
+/// A stream that does not decode (`stream`: 0-based, in file order, when known), as the file
+/// error naming it.
+fn undecodable(path: &Path, stream: Option<u32>, e: super::DecodeError) -> HistoryFileError {
+    let which = stream.map_or("a stream".to_string(), |s| format!("stream {}", s + 1));
+    HistoryFileError::Decode { path: path.to_path_buf(), which, source: e }
 }
 
-/// A record back as its event (no shard yet) and its stream; `None` when its kind or outcome
-/// is not one this build writes.
-fn decode(r: &[u8; RECORD]) -> Option<(Event, u32)> {
-    let u32_at = |at: usize| u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
-    let u64_at = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().expect("8 bytes"));
+/// Appends `v` as a LEB128 varint at `out[at..]`; returns the new end.
+fn put(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        out[at] = (v as u8) | 0x80;
+        v >>= 7;
+        at += 1;
+    }
+    out[at] = v as u8;
+    at + 1
+}
+
+/// The LEB128 varint at `bytes[*at..]`, moving `at` past it; `None` when cut or too long.
+fn get(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// `e` (from stream `stream`) as a part file's record in `out`; returns its length. A byte
+/// `kind << 5 | outcome`, a flags byte (bit 0: a worker), then varints: job, queue, token,
+/// the worker (when there is one), the stream, the id's time, the send time and the reply
+/// time's zigzag difference from it. About 18 bytes for a claim or a complete, 25 for an
+/// enqueue.
+fn encode(e: &Event, stream: u32, out: &mut [u8; RECORD_MAX]) -> usize {
+    out[0] = (e.kind as u8) << 5 | e.outcome.bits();
+    out[1] = u8::from(e.worker.is_some());
+    let mut at = 2;
+    at = put(out, at, u64::from(e.job));
+    at = put(out, at, u64::from(e.queue));
+    at = put(out, at, u64::from(e.token));
+    if let Some(worker) = e.worker {
+        at = put(out, at, u64::from(worker));
+    }
+    at = put(out, at, u64::from(stream));
+    at = put(out, at, e.id_ms);
+    at = put(out, at, e.sent_us);
+    let took = e.done_us.wrapping_sub(e.sent_us) as i64;
+    put(out, at, ((took << 1) ^ (took >> 63)) as u64)
+}
+
+/// The record at the start of `bytes`: its event (no shard yet), its stream and its length;
+/// `None` when it is cut or its kind, outcome or a number is not one this build writes.
+fn decode(bytes: &[u8]) -> Option<(Event, u32, usize)> {
+    let (&head, &flags) = (bytes.first()?, bytes.get(1)?);
+    let mut at = 2;
+    let mut next = || get(bytes, &mut at);
+    let job = u32::try_from(next()?).ok()?;
+    let queue = u16::try_from(next()?).ok()?;
+    let token = u32::try_from(next()?).ok()?;
+    let worker = if flags & 1 == 1 { Some(u32::try_from(next()?).ok()?) } else { None };
+    let stream = u32::try_from(next()?).ok()?;
+    let id_ms = next()?;
+    let sent_us = next()?;
+    let zig = next()?;
+    let took = ((zig >> 1) as i64) ^ -((zig & 1) as i64);
     let event = Event {
-        job: u32_at(0),
-        kind: Kind::from_bits(r[4])?,
-        outcome: Outcome::from_bits(r[5])?,
-        token: u32_at(9),
-        queue: u16::from_le_bytes([r[7], r[8]]),
-        id_ms: u64_at(21),
-        sent_us: u64_at(29),
-        done_us: u64_at(37),
-        worker: (r[6] & 1 == 1).then(|| u32_at(13)),
+        job,
+        kind: Kind::from_bits(head >> 5)?,
+        outcome: Outcome::from_bits(head & 0x1f)?,
+        token,
+        queue,
+        id_ms,
+        sent_us,
+        done_us: sent_us.wrapping_add(took as u64),
+        worker,
         shard: None,
     };
-    Some((event, u32_at(17)))
+    Some((event, stream, at))
 }
 
 #[cfg(test)]
@@ -378,11 +438,14 @@ mod tests {
             worker: Some(0),
             shard: None,
         };
-        assert_eq!(decode(&encode(&e, 12)), Some((e, 12)));
-        let none = Event { worker: None, outcome: Outcome::Unknown, ..e };
-        assert_eq!(decode(&encode(&none, 0)), Some((none, 0)));
-        let mut bad = encode(&e, 0);
-        bad[4] = 7;
-        assert_eq!(decode(&bad), None, "an unknown kind");
+        let mut out = [0u8; RECORD_MAX];
+        let len = encode(&e, 12, &mut out);
+        assert_eq!(decode(&out[..len]), Some((e, 12, len)));
+        assert_eq!(decode(&out[..len - 1]), None, "a record cut short");
+        let none = Event { worker: None, outcome: Outcome::Unknown, done_us: e.sent_us - 5, ..e };
+        let len = encode(&none, 0, &mut out);
+        assert_eq!(decode(&out[..len]), Some((none, 0, len)), "a reply read before the send");
+        out[0] = 7 << 5;
+        assert_eq!(decode(&out[..len]), None, "an unknown kind");
     }
 }

@@ -158,8 +158,8 @@ pub(super) async fn check_shared(
     if !run_check {
         return Ok(SharedCheck { outcome: None, plane, queues, lock });
     }
-    // Read back from the file just written, in parts when it is large: the fleet's check holds
-    // no more of it at once than one process's would.
+    // Read back from the file just written, in parts when it is large (the streams themselves
+    // are held until the merge ends).
     let budget = crate::cli::DEFAULT_CHECK_MEMORY_MB << 20;
     let parts = match HistoryParts::read(&out.join("history.bin"), budget, out) {
         Ok(parts) => parts,

@@ -29,6 +29,10 @@ pub(super) fn attribute(
     metrics: &RunMetrics,
     violations: &[Violation],
 ) -> Result<(), HistoryFileError> {
+    if injected.is_empty() {
+        // No fault to attribute: the history is not read again.
+        return Ok(());
+    }
     let mut order: Vec<usize> = (0..injected.len()).collect();
     order.sort_by(|&a, &b| injected[a].from_s.total_cmp(&injected[b].from_s));
     let (acks, unknown_sent) = acknowledged_enqueues(history)?;
