@@ -92,7 +92,8 @@ pub struct Figures {
     pub cpu_user_pct: f64,
     /// System CPU over the interval, % of one core.
     pub cpu_sys_pct: f64,
-    /// Levels at the later reading.
+    /// Levels at the later reading (its `commandstats` left empty: the interval's own are in
+    /// [`commands`](Self::commands)).
     pub level: Reading,
     /// Commands processed per second over the interval (`total_commands_processed`).
     pub ops_per_sec: f64,
@@ -121,7 +122,29 @@ impl Figures {
             cpu_sys_pct: pct(before.cpu_sys_s, after.cpu_sys_s),
             ops_per_sec: delta(before.total_commands, after.total_commands) as f64 / secs,
             commands,
-            level: after.clone(),
+            level: after.levels(),
+        }
+    }
+}
+
+impl Reading {
+    /// This reading without its cumulative `commandstats` (empty): what a row keeps as its
+    /// levels, the interval's own commands being in [`Figures::commands`]. A row a second per
+    /// node over a long run then holds a few hundred bytes, not every command the server has
+    /// ever served.
+    fn levels(&self) -> Reading {
+        Reading {
+            cpu_user_s: self.cpu_user_s,
+            cpu_sys_s: self.cpu_sys_s,
+            used_memory: self.used_memory,
+            used_memory_rss: self.used_memory_rss,
+            used_memory_scripts: self.used_memory_scripts,
+            used_memory_lua: self.used_memory_lua,
+            connected_clients: self.connected_clients,
+            total_commands: self.total_commands,
+            commandstats: BTreeMap::new(),
+            evalsha_percentiles: self.evalsha_percentiles,
+            has_latencystats: self.has_latencystats,
         }
     }
 }
@@ -161,5 +184,7 @@ mod tests {
         assert_eq!(f.cpu_sys_pct, 0.0);
         assert_eq!(f.ops_per_sec, 100.0);
         assert_eq!(f.commands["evalsha"], CommandStat { calls: 20, usec: 140 });
+        assert!(f.level.commandstats.is_empty(), "a row keeps the interval's commands only");
+        assert_eq!(f.level.total_commands, 300);
     }
 }
