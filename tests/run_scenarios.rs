@@ -45,6 +45,14 @@ fn assert_complete_folder(dir: &Path) {
     for file in ["server.csv", "queue.csv", "totals.hlog"] {
         assert!(dir.join(file).is_file(), "no {file}");
     }
+    // The scratch files of the run (the seconds' counts, the server's rows, the history's
+    // parts) are gone once it ends.
+    let scratch: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(scratch.is_empty(), "{scratch:?}");
     support::assert_offline_page(&dir.join("report.html"));
 }
 

@@ -225,38 +225,17 @@ impl FaultsSeen {
         reconnects: u64,
     ) -> FaultsSeen {
         let mut seen = unreachable;
-        let per_second = |count: &dyn Fn(&crate::metrics::IntervalRecord) -> u64| {
-            let mut spans: Vec<(u64, u64, u64)> = Vec::new(); // (first second, last second, count)
-            for rec in &metrics.intervals {
-                let n = count(rec);
-                if n == 0 {
-                    continue;
-                }
-                match spans.last_mut() {
-                    Some(span) if span.1 + 1 == rec.index => {
-                        span.1 = rec.index;
-                        span.2 += n;
-                    }
-                    _ => spans.push((rec.index, rec.index, n)),
-                }
-            }
-            spans
-        };
-        let reconnect_spans = per_second(&|rec| rec.jobs[JobCounter::Reconnects.index()]);
-        let unknown_spans = per_second(&|rec| rec.scripts.iter().map(|s| unknown_of(&s.errors)).sum());
-        for (kind, spans) in [(SpanKind::Reconnects, reconnect_spans), (SpanKind::UnknownOutcomes, unknown_spans)] {
-            seen.extend(spans.into_iter().map(|(first, last, count)| FaultSpan {
-                kind,
-                applied: true,
-                from_s: first as f64,
-                to_s: (last + 1) as f64,
-                count,
-                detail: String::new(),
-                effects: None,
-            }));
-        }
+        seen.extend(per_second_spans(metrics));
         let unknown_outcomes = metrics.scripts.iter().map(|s| unknown_of(&s.errors)).sum();
         FaultsSeen { injected, seen, reconnects, unknown_outcomes }
+    }
+
+    /// The reconnect and unknown-outcome spans computed again from `metrics`' series: what a
+    /// run whose series was streamed during the load (and read back after it) calls once the
+    /// series is whole. Injected faults and unreachable spans stay as they are.
+    pub fn spans_again(&mut self, metrics: &RunMetrics) {
+        self.seen.retain(|s| !matches!(s.kind, SpanKind::Reconnects | SpanKind::UnknownOutcomes));
+        self.seen.extend(per_second_spans(metrics));
     }
 
     /// True when nothing was injected or seen.
@@ -326,6 +305,43 @@ impl FaultsSeen {
 
 fn unknown_of(errors: &[u64; ErrorCode::COUNT]) -> u64 {
     ErrorCode::ALL.iter().filter(|c| c.is_unknown_outcome()).map(|c| errors[c.index()]).sum()
+}
+
+/// The reconnect and unknown-outcome spans of `metrics`' per-second series: runs of seconds
+/// with at least one, in time order, reconnects first.
+fn per_second_spans(metrics: &RunMetrics) -> Vec<FaultSpan> {
+    let mut seen = Vec::new();
+    let per_second = |count: &dyn Fn(&crate::metrics::IntervalRecord) -> u64| {
+        let mut spans: Vec<(u64, u64, u64)> = Vec::new(); // (first second, last second, count)
+        for rec in &metrics.intervals {
+            let n = count(rec);
+            if n == 0 {
+                continue;
+            }
+            match spans.last_mut() {
+                Some(span) if span.1 + 1 == rec.index => {
+                    span.1 = rec.index;
+                    span.2 += n;
+                }
+                _ => spans.push((rec.index, rec.index, n)),
+            }
+        }
+        spans
+    };
+    let reconnect_spans = per_second(&|rec| rec.jobs[JobCounter::Reconnects.index()]);
+    let unknown_spans = per_second(&|rec| rec.scripts.iter().map(|s| unknown_of(&s.errors)).sum());
+    for (kind, spans) in [(SpanKind::Reconnects, reconnect_spans), (SpanKind::UnknownOutcomes, unknown_spans)] {
+        seen.extend(spans.into_iter().map(|(first, last, count)| FaultSpan {
+            kind,
+            applied: true,
+            from_s: first as f64,
+            to_s: (last + 1) as f64,
+            count,
+            detail: String::new(),
+            effects: None,
+        }));
+    }
+    seen
 }
 
 #[cfg(test)]

@@ -116,8 +116,10 @@ impl Reporter {
         (reporter, MetricsSink { tx, start })
     }
 
-    /// Sends every measured interval to `tap` as it closes, once (an interval merged again
-    /// after it closed, from a task that stalled past the grace period, is not sent again).
+    /// Sends every measured interval to `tap` as it closes, once, and keeps none of them: the
+    /// series [`finish`](Self::finish) returns then holds only data merged into a second after
+    /// it closed (from a task that stalled past the grace period), which the tap's owner adds
+    /// to what it received (see `report::live::restore_series`).
     pub fn tap_closed(&mut self, tap: std::sync::mpsc::Sender<ClosedInterval>) {
         self.tap = Some(tap);
     }
@@ -273,31 +275,27 @@ impl Reporter {
                     }
                 }
             }
-            let mut rec = record(&data);
-            if let Some(tap) = self.tap.as_ref().filter(|_| k >= self.closed_below) {
-                // The series keeps the second's counts and percentiles; its histogram goes to
-                // the tap only (latency.hlog), and the end reads it back from there: a run's
-                // memory does not grow with its length by the histograms of its seconds.
-                let kept = IntervalRecord {
-                    scripts: rec
-                        .scripts
-                        .iter()
-                        .map(|s| IntervalScript { latency: CompactHistogram::default(), ..s.clone() })
-                        .collect(),
-                    ..rec.clone()
-                };
-                let closed = ClosedInterval {
-                    start_wall: self.start_wall,
-                    warmup_intervals: self.warmup_intervals,
-                    record: std::mem::replace(&mut rec, kept),
-                };
-                if let Err(std::sync::mpsc::SendError(closed)) = tap.send(closed) {
-                    // Nothing streams it: the series keeps its histogram after all.
-                    rec = closed.record;
-                    self.tap = None;
+            let rec = record(&data);
+            match self.tap.as_ref().filter(|_| k >= self.closed_below) {
+                // The second goes to the tap whole (the results folder's per-second files and
+                // their read-back at the end), and the series keeps none of it: a run's memory
+                // does not grow with its length by its seconds.
+                Some(tap) => {
+                    let closed = ClosedInterval {
+                        start_wall: self.start_wall,
+                        warmup_intervals: self.warmup_intervals,
+                        record: rec,
+                    };
+                    if let Err(std::sync::mpsc::SendError(closed)) = tap.send(closed) {
+                        // Nothing streams it: the series keeps it after all.
+                        self.closed.insert(k, closed.record);
+                        self.tap = None;
+                    }
+                }
+                None => {
+                    self.closed.insert(k, rec);
                 }
             }
-            self.closed.insert(k, rec);
         }
         data.reset();
         self.pool.push(data);

@@ -125,6 +125,8 @@ pub struct RunMetrics {
     /// [`Script`] order; [`RunMetrics::script`] finds one.
     pub scripts: Vec<ScriptTotals>,
     /// The per-second series, measured intervals only, by ascending index (missing = no data).
+    /// A reporter that streams its seconds to a tap finishes with only the data merged into a
+    /// second after it closed; the tap's owner puts the series back.
     pub intervals: Vec<IntervalRecord>,
     /// Job counters over the measured part, by [`JobCounter::index`].
     pub jobs: [u64; JobCounter::COUNT],

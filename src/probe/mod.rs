@@ -7,6 +7,10 @@
 //! node per second, reported in `summary.json` (`server_samples.cost`). A node that does not
 //! answer within the interval gets a row without figures for that second (a frozen server
 //! shows as a gap, not as a stall of the probe), and the probe goes on.
+//!
+//! Given a folder, the probe keeps no row in memory while it runs: each goes to a scratch file
+//! there (`.server-rows.*.jsonl`) and the rows are read back when it finishes, so a run of
+//! days holds no more of them than a run of seconds.
 
 pub mod reading;
 pub mod series;
@@ -41,14 +45,17 @@ pub struct Probe {
 
 impl Probe {
     /// Starts sampling every node of `plane` every `every`, on a new thread with its own
-    /// connections. The rows' times are s since the Unix epoch until [`ServerSeries::rebase`].
+    /// connections; its rows wait in a scratch file in `scratch` until [`finish`](Self::finish)
+    /// (in memory without one, or when the file cannot be made). The rows' times are s since
+    /// the Unix epoch until [`ServerSeries::rebase`].
     ///
     /// Panics when the OS cannot start a thread.
-    pub fn start(plane: &Plane, every: Duration) -> Probe {
+    pub fn start(plane: &Plane, every: Duration, scratch: Option<&std::path::Path>) -> Probe {
         let (stop, stopped) = watch::channel(Ending::Running);
         let (latest_tx, latest) = watch::channel(Vec::new());
         let plane = plane.clone();
-        let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped, latest_tx));
+        let rows = RowStore::new(scratch);
+        let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped, latest_tx, rows));
         Probe { stop, thread, latest }
     }
 
@@ -75,6 +82,7 @@ async fn sample(
     every: Duration,
     mut stopped: watch::Receiver<Ending>,
     latest: watch::Sender<Vec<Row>>,
+    mut rows: RowStore,
 ) -> ServerSeries {
     let mut series = ServerSeries::default();
     // Cut short by the stop: a server frozen while these connections open (a slow start on a
@@ -105,7 +113,7 @@ async fn sample(
             _ = stopped.wait_for(|s| *s != Ending::Running) => break,
         }
         let began = Instant::now();
-        let round = series.rows.len();
+        let mut round: Vec<Row> = Vec::new();
         let t_s = epoch_secs(SystemTime::now());
         // Every node at once: one slow node does not delay the others' readings.
         let mut calls = tokio::task::JoinSet::new();
@@ -133,11 +141,11 @@ async fn sample(
                 Ok(Ok(text)) => reading::parse(&text),
                 Ok(Err(err)) => {
                     series.note(format!("INFO on {node} failed ({err}): that node's rows have no figures"));
-                    series.rows.push(Row { t_s, node: node.clone(), figures: None });
+                    round.push(Row { t_s, node: node.clone(), figures: None });
                     continue;
                 }
                 Err(_) => {
-                    series.rows.push(Row { t_s, node: node.clone(), figures: None });
+                    round.push(Row { t_s, node: node.clone(), figures: None });
                     continue;
                 }
             };
@@ -149,22 +157,84 @@ async fn sample(
             let previous = last[index].replace((at, reading));
             if let (Some((then, before)), Some((_, after))) = (previous, last[index].as_ref()) {
                 let figures = Figures::between(&before, after, at.duration_since(then).as_secs_f64());
-                series.rows.push(Row { t_s, node: node.clone(), figures: Some(figures) });
+                round.push(Row { t_s, node: node.clone(), figures: Some(figures) });
             }
         }
         series.cost.call_sets += 1;
         series.cost.wall_s += began.elapsed().as_secs_f64();
         // The probe's own receiver is held by `Probe`: more than one means someone else reads.
         if latest.receiver_count() > 1 {
-            latest.send_replace(series.rows[round..].iter().filter(|r| r.figures.is_some()).cloned().collect());
+            latest.send_replace(round.iter().filter(|r| r.figures.is_some()).cloned().collect());
         }
+        rows.keep(round, &mut series);
     }
+    series.rows = rows.read_back(&mut series);
     series.cost.cpu_s = {
         let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);
         user + sys
     };
     series.rows.sort_by(|a, b| a.t_s.total_cmp(&b.t_s).then_with(|| a.node.cmp(&b.node)));
     series
+}
+
+/// Where the probe's rows wait until it finishes: a scratch file (one JSON line a row), or
+/// memory.
+struct RowStore {
+    /// The scratch file and its writer; `None`: the rows stay in `kept`.
+    file: Option<(tempfile::NamedTempFile, std::io::BufWriter<std::fs::File>)>,
+    kept: Vec<Row>,
+}
+
+impl RowStore {
+    /// A scratch file in `dir` when one is given and can be made, else memory.
+    fn new(dir: Option<&std::path::Path>) -> RowStore {
+        let file = dir
+            .and_then(|dir| tempfile::Builder::new().prefix(".server-rows.").suffix(".jsonl").tempfile_in(dir).ok())
+            .and_then(|f| {
+                let out = f.as_file().try_clone().ok()?;
+                Some((f, std::io::BufWriter::new(out)))
+            });
+        RowStore { file, kept: Vec::new() }
+    }
+
+    /// Keeps `round`'s rows; a row that cannot be written is kept in memory (said once in
+    /// `series`' notes).
+    fn keep(&mut self, round: Vec<Row>, series: &mut ServerSeries) {
+        use std::io::Write;
+        let Some((_, out)) = self.file.as_mut() else {
+            self.kept.extend(round);
+            return;
+        };
+        for row in round {
+            let written = serde_json::to_writer(&mut *out, &row)
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"));
+            if let Err(e) = written {
+                series.note(format!("the server's rows could not go to their scratch file ({e}): kept in memory"));
+                self.kept.push(row);
+            }
+        }
+    }
+
+    /// Every row kept, in the order kept (the file's, then those memory kept); a file that
+    /// cannot be read back is said in `series`' notes.
+    fn read_back(self, series: &mut ServerSeries) -> Vec<Row> {
+        use std::io::{BufRead, Write};
+        let Some((file, mut out)) = self.file else { return self.kept };
+        let mut rows = Vec::new();
+        let read = out.flush().and_then(|()| {
+            let input = std::io::BufReader::new(std::fs::File::open(file.path())?);
+            for line in input.lines() {
+                rows.push(serde_json::from_str(&line?).map_err(std::io::Error::from)?);
+            }
+            Ok(())
+        });
+        if let Err(e) = read {
+            series.note(format!("the server's rows could not be read back from their scratch file: {e}"));
+        }
+        rows.extend(self.kept);
+        rows
+    }
 }
 
 /// `at` in s since the Unix epoch (the probe's clock before [`ServerSeries::rebase`]).

@@ -12,7 +12,7 @@ const LATENCY_LINE: &str = "latency_percentiles_usec_evalsha";
 
 /// What one INFO reply said, reduced to the sampled figures. Counters are cumulative since
 /// the server started (or its last CONFIG RESETSTAT); a [`Row`] holds their differences.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Reading {
     /// `used_cpu_user`, s.
     pub cpu_user_s: f64,
@@ -75,7 +75,7 @@ pub fn parse(text: &str) -> Reading {
 
 /// One node over one sampling interval: rates from the difference of two readings, levels
 /// (memory, clients, the server's latency percentiles) as the later reading says.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Row {
     /// Seconds since the run start (interval 0 of the measurement) at the later reading.
     pub t_s: f64,
@@ -86,7 +86,7 @@ pub struct Row {
 }
 
 /// The measured part of a [`Row`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Figures {
     /// User CPU over the interval, % of one core.
     pub cpu_user_pct: f64,

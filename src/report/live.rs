@@ -7,7 +7,10 @@
 //! and the rest come only then).
 //!
 //! Nothing here holds the run's seconds: each is written and dropped, and the running totals
-//! are one histogram per script.
+//! are one histogram per script. The reporter keeps none either: each second's counts go to a
+//! scratch file beside the results (`.seconds.*.jsonl`, removed at the end) and its histograms
+//! to `latency.hlog`, and [`LiveFolder::finish`] reads the series back from them, one second at
+//! a time, for the files the end writes whole.
 
 use super::hlog::LATENCY_HLOG;
 use super::intervals_csv::{write_second, Second};
@@ -15,12 +18,15 @@ use super::queue_csv::QueueRow;
 use super::results::DepthSample;
 use super::run_summary::RunSummary;
 use super::{summarize, write_json, ReportError};
-use crate::lua::Script;
-use crate::metrics::{growable, ClosedInterval, JobCounter, RunMetrics, INTERVAL_US};
+use crate::lua::{ErrorCode, Script};
+use crate::metrics::{
+    growable, ClosedInterval, CompactHistogram, IntervalRecord, IntervalScript, JobCounter, RunMetrics, INTERVAL_US,
+};
 use crate::scenario::Stages;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -37,11 +43,15 @@ const DEPTHS_KEPT: usize = 16;
 
 /// The writer of a run's folder while it runs.
 pub struct LiveFolder {
+    dir: PathBuf,
     intervals: mpsc::Sender<ClosedInterval>,
     depths: mpsc::Sender<DepthSample>,
     stop: Arc<AtomicBool>,
     /// `None` once joined.
     thread: Option<JoinHandle<Vec<String>>>,
+    /// The seconds' counts as they closed (`None` when the scratch file could not be made: the
+    /// reporter is then not tapped, and keeps its series itself).
+    seconds: Option<tempfile::NamedTempFile>,
 }
 
 impl Drop for LiveFolder {
@@ -61,6 +71,7 @@ impl LiveFolder {
         let (intervals, intervals_rx) = mpsc::channel();
         let (depths, depths_rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
+        let seconds = tempfile::Builder::new().prefix(SECONDS_PREFIX).suffix(".jsonl").tempfile_in(dir).ok();
         let writer = Writing {
             dir: dir.to_path_buf(),
             summary,
@@ -68,17 +79,19 @@ impl LiveFolder {
             intervals: intervals_rx,
             depths: depths_rx,
             stop: stop.clone(),
+            seconds: seconds.as_ref().and_then(|f| f.as_file().try_clone().ok()).map(std::io::BufWriter::new),
         };
         let thread = std::thread::Builder::new()
             .name("live-folder".into())
             .spawn(move || writer.run())
             .unwrap_or_else(|e| panic!("spawn the live-folder thread: {e}"));
-        LiveFolder { intervals, depths, stop, thread: Some(thread) }
+        LiveFolder { dir: dir.to_path_buf(), intervals, depths, stop, thread: Some(thread), seconds }
     }
 
-    /// Where the reporter sends each measured second as it closes.
-    pub fn intervals(&self) -> mpsc::Sender<ClosedInterval> {
-        self.intervals.clone()
+    /// Where the reporter sends each measured second as it closes; `None` when this folder
+    /// cannot keep the seconds for the end (no scratch file): the reporter then keeps them.
+    pub fn intervals(&self) -> Option<mpsc::Sender<ClosedInterval>> {
+        self.seconds.as_ref().map(|_| self.intervals.clone())
     }
 
     /// Where the run's depth readings go (one a second, s since the run start).
@@ -86,13 +99,178 @@ impl LiveFolder {
         self.depths.clone()
     }
 
-    /// Writes what has arrived, stops the thread and returns what could not be written, one
-    /// line per file (`cannot write <path>: <why>`). Call it before the run writes its final
-    /// files: none of this thread's writes comes after.
-    pub fn finish(mut self) -> Vec<String> {
+    /// Writes what has arrived, stops the thread, and puts the run's per-second series back
+    /// into `metrics` (the reporter's finished measurement, whose series holds only data
+    /// merged into a second after it closed): the seconds' counts from the scratch file, their
+    /// histograms from latency.hlog. Returns what could not be written or read back, one line
+    /// per file. Call it before the run writes its final files: none of this thread's writes
+    /// comes after.
+    pub fn finish(mut self, metrics: &mut RunMetrics) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         let thread = self.thread.take().expect("joined once, here");
-        thread.join().unwrap_or_else(|_| vec!["the live-folder thread panicked".to_string()])
+        let mut errors = thread.join().unwrap_or_else(|_| vec!["the live-folder thread panicked".to_string()]);
+        if let Some(seconds) = self.seconds.take() {
+            if let Err(e) = restore_series(metrics, seconds.path()) {
+                errors.push(format!("cannot read back the run's seconds: {e}"));
+            }
+            let hlog = self.dir.join(LATENCY_HLOG);
+            if let Err(e) = restore_latency(metrics, &hlog) {
+                errors.push(format!("cannot read back {}: {e}", hlog.display()));
+            }
+        }
+        errors
+    }
+}
+
+/// The prefix of the scratch file of the seconds' counts.
+const SECONDS_PREFIX: &str = ".seconds.";
+
+/// One second's counts as the scratch file keeps them (one JSON line; a script's errors by
+/// [`ErrorCode::index`](crate::lua::ErrorCode::index), only the codes seen).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SpilledSecond {
+    index: u64,
+    start_us: u64,
+    duration_us: u64,
+    jobs: Vec<u64>,
+    scripts: Vec<SpilledScript>,
+}
+
+/// One script's part of a [`SpilledSecond`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SpilledScript {
+    script: usize,
+    ok: u64,
+    errors: Vec<(usize, u64)>,
+    late: u64,
+    p50_us: u64,
+    p99_us: u64,
+    max_us: u64,
+}
+
+impl SpilledSecond {
+    fn of(rec: &IntervalRecord) -> SpilledSecond {
+        SpilledSecond {
+            index: rec.index,
+            start_us: rec.start_us,
+            duration_us: rec.duration_us,
+            jobs: rec.jobs.to_vec(),
+            scripts: rec
+                .scripts
+                .iter()
+                .map(|s| SpilledScript {
+                    script: s.script.index(),
+                    ok: s.ok,
+                    errors: s.errors.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (i, *n)).collect(),
+                    late: s.late,
+                    p50_us: s.p50_us,
+                    p99_us: s.p99_us,
+                    max_us: s.max_us,
+                })
+                .collect(),
+        }
+    }
+
+    /// The record back (no histogram); `None` when an index is out of range.
+    fn record(self) -> Option<IntervalRecord> {
+        let mut jobs = [0u64; JobCounter::COUNT];
+        for (slot, n) in jobs.iter_mut().zip(self.jobs) {
+            *slot = n;
+        }
+        let scripts = self
+            .scripts
+            .into_iter()
+            .map(|s| {
+                let mut errors = [0u64; ErrorCode::COUNT];
+                for (i, n) in s.errors {
+                    *errors.get_mut(i)? = n;
+                }
+                Some(IntervalScript {
+                    script: *Script::ALL.get(s.script)?,
+                    ok: s.ok,
+                    errors,
+                    late: s.late,
+                    p50_us: s.p50_us,
+                    p99_us: s.p99_us,
+                    max_us: s.max_us,
+                    latency: CompactHistogram::default(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(IntervalRecord {
+            index: self.index,
+            start_us: self.start_us,
+            duration_us: self.duration_us,
+            scripts,
+            jobs,
+        })
+    }
+}
+
+/// Puts the run's per-second series back into `metrics` from `seconds` (the scratch file of
+/// the seconds' counts, in the order they closed), adding to each second what the series
+/// already holds for it (data merged after the second closed), and cuts the last measured
+/// second at the run's end as the reporter does. Histograms are not touched
+/// ([`restore_latency`] puts them back).
+///
+/// # Errors
+/// [`ReportError::Io`] when the file cannot be read; a line that does not parse, named.
+fn restore_series(metrics: &mut RunMetrics, seconds: &Path) -> Result<(), ReportError> {
+    use std::io::BufRead;
+    let io = |source| ReportError::Io { path: seconds.to_path_buf(), source };
+    let mut late: std::collections::BTreeMap<u64, IntervalRecord> =
+        std::mem::take(&mut metrics.intervals).into_iter().map(|r| (r.index, r)).collect();
+    let mut series = Vec::new();
+    let input = std::io::BufReader::new(File::open(seconds).map_err(io)?);
+    for (n, line) in input.lines().enumerate() {
+        let line = line.map_err(io)?;
+        let bad = || {
+            io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {} is not a second's counts", n + 1)))
+        };
+        let spilled: SpilledSecond = serde_json::from_str(&line).map_err(|_| bad())?;
+        let mut rec = spilled.record().ok_or_else(bad)?;
+        if let Some(extra) = late.remove(&rec.index) {
+            add_late(&mut rec, extra);
+        }
+        series.push(rec);
+    }
+    series.extend(late.into_values());
+    series.sort_by_key(|r| r.index);
+    let end_us = metrics.warmup_intervals * INTERVAL_US + metrics.measured_us;
+    for rec in &mut series {
+        if rec.start_us < end_us {
+            rec.duration_us = (end_us - rec.start_us).min(INTERVAL_US);
+        }
+    }
+    metrics.intervals = series;
+    Ok(())
+}
+
+/// Adds `extra` (data merged into `rec`'s second after it closed) to `rec`: counts summed, and
+/// each script's late histogram kept for [`restore_latency`] to merge (a script with no ok call
+/// before takes the late part's percentiles as they are).
+fn add_late(rec: &mut IntervalRecord, extra: IntervalRecord) {
+    for (total, add) in rec.jobs.iter_mut().zip(extra.jobs) {
+        *total += add;
+    }
+    for s in extra.scripts {
+        match rec.scripts.iter_mut().find(|r| r.script == s.script) {
+            Some(r) => {
+                if r.ok == 0 {
+                    (r.p50_us, r.p99_us, r.max_us) = (s.p50_us, s.p99_us, s.max_us);
+                }
+                r.ok += s.ok;
+                r.late += s.late;
+                for (total, add) in r.errors.iter_mut().zip(s.errors) {
+                    *total += add;
+                }
+                r.latency = s.latency;
+            }
+            None => {
+                let at = rec.scripts.partition_point(|r| r.script.index() < s.script.index());
+                rec.scripts.insert(at, s);
+            }
+        }
     }
 }
 
@@ -104,6 +282,8 @@ struct Writing {
     intervals: mpsc::Receiver<ClosedInterval>,
     depths: mpsc::Receiver<DepthSample>,
     stop: Arc<AtomicBool>,
+    /// The scratch file of the seconds' counts, appended as each second closes.
+    seconds: Option<std::io::BufWriter<File>>,
 }
 
 /// The running totals: a [`RunMetrics`] without its series.
@@ -235,6 +415,14 @@ impl Writing {
             if let Some(closed) = closed {
                 totals.add(&closed);
                 let rec = &closed.record;
+                if let Some(out) = self.seconds.as_mut() {
+                    let written = serde_json::to_writer(&mut *out, &SpilledSecond::of(rec))
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| out.write_all(b"\n"));
+                    if let Err(e) = written {
+                        fail(&mut errors, &self.dir.join(SECONDS_PREFIX), e.to_string());
+                    }
+                }
                 let second = Second { k: rec.index, rec: Some(rec), duration_us: rec.duration_us, faults: "" };
                 let stages = self.stages.as_ref();
                 let intervals_path = self.dir.join("intervals.csv");
@@ -282,6 +470,9 @@ impl Writing {
         if let Err(e) = self.rewrite_summary(&totals) {
             fail(&mut errors, &self.dir.join("summary.json"), e.to_string());
         }
+        if let Some(Err(e)) = self.seconds.as_mut().map(|out| out.flush()) {
+            fail(&mut errors, &self.dir.join(SECONDS_PREFIX), e.to_string());
+        }
         errors
     }
 
@@ -319,7 +510,7 @@ impl Writing {
 ///
 /// # Errors
 /// [`ReportError`] naming the file when it cannot be read or a histogram does not decode.
-pub fn restore_latency(metrics: &mut RunMetrics, latency_hlog: &Path) -> Result<(), ReportError> {
+fn restore_latency(metrics: &mut RunMetrics, latency_hlog: &Path) -> Result<(), ReportError> {
     let by_index: std::collections::HashMap<u64, usize> =
         metrics.intervals.iter().enumerate().map(|(at, rec)| (rec.index, at)).collect();
     super::hlog::each_entry(latency_hlog, |entry| {
@@ -346,9 +537,9 @@ mod tests {
     use crate::lua::Script;
     use crate::metrics::{Recorder, Reporter};
 
-    /// A run whose reporter streams its seconds: the series it finishes with holds no
-    /// histogram, latency.hlog and intervals.csv hold every second, and the histograms read
-    /// back are the ones recorded (counts and max per second, as the plain run's).
+    /// A run whose reporter streams its seconds: the reporter finishes with no series,
+    /// latency.hlog and intervals.csv hold every second, and the series read back is the one
+    /// recorded (counts, errors, histograms per second; the last second cut at the run's end).
     #[test]
     fn streamed_seconds_read_back_as_recorded() {
         let dir = tempfile::tempdir().unwrap();
@@ -356,7 +547,7 @@ mod tests {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let (mut reporter, sink) = Reporter::new(start, Duration::from_secs(1));
-        reporter.tap_closed(live.intervals());
+        reporter.tap_closed(live.intervals().unwrap());
         let mut rec = Recorder::new(&sink);
         rec.record_ok(Script::Claim, 50, 50);
         rec.maybe_flush(at(1_000));
@@ -367,20 +558,28 @@ mod tests {
         for i in 1..=7 {
             rec.record_ok(Script::Enqueue, i * 1_000, 10);
         }
+        rec.record_error(Script::Enqueue, ErrorCode::Timeout, 40);
         drop(rec);
         reporter.drain();
-        let mut metrics = reporter.finish(at(3_000));
-        assert!(live.finish().is_empty());
-        let held: usize = metrics.intervals.iter().flat_map(|r| &r.scripts).map(|s| s.latency.encoded_len()).sum();
-        assert_eq!(held, 0, "the series holds no histogram once streamed");
-        restore_latency(&mut metrics, &dir.path().join("latency.hlog")).unwrap();
-        let seconds: Vec<(u64, u64, u64)> = metrics
+        let mut metrics = reporter.finish(at(2_500));
+        assert!(metrics.intervals.is_empty(), "the reporter keeps no second once streamed");
+        assert!(live.finish(&mut metrics).is_empty());
+        let seconds: Vec<(u64, u64, u64, u64, u64, u64)> = metrics
             .intervals
             .iter()
-            .flat_map(|r| r.scripts.iter().map(move |s| (r.index, s.latency.decode().unwrap())))
-            .map(|(k, h)| (k, h.len(), h.max()))
+            .flat_map(|r| r.scripts.iter().map(move |s| (r, s)))
+            .map(|(r, s)| {
+                let h = s.latency.decode().unwrap();
+                (r.index, r.duration_us, s.ok, s.error_total(), h.len(), h.max())
+            })
             .collect();
-        assert_eq!(seconds, vec![(1, 20, 2_000), (2, 7, 7_003)]);
+        assert_eq!(
+            seconds,
+            vec![(1, 1_000_000, 20, 0, 20, 2_000), (2, 500_000, 7, 1, 7, 7_003)],
+            "counts, errors and histograms read back; the last second cut at the end"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(!left.iter().any(|n| n.to_string_lossy().starts_with(SECONDS_PREFIX)), "{left:?}");
         // A line cut by a kill is left out, not an unreadable log.
         let hlog = dir.path().join("latency.hlog");
         let mut cut = std::fs::read(&hlog).unwrap();
@@ -393,5 +592,72 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
         assert!(summary.running);
         assert_eq!(summary.scripts.iter().map(|s| (s.script.as_str(), s.ok)).collect::<Vec<_>>(), [("enqueue", 27)]);
+    }
+
+    /// Data merged into a second after it closed (a stalled task) is added to what the second
+    /// streamed: counts summed, a script new to the second inserted in order, the late
+    /// histogram kept for the read-back of latency.hlog; a late second never streamed stays.
+    #[test]
+    fn late_data_adds_to_the_streamed_second() {
+        let script = |script: Script, ok: u64, p99_us: u64| IntervalScript {
+            script,
+            ok,
+            errors: [0; ErrorCode::COUNT],
+            late: 0,
+            p50_us: p99_us,
+            p99_us,
+            max_us: p99_us,
+            latency: CompactHistogram::default(),
+        };
+        let second = |index: u64, scripts: Vec<IntervalScript>| IntervalRecord {
+            index,
+            start_us: index * INTERVAL_US,
+            duration_us: INTERVAL_US,
+            scripts,
+            jobs: [1; JobCounter::COUNT],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seconds.jsonl");
+        let mut streamed = second(3, vec![script(Script::Claim, 10, 700)]);
+        streamed.scripts[0].errors[ErrorCode::Fence.index()] = 2;
+        let lines = [SpilledSecond::of(&streamed), SpilledSecond::of(&second(4, vec![script(Script::Claim, 1, 9)]))];
+        let text: String = lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect();
+        std::fs::write(&path, text).unwrap();
+        let mut late = second(3, vec![script(Script::Enqueue, 5, 300), script(Script::Claim, 1, 900)]);
+        let mut h = crate::metrics::new_histogram();
+        h.record(900).unwrap();
+        late.scripts[1].latency = CompactHistogram::encode(&h);
+        let mut metrics = RunMetrics {
+            start_wall: std::time::SystemTime::now(),
+            warmup_intervals: 3,
+            measured_us: 1_250_000,
+            scripts: Vec::new(),
+            intervals: vec![late, second(9, vec![script(Script::Complete, 2, 50)])],
+            jobs: [0; JobCounter::COUNT],
+            warmup_jobs: [0; JobCounter::COUNT],
+        };
+        restore_series(&mut metrics, &path).unwrap();
+        type Second = (u64, u64, Vec<(Script, u64, u64, u64)>);
+        let got: Vec<Second> = metrics
+            .intervals
+            .iter()
+            .map(|r| {
+                (
+                    r.index,
+                    r.duration_us,
+                    r.scripts.iter().map(|s| (s.script, s.ok, s.error_total(), s.p99_us)).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (3, 1_000_000, vec![(Script::Enqueue, 5, 0, 300), (Script::Claim, 11, 2, 700)]),
+                (4, 250_000, vec![(Script::Claim, 1, 0, 9)]),
+                (9, 1_000_000, vec![(Script::Complete, 2, 0, 50)]),
+            ]
+        );
+        assert_eq!(metrics.intervals[0].jobs, [2; JobCounter::COUNT]);
+        assert_eq!(metrics.intervals[0].scripts[1].latency.decode().unwrap().len(), 1, "the late histogram kept");
     }
 }

@@ -344,7 +344,7 @@ impl Session {
 
         let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.
-        let probe = Probe::start(&self.plane, crate::probe::EVERY);
+        let probe = Probe::start(&self.plane, crate::probe::EVERY, Some(dir));
         let board = self.board.clone();
         if let Some(board) = &board {
             board.watch_server(probe.latest());
@@ -369,7 +369,7 @@ impl Session {
                 _ => None,
             },
             history_spill: Some(spool.spill()),
-            interval_tap: Some(live_folder.intervals()),
+            interval_tap: live_folder.intervals(),
             expose_totals: board.is_some(),
         };
         let mut driven =
@@ -391,15 +391,11 @@ impl Session {
             board.finish(Cumulative::of_run(&driven.metrics));
         }
         // Stopped before the final files are written: none of its writes comes after them.
-        // The seconds' histograms are read back from the latency.hlog it wrote (the series
-        // held none while the run went); what it could not write is missing from the folder.
-        let mut streamed_errors = live_folder.finish();
-        if !driven.metrics.intervals.is_empty() {
-            let hlog = dir.join(crate::report::hlog::LATENCY_HLOG);
-            if let Err(err) = crate::report::live::restore_latency(&mut driven.metrics, &hlog) {
-                streamed_errors.push(format!("cannot read back {}: {err}", hlog.display()));
-            }
-        }
+        // The per-second series is read back from what it wrote (the run held none of it);
+        // what it could not write or read back is missing from the folder.
+        let streamed_errors = live_folder.finish(&mut driven.metrics);
+        // The reconnect and unknown-outcome spans come from the series, whole only now.
+        driven.faults.spans_again(&driven.metrics);
         let mut server = probe.finish(stop.is_aborted()).await;
         server.rebase(driven.metrics.start_wall);
         let zero = crate::probe::epoch_secs(driven.metrics.start_wall);
