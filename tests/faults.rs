@@ -282,7 +282,7 @@ async fn a_probe_opening_on_a_frozen_server_ends_at_once() {
     let connect = ConnectOptions { response_timeout: Duration::from_secs(20), ..ConnectOptions::default() };
     let plane = emq_bench::plane::Plane::open(&support::connector(&server.url()), connect).await.unwrap();
     server.freeze(true);
-    let probe = emq_bench::probe::Probe::start(&plane, Duration::from_secs(1), None);
+    let probe = emq_bench::probe::Probe::start(&plane, Duration::from_secs(1), None, None);
     // Long enough for the thread to be inside its connect, on any machine.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let asked = Instant::now();

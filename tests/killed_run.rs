@@ -79,6 +79,12 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     assert!(written.windows(2).all(|w| w[1] == w[0] + 1), "a gap in the seconds: {written:?}");
     let queue_rows = csv::Reader::from_path(out.join("queue.csv")).unwrap().records().count();
     assert!(queue_rows >= written.len().saturating_sub(1), "queue.csv: {queue_rows} rows, {written:?}");
+    // The server's rows as the probe took them, its fixed columns, on the run's clock.
+    let mut server_csv = csv::Reader::from_path(out.join("server.csv")).unwrap();
+    assert_eq!(server_csv.headers().unwrap().iter().next(), Some("t_s"));
+    let times: Vec<f64> = server_csv.records().map(|r| r.unwrap()[0].parse().unwrap()).collect();
+    assert!(times.len() >= written.len().saturating_sub(2), "server.csv: {times:?}, seconds {written:?}");
+    assert!(times.iter().all(|t| (0.0..130.0).contains(t)), "{times:?}");
     let hlog = std::fs::read(out.join("latency.hlog")).unwrap();
     let histograms = hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&hlog)
         .filter(|e| matches!(e, Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(_))))

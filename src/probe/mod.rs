@@ -46,15 +46,21 @@ pub struct Probe {
 impl Probe {
     /// Starts sampling every node of `plane` every `every`, on a new thread with its own
     /// connections; its rows wait in a scratch file in `scratch` until [`finish`](Self::finish)
-    /// (in memory without one, or when the file cannot be made). The rows' times are s since
-    /// the Unix epoch until [`ServerSeries::rebase`].
+    /// (in memory without one, or when the file cannot be made), and each also goes to `tap`
+    /// as it is taken (the results folder's server.csv, appended as the run goes). The rows'
+    /// times are s since the Unix epoch until [`ServerSeries::rebase`].
     ///
     /// Panics when the OS cannot start a thread.
-    pub fn start(plane: &Plane, every: Duration, scratch: Option<&std::path::Path>) -> Probe {
+    pub fn start(
+        plane: &Plane,
+        every: Duration,
+        scratch: Option<&std::path::Path>,
+        tap: Option<std::sync::mpsc::Sender<Row>>,
+    ) -> Probe {
         let (stop, stopped) = watch::channel(Ending::Running);
         let (latest_tx, latest) = watch::channel(Vec::new());
         let plane = plane.clone();
-        let rows = RowStore::new(scratch);
+        let rows = RowStore::new(scratch, tap);
         let thread = crate::side_thread::spawn("emq-probe", move || sample(plane, every, stopped, latest_tx, rows));
         Probe { stop, thread, latest }
     }
@@ -183,24 +189,32 @@ struct RowStore {
     /// The scratch file and its writer; `None`: the rows stay in `kept`.
     file: Option<(tempfile::NamedTempFile, std::io::BufWriter<std::fs::File>)>,
     kept: Vec<Row>,
+    /// Where each row also goes as it is kept; dropped once its receiver is gone.
+    tap: Option<std::sync::mpsc::Sender<Row>>,
 }
 
 impl RowStore {
-    /// A scratch file in `dir` when one is given and can be made, else memory.
-    fn new(dir: Option<&std::path::Path>) -> RowStore {
+    /// A scratch file in `dir` when one is given and can be made, else memory; each row also to
+    /// `tap`.
+    fn new(dir: Option<&std::path::Path>, tap: Option<std::sync::mpsc::Sender<Row>>) -> RowStore {
         let file = dir
             .and_then(|dir| tempfile::Builder::new().prefix(".server-rows.").suffix(".jsonl").tempfile_in(dir).ok())
             .and_then(|f| {
                 let out = f.as_file().try_clone().ok()?;
                 Some((f, std::io::BufWriter::new(out)))
             });
-        RowStore { file, kept: Vec::new() }
+        RowStore { file, kept: Vec::new(), tap }
     }
 
     /// Keeps `round`'s rows; a row that cannot be written is kept in memory (said once in
     /// `series`' notes).
     fn keep(&mut self, round: Vec<Row>, series: &mut ServerSeries) {
         use std::io::Write;
+        if let Some(tap) = &self.tap {
+            if round.iter().any(|row| tap.send(row.clone()).is_err()) {
+                self.tap = None;
+            }
+        }
         let Some((_, out)) = self.file.as_mut() else {
             self.kept.extend(round);
             return;

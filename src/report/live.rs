@@ -1,10 +1,12 @@
 //! The results folder as the run goes: a thread of its own appends each measured second to
-//! `intervals.csv`, `latency.hlog` and `queue.csv` as the reporter closes it (flushed at once,
-//! synced every few seconds) and rewrites `summary.json` every few seconds, marked `running`,
-//! from the seconds so far. A run killed outright (SIGKILL, the OOM killer, a lost node)
-//! leaves a folder `emq-bench report` renders; a run that ends writes every file again, whole,
-//! from its finished measurement (the faults column, the last second cut short, `server.csv`
-//! and the rest come only then).
+//! `intervals.csv`, `latency.hlog` and `queue.csv` as the reporter closes it, and each of the
+//! probe's rows to `server.csv` as it is taken (its fixed columns: the per-command ones
+//! depend on every command the run saw), flushed at once, synced every few seconds; and it
+//! rewrites `summary.json` every few seconds, marked `running`, from the seconds so far. A run
+//! killed outright (SIGKILL, the OOM killer, a lost node) leaves a folder `emq-bench report`
+//! renders; a run that ends writes every file again, whole, from its finished measurement (the
+//! faults column, the last second cut short, server.csv's command columns, `scripts.csv`,
+//! `totals.hlog` and the verdict come only then).
 //!
 //! Nothing here holds the run's seconds: each is written and dropped, and the running totals
 //! are one histogram per script. The reporter keeps none either: each second's counts go to a
@@ -17,14 +19,17 @@ use super::intervals_csv::{write_second, Second};
 use super::queue_csv::QueueRow;
 use super::results::DepthSample;
 use super::run_summary::RunSummary;
+use super::server_csv::{self, SERVER_CSV};
 use super::{summarize, write_json, ReportError};
 use crate::lua::{ErrorCode, Script};
 use crate::metrics::{
     growable, ClosedInterval, CompactHistogram, IntervalRecord, IntervalScript, JobCounter, RunMetrics, INTERVAL_US,
 };
+use crate::probe::Row;
 use crate::scenario::Stages;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,6 +51,7 @@ pub struct LiveFolder {
     dir: PathBuf,
     intervals: mpsc::Sender<ClosedInterval>,
     depths: mpsc::Sender<DepthSample>,
+    server: mpsc::Sender<Row>,
     stop: Arc<AtomicBool>,
     /// `None` once joined.
     thread: Option<JoinHandle<Vec<String>>>,
@@ -70,6 +76,7 @@ impl LiveFolder {
     pub fn start(dir: &Path, summary: RunSummary, stages: Option<Stages>) -> LiveFolder {
         let (intervals, intervals_rx) = mpsc::channel();
         let (depths, depths_rx) = mpsc::channel();
+        let (server, server_rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let seconds = tempfile::Builder::new().prefix(SECONDS_PREFIX).suffix(".jsonl").tempfile_in(dir).ok();
         let writer = Writing {
@@ -78,6 +85,7 @@ impl LiveFolder {
             stages,
             intervals: intervals_rx,
             depths: depths_rx,
+            server: server_rx,
             stop: stop.clone(),
             seconds: seconds.as_ref().and_then(|f| f.as_file().try_clone().ok()).map(std::io::BufWriter::new),
         };
@@ -85,7 +93,7 @@ impl LiveFolder {
             .name("live-folder".into())
             .spawn(move || writer.run())
             .unwrap_or_else(|e| panic!("spawn the live-folder thread: {e}"));
-        LiveFolder { dir: dir.to_path_buf(), intervals, depths, stop, thread: Some(thread), seconds }
+        LiveFolder { dir: dir.to_path_buf(), intervals, depths, server, stop, thread: Some(thread), seconds }
     }
 
     /// Where the reporter sends each measured second as it closes; `None` when this folder
@@ -97,6 +105,12 @@ impl LiveFolder {
     /// Where the run's depth readings go (one a second, s since the run start).
     pub fn depths(&self) -> mpsc::Sender<DepthSample> {
         self.depths.clone()
+    }
+
+    /// Where the probe's rows go as it takes them (times in s since the Unix epoch, as the
+    /// probe keeps them).
+    pub fn server_rows(&self) -> mpsc::Sender<Row> {
+        self.server.clone()
     }
 
     /// Writes what has arrived, stops the thread, and puts the run's per-second series back
@@ -281,6 +295,7 @@ struct Writing {
     stages: Option<Stages>,
     intervals: mpsc::Receiver<ClosedInterval>,
     depths: mpsc::Receiver<DepthSample>,
+    server: mpsc::Receiver<Row>,
     stop: Arc<AtomicBool>,
     /// The scratch file of the seconds' counts, appended as each second closes.
     seconds: Option<std::io::BufWriter<File>>,
@@ -322,6 +337,7 @@ impl Totals {
 struct Appended {
     intervals: csv::Writer<File>,
     queue: csv::Writer<File>,
+    server: csv::Writer<File>,
     /// Handles of every appended file, to sync them.
     sync: Vec<File>,
 }
@@ -345,15 +361,26 @@ impl Writing {
             };
             let intervals = create("intervals.csv")?;
             let queue = create("queue.csv")?;
+            let server = create(SERVER_CSV)?;
             // Each histogram's line reaches the file in one write, at its newline: a kill
             // between the parts hdrhistogram writes a line in never leaves half of one.
             let hlog = create(LATENCY_HLOG)?;
             let clone = |f: &File, name: &str| f.try_clone().map_err(|e| (self.dir.join(name), e));
-            let sync =
-                vec![clone(&intervals, "intervals.csv")?, clone(&queue, "queue.csv")?, clone(&hlog, LATENCY_HLOG)?];
+            let sync = vec![
+                clone(&intervals, "intervals.csv")?,
+                clone(&queue, "queue.csv")?,
+                clone(&server, SERVER_CSV)?,
+                clone(&hlog, LATENCY_HLOG)?,
+            ];
+            let mut server = csv::Writer::from_writer(server);
+            server
+                .write_record(server_csv::header(&BTreeSet::new()))
+                .and_then(|()| server.flush().map_err(csv::Error::from))
+                .map_err(|e| (self.dir.join(SERVER_CSV), std::io::Error::other(e)))?;
             let appended = Appended {
                 intervals: csv::Writer::from_writer(intervals),
                 queue: csv::Writer::from_writer(queue),
+                server,
                 sync,
             };
             Ok((appended, std::io::LineWriter::with_capacity(1 << 16, hlog)))
@@ -411,6 +438,17 @@ impl Writing {
             depths.extend(self.depths.try_iter());
             let keep_from = depths.len().saturating_sub(DEPTHS_KEPT);
             depths.drain(..keep_from);
+            let zero = crate::probe::epoch_secs(totals.metrics.start_wall);
+            for mut row in self.server.try_iter() {
+                row.t_s -= zero;
+                let written = files
+                    .server
+                    .write_record(server_csv::record(&row, &BTreeSet::new()))
+                    .and_then(|()| files.server.flush().map_err(csv::Error::from));
+                if let Err(e) = written {
+                    fail(&mut errors, &self.dir.join(SERVER_CSV), e.to_string());
+                }
+            }
             let got = closed.is_some();
             if let Some(closed) = closed {
                 totals.add(&closed);

@@ -8,6 +8,9 @@ use super::writer::Writer;
 use super::{write_atomic, ReportError};
 use crate::probe::Row;
 
+/// The file's name in a results folder.
+pub const SERVER_CSV: &str = "server.csv";
+
 /// The fixed columns of server.csv; then `calls.<command>` and `usec.<command>` per command
 /// any node ran during the run.
 pub const COLUMNS: [&str; 15] = [
@@ -46,57 +49,67 @@ pub fn write_server_csv(path: &Path, rows: &[Row]) -> Result<(), ReportError> {
         rows.iter().filter_map(|r| r.figures.as_ref()).flat_map(|f| f.commands.keys().map(String::as_str)).collect();
     write_atomic(path, |w| {
         let mut out = csv::Writer::from_writer(w);
-        let header = COLUMNS
-            .iter()
-            .map(|c| c.to_string())
-            .chain(commands.iter().flat_map(|c| [format!("calls.{c}"), format!("usec.{c}")]));
-        out.write_record(header).map_err(csv_err)?;
+        out.write_record(header(&commands)).map_err(csv_err)?;
         for row in rows {
-            let mut record = vec![format!("{:.3}", row.t_s), row.node.clone()];
-            match &row.figures {
-                None => {
-                    record.push("0".into());
-                    record.resize(COLUMNS.len() + 2 * commands.len(), String::new());
-                }
-                Some(f) => {
-                    let l = &f.level;
-                    let evalsha = f.commands.get("evalsha");
-                    let per_call = evalsha.map_or(String::new(), |s| format!("{:.2}", s.usec as f64 / s.calls as f64));
-                    let pct = |p: Option<f64>| p.map_or(String::new(), |v| format!("{v:.3}"));
-                    let (p50, p99, p999) =
-                        l.evalsha_percentiles.map_or((None, None, None), |(a, b, c)| (Some(a), Some(b), Some(c)));
-                    record.extend([
-                        "1".into(),
-                        format!("{:.1}", f.cpu_user_pct),
-                        format!("{:.1}", f.cpu_sys_pct),
-                        l.used_memory.to_string(),
-                        l.used_memory_rss.to_string(),
-                        l.used_memory_scripts.to_string(),
-                        l.used_memory_lua.to_string(),
-                        l.connected_clients.to_string(),
-                        format!("{:.1}", f.ops_per_sec),
-                        per_call,
-                        pct(p50),
-                        pct(p99),
-                        pct(p999),
-                    ]);
-                    for c in &commands {
-                        let stat = f.commands.get(*c).cloned().unwrap_or_default();
-                        record.extend([stat.calls.to_string(), stat.usec.to_string()]);
-                    }
-                }
-            }
-            out.write_record(&record).map_err(csv_err)?;
+            out.write_record(record(row, &commands)).map_err(csv_err)?;
         }
         out.flush().map_err(|e| csv_err(e.into()))
     })
+}
+
+/// server.csv's header: [`COLUMNS`], then `calls.<cmd>`,`usec.<cmd>` for each of `commands`.
+pub(crate) fn header(commands: &BTreeSet<&str>) -> Vec<String> {
+    COLUMNS
+        .iter()
+        .map(|c| c.to_string())
+        .chain(commands.iter().flat_map(|c| [format!("calls.{c}"), format!("usec.{c}")]))
+        .collect()
+}
+
+/// One server.csv row of `row` (its `t_s` as given), with the columns of `commands`.
+pub(crate) fn record(row: &Row, commands: &BTreeSet<&str>) -> Vec<String> {
+    let mut record = vec![format!("{:.3}", row.t_s), row.node.clone()];
+    match &row.figures {
+        None => {
+            record.push("0".into());
+            record.resize(COLUMNS.len() + 2 * commands.len(), String::new());
+        }
+        Some(f) => {
+            let l = &f.level;
+            let evalsha = f.commands.get("evalsha");
+            let per_call = evalsha.map_or(String::new(), |s| format!("{:.2}", s.usec as f64 / s.calls as f64));
+            let pct = |p: Option<f64>| p.map_or(String::new(), |v| format!("{v:.3}"));
+            let (p50, p99, p999) =
+                l.evalsha_percentiles.map_or((None, None, None), |(a, b, c)| (Some(a), Some(b), Some(c)));
+            record.extend([
+                "1".into(),
+                format!("{:.1}", f.cpu_user_pct),
+                format!("{:.1}", f.cpu_sys_pct),
+                l.used_memory.to_string(),
+                l.used_memory_rss.to_string(),
+                l.used_memory_scripts.to_string(),
+                l.used_memory_lua.to_string(),
+                l.connected_clients.to_string(),
+                format!("{:.1}", f.ops_per_sec),
+                per_call,
+                pct(p50),
+                pct(p99),
+                pct(p999),
+            ]);
+            for c in commands {
+                let stat = f.commands.get(*c).cloned().unwrap_or_default();
+                record.extend([stat.calls.to_string(), stat.usec.to_string()]);
+            }
+        }
+    }
+    record
 }
 
 /// `server.csv`.
 pub struct ServerCsv;
 impl Writer<RunResults<'_>> for ServerCsv {
     fn file(&self) -> &'static str {
-        "server.csv"
+        SERVER_CSV
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
         write_server_csv(path, &run.server.rows)

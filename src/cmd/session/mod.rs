@@ -344,7 +344,7 @@ impl Session {
 
         let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.
-        let probe = Probe::start(&self.plane, crate::probe::EVERY, Some(dir));
+        let probe = Probe::start(&self.plane, crate::probe::EVERY, Some(dir), Some(live_folder.server_rows()));
         let board = self.board.clone();
         if let Some(board) = &board {
             board.watch_server(probe.latest());
