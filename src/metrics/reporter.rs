@@ -69,7 +69,7 @@ pub struct Reporter {
     /// Whether each tick also folds the totals into [`LiveSnapshot::totals`].
     expose: bool,
     /// Where each measured interval goes as it closes (the results folder's per-second files,
-    /// written as the run goes).
+    /// written as the run goes); a second sent there is not kept in `closed`.
     tap: Option<std::sync::mpsc::Sender<ClosedInterval>>,
 }
 
@@ -248,7 +248,8 @@ impl Reporter {
         self.live_tx.send_replace(self.live.clone());
     }
 
-    /// Fold a finished interval into the totals and the series, then recycle its box.
+    /// Fold a finished interval into the totals and the series (or, when tapped, send it to the
+    /// tap instead of keeping it), then recycle its box.
     fn close(&mut self, mut data: Box<IntervalData>) {
         let k = data.index;
         if k < self.warmup_intervals {

@@ -10,7 +10,8 @@
 //!
 //! Given a folder, the probe keeps no row in memory while it runs: each goes to a scratch file
 //! there (`.server-rows.*.jsonl`) and the rows are read back when it finishes, so a run of
-//! days holds no more of them than a run of seconds.
+//! days holds no more of them than a run of seconds (memory keeps only a row the file could
+//! not take).
 
 pub mod reading;
 pub mod series;
@@ -183,11 +184,13 @@ async fn sample(
     series
 }
 
-/// Where the probe's rows wait until it finishes: a scratch file (one JSON line a row), or
-/// memory.
+/// Where the probe's rows wait until it finishes: a scratch file (one JSON line a row, each
+/// written whole in one call; after a write that failed, the next starts on a line of its own),
+/// or memory.
 struct RowStore {
-    /// The scratch file and its writer; `None`: the rows stay in `kept`.
-    file: Option<(tempfile::NamedTempFile, std::io::BufWriter<std::fs::File>)>,
+    /// The scratch file, its own handle, and whether the last write failed; `None`: the rows
+    /// stay in `kept`.
+    file: Option<(tempfile::NamedTempFile, std::fs::File, bool)>,
     kept: Vec<Row>,
     /// Where each row also goes as it is kept; dropped once its receiver is gone.
     tap: Option<std::sync::mpsc::Sender<Row>>,
@@ -201,7 +204,7 @@ impl RowStore {
             .and_then(|dir| tempfile::Builder::new().prefix(".server-rows.").suffix(".jsonl").tempfile_in(dir).ok())
             .and_then(|f| {
                 let out = f.as_file().try_clone().ok()?;
-                Some((f, std::io::BufWriter::new(out)))
+                Some((f, out, false))
             });
         RowStore { file, kept: Vec::new(), tap }
     }
@@ -215,14 +218,17 @@ impl RowStore {
                 self.tap = None;
             }
         }
-        let Some((_, out)) = self.file.as_mut() else {
+        let Some((_, out, broken)) = self.file.as_mut() else {
             self.kept.extend(round);
             return;
         };
         for row in round {
-            let written = serde_json::to_writer(&mut *out, &row)
-                .map_err(std::io::Error::from)
-                .and_then(|()| out.write_all(b"\n"));
+            let mut line = if *broken { b"\n".to_vec() } else { Vec::new() };
+            let written = serde_json::to_writer(&mut line, &row).map_err(std::io::Error::from).and_then(|()| {
+                line.push(b'\n');
+                out.write_all(&line)
+            });
+            *broken = written.is_err();
             if let Err(e) = written {
                 series.note(format!("the server's rows could not go to their scratch file ({e}): kept in memory"));
                 self.kept.push(row);
@@ -230,21 +236,23 @@ impl RowStore {
         }
     }
 
-    /// Every row kept, in the order kept (the file's, then those memory kept); a file that
-    /// cannot be read back is said in `series`' notes.
+    /// Every row kept: the file's (a line that does not read, from a write that failed, is
+    /// left out: its row is among those memory kept), then memory's; what cannot be read back
+    /// is said in `series`' notes.
     fn read_back(self, series: &mut ServerSeries) -> Vec<Row> {
-        use std::io::{BufRead, Write};
-        let Some((file, mut out)) = self.file else { return self.kept };
+        use std::io::BufRead;
+        let Some((file, _, _)) = self.file else { return self.kept };
         let mut rows = Vec::new();
-        let read = out.flush().and_then(|()| {
-            let input = std::io::BufReader::new(std::fs::File::open(file.path())?);
-            for line in input.lines() {
-                rows.push(serde_json::from_str(&line?).map_err(std::io::Error::from)?);
+        let read = std::fs::File::open(file.path()).and_then(|input| {
+            for line in std::io::BufReader::new(input).lines() {
+                if let Ok(row) = serde_json::from_str::<Row>(&line?) {
+                    rows.push(row);
+                }
             }
             Ok(())
         });
         if let Err(e) = read {
-            series.note(format!("the server's rows could not be read back from their scratch file: {e}"));
+            series.note(format!("the server's rows could not all be read back from their scratch file: {e}"));
         }
         rows.extend(self.kept);
         rows

@@ -54,10 +54,18 @@ pub struct LiveFolder {
     server: mpsc::Sender<Row>,
     stop: Arc<AtomicBool>,
     /// `None` once joined.
-    thread: Option<JoinHandle<Vec<String>>>,
-    /// The seconds' counts as they closed (`None` when the scratch file could not be made: the
-    /// reporter is then not tapped, and keeps its series itself).
+    thread: Option<JoinHandle<ThreadEnd>>,
+    /// The seconds' counts as they closed (`None` when the scratch file could not be made or
+    /// opened for the thread: the reporter is then not tapped, and keeps its series itself).
     seconds: Option<tempfile::NamedTempFile>,
+}
+
+/// What the thread returns: the files it could not write, and the seconds it could not put in
+/// the scratch file (kept for the read-back instead).
+#[derive(Default)]
+struct ThreadEnd {
+    errors: Vec<String>,
+    unspilled: Vec<IntervalRecord>,
 }
 
 impl Drop for LiveFolder {
@@ -78,7 +86,17 @@ impl LiveFolder {
         let (depths, depths_rx) = mpsc::channel();
         let (server, server_rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
-        let seconds = tempfile::Builder::new().prefix(SECONDS_PREFIX).suffix(".jsonl").tempfile_in(dir).ok();
+        let scratch = tempfile::Builder::new().prefix(SECONDS_PREFIX).suffix(".jsonl").tempfile_in(dir).ok();
+        // The file and the thread's handle of it, both or neither: a tapped reporter keeps
+        // nothing, so its seconds must have somewhere to go.
+        let (seconds, spill) = match scratch.and_then(|f| {
+            let out = f.as_file().try_clone().ok()?;
+            let path = f.path().to_path_buf();
+            Some((f, SecondsSpill { file: out, path, broken: false }))
+        }) {
+            Some((file, spill)) => (Some(file), Some(spill)),
+            None => (None, None),
+        };
         let writer = Writing {
             dir: dir.to_path_buf(),
             summary,
@@ -87,7 +105,7 @@ impl LiveFolder {
             depths: depths_rx,
             server: server_rx,
             stop: stop.clone(),
-            seconds: seconds.as_ref().and_then(|f| f.as_file().try_clone().ok()).map(std::io::BufWriter::new),
+            seconds: spill,
         };
         let thread = std::thread::Builder::new()
             .name("live-folder".into())
@@ -122,17 +140,49 @@ impl LiveFolder {
     pub fn finish(mut self, metrics: &mut RunMetrics) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         let thread = self.thread.take().expect("joined once, here");
-        let mut errors = thread.join().unwrap_or_else(|_| vec!["the live-folder thread panicked".to_string()]);
+        let end = thread.join().unwrap_or_else(|_| ThreadEnd {
+            errors: vec!["the live-folder thread panicked".to_string()],
+            unspilled: Vec::new(),
+        });
+        let mut errors = end.errors;
         if let Some(seconds) = self.seconds.take() {
-            if let Err(e) = restore_series(metrics, seconds.path()) {
-                errors.push(format!("cannot read back the run's seconds: {e}"));
+            match restore_series(metrics, seconds.path(), end.unspilled) {
+                Ok(0) => {}
+                Ok(unreadable) => errors.push(format!(
+                    "{unreadable} of the run's seconds could not be read back from {}",
+                    seconds.path().display()
+                )),
+                Err(e) => errors.push(format!("cannot read back the run's seconds: {e}")),
             }
+            // A run with no measured second has no latency.hlog to read.
             let hlog = self.dir.join(LATENCY_HLOG);
-            if let Err(e) = restore_latency(metrics, &hlog) {
-                errors.push(format!("cannot read back {}: {e}", hlog.display()));
+            if !metrics.intervals.is_empty() {
+                if let Err(e) = restore_latency(metrics, &hlog) {
+                    errors.push(format!("cannot read back {}: {e}", hlog.display()));
+                }
             }
         }
         errors
+    }
+}
+
+/// The scratch file of the seconds' counts, one JSON line a second, each written whole in one
+/// call; after a write that failed (a full disk), the next line starts on a line of its own,
+/// so the part of the failed one that reached the file spoils no other.
+struct SecondsSpill {
+    file: File,
+    path: PathBuf,
+    broken: bool,
+}
+
+impl SecondsSpill {
+    fn append(&mut self, rec: &IntervalRecord) -> std::io::Result<()> {
+        let mut line = if self.broken { b"\n".to_vec() } else { Vec::new() };
+        serde_json::to_writer(&mut line, &SpilledSecond::of(rec))?;
+        line.push(b'\n');
+        let written = self.file.write_all(&line);
+        self.broken = written.is_err();
+        written
     }
 }
 
@@ -222,42 +272,56 @@ impl SpilledSecond {
 }
 
 /// Puts the run's per-second series back into `metrics` from `seconds` (the scratch file of
-/// the seconds' counts, in the order they closed), adding to each second what the series
-/// already holds for it (data merged after the second closed), and cuts the last measured
-/// second at the run's end as the reporter does. Histograms are not touched
-/// ([`restore_latency`] puts them back).
+/// the seconds' counts, in the order they closed) and `unspilled` (seconds that could not be
+/// written to it), adding to each second what the series already holds for it (data merged
+/// after the second closed), and cuts the last measured second at the run's end as the
+/// reporter does. Histograms are not touched ([`restore_latency`] puts them back). Returns how
+/// many lines of the file could not be read (a write cut by a full disk: its second is among
+/// `unspilled`).
 ///
 /// # Errors
-/// [`ReportError::Io`] when the file cannot be read; a line that does not parse, named.
-fn restore_series(metrics: &mut RunMetrics, seconds: &Path) -> Result<(), ReportError> {
+/// [`ReportError::Io`] when the file cannot be opened or read (the series then holds what it
+/// held, and `unspilled`).
+fn restore_series(
+    metrics: &mut RunMetrics,
+    seconds: &Path,
+    unspilled: Vec<IntervalRecord>,
+) -> Result<usize, ReportError> {
     use std::io::BufRead;
     let io = |source| ReportError::Io { path: seconds.to_path_buf(), source };
-    let mut late: std::collections::BTreeMap<u64, IntervalRecord> =
-        std::mem::take(&mut metrics.intervals).into_iter().map(|r| (r.index, r)).collect();
-    let mut series = Vec::new();
-    let input = std::io::BufReader::new(File::open(seconds).map_err(io)?);
-    for (n, line) in input.lines().enumerate() {
-        let line = line.map_err(io)?;
-        let bad = || {
-            io(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {} is not a second's counts", n + 1)))
-        };
-        let spilled: SpilledSecond = serde_json::from_str(&line).map_err(|_| bad())?;
-        let mut rec = spilled.record().ok_or_else(bad)?;
-        if let Some(extra) = late.remove(&rec.index) {
-            add_late(&mut rec, extra);
+    let mut series = unspilled;
+    let mut unreadable = 0;
+    let read = File::open(seconds).map_err(io).and_then(|file| {
+        for line in std::io::BufReader::new(file).lines() {
+            let line = line.map_err(io)?;
+            match serde_json::from_str::<SpilledSecond>(&line).ok().and_then(SpilledSecond::record) {
+                Some(rec) => series.push(rec),
+                None if line.is_empty() => {}
+                None => unreadable += 1,
+            }
         }
-        series.push(rec);
+        Ok(())
+    });
+    let mut by_index: std::collections::BTreeMap<u64, IntervalRecord> = std::collections::BTreeMap::new();
+    for rec in series {
+        by_index.insert(rec.index, rec);
     }
-    series.extend(late.into_values());
-    series.sort_by_key(|r| r.index);
+    for extra in std::mem::take(&mut metrics.intervals) {
+        match by_index.get_mut(&extra.index) {
+            Some(rec) => add_late(rec, extra),
+            None => {
+                by_index.insert(extra.index, extra);
+            }
+        }
+    }
     let end_us = metrics.warmup_intervals * INTERVAL_US + metrics.measured_us;
-    for rec in &mut series {
+    metrics.intervals = by_index.into_values().collect();
+    for rec in &mut metrics.intervals {
         if rec.start_us < end_us {
             rec.duration_us = (end_us - rec.start_us).min(INTERVAL_US);
         }
     }
-    metrics.intervals = series;
-    Ok(())
+    read.map(|()| unreadable)
 }
 
 /// Adds `extra` (data merged into `rec`'s second after it closed) to `rec`: counts summed, and
@@ -298,7 +362,7 @@ struct Writing {
     server: mpsc::Receiver<Row>,
     stop: Arc<AtomicBool>,
     /// The scratch file of the seconds' counts, appended as each second closes.
-    seconds: Option<std::io::BufWriter<File>>,
+    seconds: Option<SecondsSpill>,
 }
 
 /// The running totals: a [`RunMetrics`] without its series.
@@ -343,16 +407,19 @@ struct Appended {
 }
 
 impl Writing {
-    /// The thread: returns the files it could not write.
-    fn run(mut self) -> Vec<String> {
+    /// The thread: returns the files it could not write and the seconds the scratch file did
+    /// not take. Every second the reporter sent is in one or the other: the thread ends only
+    /// once it is told to stop and the channel is empty.
+    fn run(mut self) -> ThreadEnd {
         let mut errors: Vec<String> = Vec::new();
+        let mut unspilled: Vec<IntervalRecord> = Vec::new();
         let fail = |errors: &mut Vec<String>, path: &Path, why: String| {
             let line = format!("cannot write {} while the run went: {why}", path.display());
             if !errors.contains(&line) {
                 errors.push(line);
             }
         };
-        let Some(first) = self.wait_first() else { return errors };
+        let Some(first) = self.wait_first() else { return ThreadEnd { errors, unspilled } };
         let hlog_path = self.dir.join(LATENCY_HLOG);
         let opened = (|| -> Result<(Appended, std::io::LineWriter<File>), (PathBuf, std::io::Error)> {
             let create = |name: &str| {
@@ -385,25 +452,28 @@ impl Writing {
             };
             Ok((appended, std::io::LineWriter::with_capacity(1 << 16, hlog)))
         })();
+        // Files that cannot be made leave the thread keeping the seconds for the end only.
         let (mut files, mut hlog_file) = match opened {
-            Ok(opened) => opened,
+            Ok((files, hlog_file)) => (Some(files), Some(hlog_file)),
             Err((path, e)) => {
                 fail(&mut errors, &path, e.to_string());
-                return errors;
+                (None, None)
             }
         };
         let mut serializer = V2DeflateSerializer::new();
-        let hlog = IntervalLogWriterBuilder::new()
-            .add_comment("emq-bench latency per script: ok calls, us from the intended send")
-            .with_start_time(first.start_wall)
-            .with_base_time(first.start_wall)
-            .begin_log_with(&mut hlog_file, &mut serializer);
-        let mut hlog = match hlog {
-            Ok(log) => Some(log),
-            Err(e) => {
+        let mut hlog = match hlog_file.as_mut().map(|hlog_file| {
+            IntervalLogWriterBuilder::new()
+                .add_comment("emq-bench latency per script: ok calls, us from the intended send")
+                .with_start_time(first.start_wall)
+                .with_base_time(first.start_wall)
+                .begin_log_with(hlog_file, &mut serializer)
+        }) {
+            Some(Ok(log)) => Some(log),
+            Some(Err(e)) => {
                 fail(&mut errors, &hlog_path, e.to_string());
                 None
             }
+            None => None,
         };
         let mut totals = Totals {
             metrics: RunMetrics {
@@ -440,6 +510,7 @@ impl Writing {
             depths.drain(..keep_from);
             let zero = crate::probe::epoch_secs(totals.metrics.start_wall);
             for mut row in self.server.try_iter() {
+                let Some(files) = files.as_mut() else { continue };
                 row.t_s -= zero;
                 let written = files
                     .server
@@ -453,14 +524,20 @@ impl Writing {
             if let Some(closed) = closed {
                 totals.add(&closed);
                 let rec = &closed.record;
-                if let Some(out) = self.seconds.as_mut() {
-                    let written = serde_json::to_writer(&mut *out, &SpilledSecond::of(rec))
-                        .map_err(std::io::Error::from)
-                        .and_then(|()| out.write_all(b"\n"));
-                    if let Err(e) = written {
-                        fail(&mut errors, &self.dir.join(SECONDS_PREFIX), e.to_string());
+                if let Some(spill) = self.seconds.as_mut() {
+                    if let Err(e) = spill.append(rec) {
+                        fail(&mut errors, &spill.path.clone(), e.to_string());
+                        unspilled.push(IntervalRecord {
+                            scripts: rec
+                                .scripts
+                                .iter()
+                                .map(|s| IntervalScript { latency: CompactHistogram::default(), ..s.clone() })
+                                .collect(),
+                            ..rec.clone()
+                        });
                     }
                 }
+                let Some(files) = files.as_mut() else { continue };
                 let second = Second { k: rec.index, rec: Some(rec), duration_us: rec.duration_us, faults: "" };
                 let stages = self.stages.as_ref();
                 let intervals_path = self.dir.join("intervals.csv");
@@ -497,21 +574,22 @@ impl Writing {
                 if let Err(e) = self.rewrite_summary(&totals) {
                     fail(&mut errors, &self.dir.join("summary.json"), e.to_string());
                 }
-                for file in &files.sync {
+                for file in files.iter().flat_map(|f| &f.sync) {
                     let _ = file.sync_data();
                 }
             }
             if self.stop.load(Ordering::Relaxed) && !got {
-                break;
+                // Told to stop: every second the reporter sent is in the channel by now.
+                match self.intervals.try_recv() {
+                    Ok(closed) => pending = Some(closed),
+                    Err(_) => break,
+                }
             }
         }
         if let Err(e) = self.rewrite_summary(&totals) {
             fail(&mut errors, &self.dir.join("summary.json"), e.to_string());
         }
-        if let Some(Err(e)) = self.seconds.as_mut().map(|out| out.flush()) {
-            fail(&mut errors, &self.dir.join(SECONDS_PREFIX), e.to_string());
-        }
-        errors
+        ThreadEnd { errors, unspilled }
     }
 
     /// Waits for the first measured second; `None` when the run ends before one closes.
@@ -519,7 +597,8 @@ impl Writing {
         loop {
             match self.intervals.recv_timeout(POLL) {
                 Ok(closed) => return Some(closed),
-                Err(_) if self.stop.load(Ordering::Relaxed) => return None,
+                // Told to stop: a second sent just before is in the channel by now.
+                Err(_) if self.stop.load(Ordering::Relaxed) => return self.intervals.try_recv().ok(),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
             }
@@ -541,10 +620,10 @@ impl Writing {
     }
 }
 
-/// Puts back into `metrics`' per-second series the histograms the run wrote to
-/// `latency_hlog` as it went (the series keeps only each second's counts and percentiles while
-/// it runs), added to whatever the series holds for that second (data a stalled task sent
-/// after the second closed). Read one entry at a time; each is stored compacted.
+/// Puts back into `metrics`' per-second series (read back by [`restore_series`], counts and
+/// percentiles only) the histograms the run wrote to `latency_hlog` as it went, added to
+/// whatever the series holds for that second (data a stalled task sent after the second
+/// closed). Read one entry at a time; each is stored compacted.
 ///
 /// # Errors
 /// [`ReportError`] naming the file when it cannot be read or a histogram does not decode.
@@ -674,7 +753,7 @@ mod tests {
             jobs: [0; JobCounter::COUNT],
             warmup_jobs: [0; JobCounter::COUNT],
         };
-        restore_series(&mut metrics, &path).unwrap();
+        assert_eq!(restore_series(&mut metrics, &path, Vec::new()).unwrap(), 0);
         type Second = (u64, u64, Vec<(Script, u64, u64, u64)>);
         let got: Vec<Second> = metrics
             .intervals
@@ -697,5 +776,39 @@ mod tests {
         );
         assert_eq!(metrics.intervals[0].jobs, [2; JobCounter::COUNT]);
         assert_eq!(metrics.intervals[0].scripts[1].latency.decode().unwrap().len(), 1, "the late histogram kept");
+    }
+
+    /// A write cut short (a full disk) spoils only its own line: the seconds around it read
+    /// back, the cut one comes from memory, and the unreadable line is counted.
+    #[test]
+    fn a_cut_line_spoils_no_other_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seconds.jsonl");
+        let second = |index: u64| IntervalRecord {
+            index,
+            start_us: index * INTERVAL_US,
+            duration_us: INTERVAL_US,
+            scripts: Vec::new(),
+            jobs: [index; JobCounter::COUNT],
+        };
+        let mut spill = SecondsSpill { file: File::create(&path).unwrap(), path: path.clone(), broken: false };
+        spill.append(&second(1)).unwrap();
+        // Half of second 2's line reached the file before the write failed.
+        let line = serde_json::to_string(&SpilledSecond::of(&second(2))).unwrap();
+        spill.file.write_all(&line.as_bytes()[..line.len() / 2]).unwrap();
+        spill.broken = true;
+        spill.append(&second(3)).unwrap();
+        let mut metrics = RunMetrics {
+            start_wall: std::time::SystemTime::now(),
+            warmup_intervals: 1,
+            measured_us: 3 * INTERVAL_US,
+            scripts: Vec::new(),
+            intervals: Vec::new(),
+            jobs: [0; JobCounter::COUNT],
+            warmup_jobs: [0; JobCounter::COUNT],
+        };
+        assert_eq!(restore_series(&mut metrics, &path, vec![second(2)]).unwrap(), 1, "one unreadable line");
+        let got: Vec<(u64, u64)> = metrics.intervals.iter().map(|r| (r.index, r.jobs[0])).collect();
+        assert_eq!(got, [(1, 1), (2, 2), (3, 3)]);
     }
 }

@@ -344,7 +344,10 @@ impl Session {
 
         let progress = Progress::new(opts.quiet, opts.progress_every);
         // The server's side of the same seconds, on connections and a thread of its own.
-        let probe = Probe::start(&self.plane, crate::probe::EVERY, Some(dir), Some(live_folder.server_rows()));
+        // The rows go to server.csv as they are taken only where the folder streams its
+        // seconds (it writes them once the first second has come).
+        let row_tap = live_folder.intervals().is_some().then(|| live_folder.server_rows());
+        let probe = Probe::start(&self.plane, crate::probe::EVERY, Some(dir), row_tap);
         let board = self.board.clone();
         if let Some(board) = &board {
             board.watch_server(probe.latest());
