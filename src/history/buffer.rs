@@ -54,7 +54,7 @@ pub struct HistoryBuf {
 /// Appends `v` as a LEB128 varint at `buf[at..]`; returns the new end. `buf` has room for any
 /// event (at most 1 + 5 + 4 + 3 + 10 + 10 + 10 bytes), so no bounds check fails.
 #[inline]
-fn put_varint(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
+pub(super) fn put_varint(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
     // Most fields are one byte (deltas of 0 and 1, queue 0): no loop for them.
     if v < 0x80 {
         buf[at] = v as u8;

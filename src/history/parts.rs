@@ -10,7 +10,7 @@
 //! Claims whose outcome is unknown ([`UNKNOWN_JOB`]) belong to no job: every part gets them,
 //! as a whole history has them.
 
-use super::buffer::decode_version;
+use super::buffer::{decode_version, put_varint as put};
 use super::event::{Event, Kind, Outcome, UNKNOWN_JOB};
 use super::file::{self, HistoryFileError};
 use super::{History, HistoryHeader};
@@ -225,17 +225,6 @@ fn remove_left_over(dir: &Path) {
 fn undecodable(path: &Path, stream: Option<u32>, e: super::DecodeError) -> HistoryFileError {
     let which = stream.map_or("a stream".to_string(), |s| format!("stream {}", s + 1));
     HistoryFileError::Decode { path: path.to_path_buf(), which, source: e }
-}
-
-/// Appends `v` as a LEB128 varint at `out[at..]`; returns the new end.
-fn put(out: &mut [u8], mut at: usize, mut v: u64) -> usize {
-    while v >= 0x80 {
-        out[at] = (v as u8) | 0x80;
-        v >>= 7;
-        at += 1;
-    }
-    out[at] = v as u8;
-    at + 1
 }
 
 /// The LEB128 varint at `bytes[*at..]`, moving `at` past it; `None` when cut or too long.
