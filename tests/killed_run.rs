@@ -108,6 +108,21 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     assert!(report.status.success(), "report: {}", String::from_utf8_lossy(&report.stderr));
     let page = support::assert_offline_page(&out.join("report.html"));
     assert!(page.contains("ended without a summary: killed at about"), "the page does not say it was killed");
+    // Its figures are the seconds on disk, which run past the last summary rewrite: the ok
+    // calls those seconds hold, killed no earlier than the last server row.
+    let view = emq_bench::html::model::RunView::load(&out).unwrap();
+    let mut rows = csv::Reader::from_path(&intervals).unwrap();
+    let ok_in_seconds: u64 = rows
+        .deserialize::<std::collections::HashMap<String, String>>()
+        .map(Result::unwrap)
+        .filter(|r| r["script"] == "enqueue")
+        .map(|r| r["ok"].parse::<u64>().unwrap())
+        .sum();
+    let enqueue = view.summary.scripts.iter().find(|s| s.script == "enqueue").unwrap();
+    assert_eq!(enqueue.ok, ok_in_seconds, "the page's enqueue calls against intervals.csv's");
+    assert!(enqueue.latency_us.intervals.samples > 0 && enqueue.service_us.intervals.samples == 0, "{enqueue:?}");
+    let last_row = times.iter().copied().fold(0.0, f64::max);
+    assert!(view.killed_at_s.unwrap() >= last_row, "killed at {:?}, a server row at {last_row}", view.killed_at_s);
 
     // It checks against the server the run left behind: nothing lost, nothing duplicated.
     let check = Command::new(bin)
@@ -118,6 +133,19 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     assert_eq!(check.status.code(), Some(0), "check: {stdout}\n{stderr}");
     assert!(stdout.contains("no violations"), "{stdout}");
     assert!(stderr.contains("ended without its final header (killed)"), "{stderr}");
+
+    // Against a server that holds none of its keys (not the run's) every job is missing, and
+    // the check says what that most likely means.
+    let other = support::server();
+    let check = Command::new(bin)
+        .args(["check", "--url", &other.url(), "--history", out.join("history.bin").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("note: the server holds no key of the history's queues (emq:{killed}:*)"), "{stdout}");
+    assert!(stdout.contains("more (--out DIR writes them all to invariants.json)"), "{stdout}");
+    drop(other);
 
     // And it still finds what is wrong: one job's row deleted behind its back is a violation.
     let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();

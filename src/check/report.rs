@@ -68,9 +68,10 @@ const HEADERS: [&str; 6] = ["invariant", "name", "queue", "job", "expected", "fo
 
 /// Formats the first [`TABLE_ROWS`] of `violations` as an aligned text table (columns:
 /// invariant, name, queue, job or key, expected, found; a job of `None` shows as `-`), then
-/// `… and N more in invariants.json` when there are more. Empty string for no violations.
-/// Every line ends with `\n`.
-pub fn format_violations(violations: &[Violation]) -> String {
+/// `… and N more in invariants.json` when there are more and `written` (the file holds them
+/// all), else `… and N more (--out DIR writes them all to invariants.json)`. Empty string for
+/// no violations. Every line ends with `\n`.
+pub fn format_violations(violations: &[Violation], written: bool) -> String {
     if violations.is_empty() {
         return String::new();
     }
@@ -100,7 +101,12 @@ pub fn format_violations(violations: &[Violation]) -> String {
         out.push('\n');
     }
     if violations.len() > TABLE_ROWS {
-        let _ = writeln!(out, "… and {} more in {INVARIANTS_FILE}", violations.len() - TABLE_ROWS);
+        let more = violations.len() - TABLE_ROWS;
+        if written {
+            let _ = writeln!(out, "… and {more} more in {INVARIANTS_FILE}");
+        } else {
+            let _ = writeln!(out, "… and {more} more (--out DIR writes them all to {INVARIANTS_FILE})");
+        }
     }
     out
 }
@@ -138,9 +144,9 @@ mod tests {
 
     #[test]
     fn the_table_is_aligned_and_capped() {
-        assert_eq!(format_violations(&[]), "");
+        assert_eq!(format_violations(&[], true), "");
         let many: Vec<Violation> = (0..25).map(|i| v(Invariant::I5, &format!("JOB{i}"), "attempts = 0")).collect();
-        let table = format_violations(&many);
+        let table = format_violations(&many, true);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 1 + TABLE_ROWS + 1, "{table}");
         assert!(lines[0].starts_with("invariant  name                queue  job"), "{table}");
@@ -150,5 +156,7 @@ mod tests {
         assert_eq!(column(lines[0], "found"), column(lines[1], "attempts = 0"));
         assert_eq!(column(lines[1], "attempts = 0"), column(lines[20], "attempts = 0"));
         assert_eq!(lines[21], "… and 5 more in invariants.json");
+        let unwritten = format_violations(&many, false);
+        assert_eq!(unwritten.lines().last(), Some("… and 5 more (--out DIR writes them all to invariants.json)"));
     }
 }

@@ -44,6 +44,10 @@ keys are `emq:{<queue>}:*`, BullMQ's `bull:{<queue>}:*`. A run's history.bin nam
 queues (--history without --queue checks them all), and a run that keeps its keys prints the
 check command to run.
 
+The check reads the server the run wrote to (--url): an embedded server (a run without --url)
+ends with its run, so only a run against a server that outlives it, a killed one included, can
+be checked afterwards.
+
 A history larger than --check-memory (default 512 MiB of decoded events) is checked in parts
 by job number through temporary files beside it (about 2.5 times its size; in the temp folder
 when its folder is read-only): the check then holds one part of the history
@@ -53,13 +57,13 @@ at a time, plus the scanned rows: about 350 bytes a job in all, where the server
 Examples:
   emq-bench run smoke --url redis://127.0.0.1:6379 --keep --out results/kept
   emq-bench check --url redis://127.0.0.1:6379 --history results/kept/history.bin
-  emq-bench check --url redis://127.0.0.1:6379 --queue bench --out results/recheck
-  emq-bench check --url redis://127.0.0.1:6379 --queue bench-0 --queue bench-1 --json
+  emq-bench check --url redis://127.0.0.1:6379 --queue bench-0 --queue bench-1 --out results/recheck
+  emq-bench check --url redis://127.0.0.1:6379 --queue bench --json   # throughput's one queue
   emq-bench check --url redis://127.0.0.1:6379 --history soak/history.bin --check-memory 256
 
 Exit codes:
   0  no violation
-  1  at least one violation (the first are printed; all in invariants.json)
+  1  at least one violation (the first are printed; all in --out DIR/invariants.json)
   2  usage or input error: a bad URL, queue name or history file, the server unreachable";
 
 /// `emq-bench compare`.

@@ -127,6 +127,12 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
     }
     .map_err(PlaneError::Call)?;
     let scanned = started.elapsed();
+    // A history checked against a server that holds none of its queues' keys finds every job
+    // lost: true of a deployment that lost everything, but far more often the wrong server
+    // (an embedded one ends with its run), so the table says which.
+    let no_key_at_all = history.is_some()
+        && !state.queues.is_empty()
+        && state.queues.iter().all(|q| q.rows.is_empty() && q.members.is_empty());
     if history.is_none() {
         // Nothing to check is no proof of anything: most likely a typo in the queue name.
         if let Some(empty) = state.queues.iter().find(|q| q.rows.is_empty() && q.members.is_empty()) {
@@ -163,7 +169,20 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
         crate::report::write_json(&dir.join(check::report::INVARIANTS_FILE), &report)?;
     }
     let names: Vec<&str> = queues.iter().map(|q| q.queue.as_str()).collect();
-    let mut table = format!("{}{}\n", check::format_violations(&report.violations), report.summary_line(&names));
+    let mut table = format!(
+        "{}{}\n",
+        check::format_violations(&report.violations, args.out.is_some()),
+        report.summary_line(&names)
+    );
+    if no_key_at_all && !report.is_clean() {
+        let patterns: Vec<String> = queues.iter().map(QueueKeys::scan_pattern).collect();
+        table.push_str(&format!(
+            "note: the server holds no key of the history's queues ({}): every job the history \
+             acknowledges is missing. Is --url the run's server? An embedded server ends with its run; \
+             a killed run is checked against a server that outlives it (run --url).\n",
+            patterns.join(", ")
+        ));
+    }
     let backlog = backlog.filter(|&jobs| jobs > 0);
     if let Some(jobs) = backlog {
         table.push_str(&format!(

@@ -14,7 +14,15 @@ const BIN: &str = "emq-bench";
 pub fn completions(shell: Shell) -> String {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), BIN, &mut out);
-    String::from_utf8(out).expect("clap_complete writes UTF-8")
+    let script = String::from_utf8(out).expect("clap_complete writes UTF-8");
+    match shell {
+        // clap_complete's bash script spells a hyphenated binary's subcommand states two ways
+        // (the loop `emq__bench__subcmd__run`, the case arms `emq__subcmd__bench__subcmd__run`;
+        // clap-rs/clap#6421), so nothing after a subcommand would complete: the arms take the
+        // loop's spelling.
+        Shell::Bash => script.replace("emq__subcmd__bench", "emq__bench"),
+        _ => script,
+    }
 }
 
 /// What `man` produced: the main page's text, or the pages written.
@@ -64,6 +72,33 @@ mod tests {
                 assert!(script.contains(sub.get_name()), "{shell}: no {}", sub.get_name());
             }
         }
+    }
+
+    /// What bash offers for the words typed so far (the last one being completed), with the
+    /// script sourced as a user's shell would.
+    fn bash_offers(words: &[&str]) -> Vec<String> {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("emq-bench.bash");
+        std::fs::write(&file, completions(Shell::Bash)).unwrap();
+        let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+        let last = words.len() - 1;
+        let script = format!(
+            "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={last}\n_emq__bench emq-bench '{}' '{}'\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display(),
+            quoted.join(" "),
+            words[last],
+            words[last - 1]
+        );
+        let out = std::process::Command::new("bash").arg("-c").arg(script).output().expect("bash runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn bash_completes_a_subcommands_flags() {
+        assert_eq!(bash_offers(&["emq-bench", "capa"]), ["capacity"]);
+        assert_eq!(bash_offers(&["emq-bench", "run", "--metrics-a"]), ["--metrics-addr"]);
+        assert!(bash_offers(&["emq-bench", "check", "--hi"]).contains(&"--history".to_string()));
     }
 
     #[test]

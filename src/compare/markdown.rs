@@ -34,7 +34,7 @@ pub fn format_markdown(c: &Comparison) -> String {
             let _ = writeln!(out, "- {}: {}", escape(&who), escape(&what));
         }
     }
-    let _ = writeln!(out, "\n**MetricVerdict: {}**\n", escape(&verdict_line(c)));
+    let _ = writeln!(out, "\n**verdict: {}**\n", escape(&verdict_line(c)));
     let _ = writeln!(out, "<sub>{}</sub>", escape(&fmt::rule(&c.options)));
     out
 }
@@ -68,7 +68,7 @@ mod tests {
         assert_eq!(rows.count(), c.metrics.len(), "{md}");
         assert!(md.contains("| claim p99 | 1.000 ms | 1.200 ms | +20.0% |"), "{md}");
         assert!(md.contains("**regressed** |"), "{md}");
-        assert!(md.contains("**MetricVerdict: regression; regressed: claim p99**"), "{md}");
+        assert!(md.contains("**verdict: regression; regressed: claim p99**"), "{md}");
         assert!(md.contains("<sub>regressed/improved:"), "{md}");
     }
 

@@ -135,8 +135,9 @@ pub struct RunView {
     /// What the folder lacked (a file of an older run), said on the page.
     pub missing: Vec<String>,
     /// When summary.json still says `running` (the run was killed before it wrote its own):
-    /// about when, s since the run start (the later of the summary's last rewrite and the
-    /// last second written to intervals.csv).
+    /// about when, s since the run start (the latest of the summary's last rewrite, the last
+    /// second written to intervals.csv and the last row of server.csv and queue.csv). Its
+    /// `summary`'s script figures are then read from the per-second files.
     pub killed_at_s: Option<f64>,
 }
 
@@ -144,8 +145,54 @@ pub struct RunView {
 struct IntervalRow {
     t_s: f64,
     script: String,
+    #[serde(default)]
+    ok: f64,
     errors: f64,
     ops_per_sec: f64,
+}
+
+/// The error code under which a killed run's view counts the errors its per-second rows hold
+/// beyond its last summary rewrite (intervals.csv counts errors, not their codes).
+pub const ERRORS_AFTER_SNAPSHOT: &str = "after the last summary";
+
+/// A killed run's script figures from its per-second files, which run a few seconds past the
+/// last summary rewrite: ok calls and errors summed over intervals.csv's measured seconds, the
+/// latency merged from latency.hlog's. Service times are the end's only: left empty.
+fn from_seconds(summary: &mut RunSummary, intervals: &[IntervalRow], per_second: &[Entry]) {
+    let from = summary.warmup_secs as f64;
+    let mut measured: f64 = summary.measured_secs;
+    for s in &mut summary.scripts {
+        let rows: Vec<&IntervalRow> = intervals.iter().filter(|r| r.script == s.script && r.t_s >= from).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let ok = rows.iter().map(|r| r.ok as u64).sum::<u64>();
+        let errors = rows.iter().map(|r| r.errors as u64).sum::<u64>();
+        let coded = s.error_total();
+        if errors > coded {
+            s.errors.insert(ERRORS_AFTER_SNAPSHOT.to_string(), errors - coded);
+        }
+        s.ok = ok;
+        s.calls = ok + s.error_total();
+        s.window_secs = rows.len() as f64;
+        s.ops_per_sec = ok as f64 / s.window_secs;
+        measured = measured.max(s.window_secs);
+        let mut merged: Option<Histogram<u64>> = None;
+        for e in per_second.iter().filter(|e| e.tag == s.script && e.start_s >= from) {
+            match merged.as_mut() {
+                Some(h) => {
+                    // Every histogram of the log has the same bounds: an add cannot fail.
+                    let _ = h.add(&e.histogram);
+                }
+                None => merged = Some(e.histogram.clone()),
+            }
+        }
+        if let Some(h) = merged {
+            s.latency_us = crate::report::Percentiles::of(&h);
+        }
+        s.service_us = crate::report::Percentiles::default();
+    }
+    summary.measured_secs = measured;
 }
 
 fn read_csv<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, ReportError> {
@@ -222,10 +269,20 @@ impl RunView {
         if let Some(path) = optional("server.csv", &mut missing) {
             server = read_csv(&path)?;
         }
+        let mut summary = summary;
         let killed_at_s = summary.running.then(|| {
+            // The latest second any file holds: the probe's rows lag least.
             let last_second = intervals.iter().map(|r| r.t_s + 1.0).fold(0.0, f64::max);
-            (summary.warmup_secs as f64 + summary.measured_secs).max(last_second)
+            let last_row = server
+                .iter()
+                .map(|p: &ServerPoint| p.t_s)
+                .chain(queue.iter().map(|p: &QueuePoint| p.t_s))
+                .fold(0.0, f64::max);
+            (summary.warmup_secs as f64 + summary.measured_secs).max(last_second).max(last_row)
         });
+        if summary.running {
+            from_seconds(&mut summary, &intervals, &per_second);
+        }
         Ok(RunView { summary, scripts, queue, server, faults, missing, killed_at_s })
     }
 

@@ -185,7 +185,8 @@ fn scripts_table(out: &mut String, view: &RunView) {
             with_interval(l.p50, &iv.p50, iv.samples), with_interval(l.p90, &iv.p90, iv.samples),
             with_interval(l.p99, &iv.p99, iv.samples), with_interval(l.p999, &iv.p999, iv.samples),
             with_interval(l.p9999, &iv.p9999, iv.samples), ms3(l.max),
-            ms3(s.service_us.p50), ms3(s.service_us.p99)
+            service(s.service_us.p50, s.service_us.intervals.samples),
+            service(s.service_us.p99, s.service_us.intervals.samples)
         );
     }
     let jobs: Vec<String> =
@@ -204,6 +205,16 @@ fn scripts_table(out: &mut String, view: &RunView) {
         let _ = write!(out, "<p class=\"note\">{}</p>", esc(&errors));
     }
     let _ = write!(out, "<p class=\"note\">latency from the intended send (coordinated-omission free), service time from the actual send; jobs: {}</p>", esc(&jobs.join(", ")));
+}
+
+/// A service-time cell, ms; `–` when none was measured (a killed run's, whose service times
+/// only the end writes).
+fn service(us: u64, samples: u64) -> String {
+    if samples == 0 {
+        "–".to_string()
+    } else {
+        ms3(us)
+    }
 }
 
 /// A percentile cell: `1.310 (1.280–1.350)`, or `1.310 needs ≥ 3 688 calls` with no finite

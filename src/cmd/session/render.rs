@@ -65,7 +65,7 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
         table.push_str(&outcome.report.summary_line(&names));
         table.push('\n');
         if !outcome.report.is_clean() {
-            table.push_str(&format_violations(&outcome.report.violations));
+            table.push_str(&format_violations(&outcome.report.violations, true));
         }
     }
     table.push_str(&format!("results: {}\n", dir.display()));
