@@ -207,8 +207,18 @@ async fn a_failing_run_says_why_in_junit_and_summary_md_and_its_exports_parse() 
     assert_eq!(done.status.code(), Some(3), "{}", String::from_utf8_lossy(&done.stderr));
     let cases = junit_cases(&cmp.join("junit.xml"));
     assert!(!cases.is_empty() && cases.iter().all(|c| c.3 == "error" && c.4.contains("inconclusive")), "{cases:?}");
-    assert!(assert_bmf(&cmp_bmf).contains_key("claim"));
-    assert_gab(&cmp_gab);
+    // Named as run's exports are, so Bencher and github-action-benchmark track one series.
+    let cmp_bmf = assert_bmf(&cmp_bmf);
+    assert!(
+        cmp_bmf["ci::claim"].contains_key("latency-p50") && cmp_bmf["ci::claim"].contains_key("throughput"),
+        "{cmp_bmf:?}"
+    );
+    assert!(cmp_bmf.keys().all(|k| k.starts_with("ci::")), "{:?}", cmp_bmf.keys());
+    let cmp_gab = assert_gab(&cmp_gab);
+    for name in ["ci claim p50", "ci enqueue time per op (1/throughput)"] {
+        assert!(gab.iter().any(|e| e.name == name), "run's GAB: no {name}");
+        assert!(cmp_gab.iter().any(|e| e.name == name), "compare's GAB: no {name}: {cmp_gab:?}");
+    }
 
     // An export into a folder that does not exist is refused before any work (exit 2).
     let done = emq_bench(&["compare", dir, dir, "--export-bmf", "/nonexistent-dir/bmf.json"]);

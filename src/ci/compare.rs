@@ -48,8 +48,14 @@ fn range(values: &[f64]) -> Option<(f64, f64)> {
     finite.clone().reduce(f64::min).zip(finite.reduce(f64::max))
 }
 
-/// The BMF document of a comparison's NEW side: benchmark the script (`cycle` for the job
-/// cycle), the NEW median as the value and its lowest and highest repetition as the bounds.
+/// What a metric's exports are named by, as `run`'s are: `<scenario>::<script>` in BMF (the
+/// job cycle's script is `cycle`), `<scenario> <script>` in GAB.
+fn benchmark(c: &Comparison, m: &MetricComparison, separator: &str) -> String {
+    format!("{}{separator}{}", c.new.scenario, m.metric.script.as_deref().unwrap_or("cycle"))
+}
+
+/// The BMF document of a comparison's NEW side: benchmark `<scenario>::<script>` as `run`
+/// names it, the NEW median as the value and its lowest and highest repetition as the bounds.
 pub fn bmf(c: &Comparison) -> Bmf {
     let mut out = Bmf::new();
     for m in &c.metrics {
@@ -57,20 +63,31 @@ pub fn bmf(c: &Comparison) -> Bmf {
         let (slug, factor) = slug(m.metric.measure);
         let (lo, hi) = range(&m.new.values).unzip();
         if let Some(metric) = bmf::Metric::new(median * factor, lo.map(|v| v * factor), hi.map(|v| v * factor)) {
-            out.entry(m.metric.script.clone().unwrap_or_else(|| "cycle".into())).or_default().insert(slug, metric);
+            out.entry(benchmark(c, m, "::")).or_default().insert(slug, metric);
         }
     }
     out
 }
 
-/// The github-action-benchmark entries of a comparison's NEW side: latencies in ms, ops/s as
-/// the time per op (µs/op), the server's µs per call as they are; `extra` carries the verdict
-/// and the change.
+/// The github-action-benchmark entries of a comparison's NEW side, named as `run`'s are
+/// (`<scenario> <script> p99`, `<scenario> <script> time per op (1/throughput)`): latencies
+/// in ms, ops/s as the time per op (µs/op), the server's µs per call as they are; `extra`
+/// carries the verdict and the change.
 pub fn gab(c: &Comparison) -> Vec<Entry> {
-    c.metrics.iter().filter_map(|m| entry(m, &m.label)).collect()
+    c.metrics
+        .iter()
+        .filter_map(|m| {
+            let name = match m.metric.measure {
+                Measure::OpsPerSec => benchmark(c, m, " "),
+                measure => format!("{} {}", benchmark(c, m, " "), measure.name()),
+            };
+            entry(m, &name)
+        })
+        .collect()
 }
 
-/// One metric's entry named `name` (see [`gab()`]); None without a finite NEW median.
+/// One metric's entry named `name` (see [`gab()`]; for ops/s, ` time per op (1/throughput)`
+/// is added to it); None without a finite NEW median.
 pub fn entry(m: &MetricComparison, name: &str) -> Option<Entry> {
     let median = m.new.median?;
     let range = range(&m.new.values);

@@ -61,6 +61,8 @@ pub struct ResultSet {
     pub skipped: Vec<Skipped>,
     /// Script names in the order the first repetitions list them (the `Script` order).
     pub scripts: Vec<String>,
+    /// The scenario's name, as the first repetition used ran it.
+    pub scenario: String,
 }
 
 /// Why a results folder cannot be read. Every variant names the path.
@@ -152,8 +154,13 @@ pub fn load_results_with(dir: &Path, kind: LatencyKind) -> Result<ResultSet, Loa
         }
         reps.push(("run".to_owned(), single));
     }
-    let mut set =
-        ResultSet { dir: dir.to_path_buf(), repetitions: Vec::new(), skipped: Vec::new(), scripts: Vec::new() };
+    let mut set = ResultSet {
+        dir: dir.to_path_buf(),
+        repetitions: Vec::new(),
+        skipped: Vec::new(),
+        scripts: Vec::new(),
+        scenario: String::new(),
+    };
     for (name, path) in reps {
         if !path.is_file() {
             set.skipped.push(Skipped { name, reason: "no summary.json".to_owned() });
@@ -169,6 +176,9 @@ pub fn load_results_with(dir: &Path, kind: LatencyKind) -> Result<ResultSet, Loa
             let why = summary.interrupt_reason.as_deref().unwrap_or("no reason recorded");
             set.skipped.push(Skipped { name, reason: format!("interrupted: {why}") });
             continue;
+        }
+        if set.repetitions.is_empty() {
+            set.scenario.clone_from(&summary.name);
         }
         for s in &summary.scripts {
             if !set.scripts.contains(&s.script) {

@@ -34,6 +34,10 @@ pub struct SetInfo {
     pub used: Vec<String>,
     /// Repetitions left out, and why.
     pub skipped: Vec<Skipped>,
+    /// The scenario's name, as the first repetition used ran it (what the exports name
+    /// benchmarks by, as `run`'s do).
+    #[serde(default)]
+    pub scenario: String,
 }
 
 impl SetInfo {
@@ -42,6 +46,7 @@ impl SetInfo {
             dir: set.dir.display().to_string(),
             used: set.repetitions.iter().map(|r| r.name.clone()).collect(),
             skipped: set.skipped.clone(),
+            scenario: set.scenario.clone(),
         }
     }
 }

@@ -19,7 +19,13 @@ fn set(dir: &str, p99s: &[f64], skipped: Vec<Skipped>) -> ResultSet {
             ]),
         })
         .collect();
-    ResultSet { dir: PathBuf::from(dir), repetitions, skipped, scripts: vec!["claim".to_owned()] }
+    ResultSet {
+        dir: PathBuf::from(dir),
+        repetitions,
+        skipped,
+        scripts: vec!["claim".to_owned()],
+        scenario: "smoke".to_owned(),
+    }
 }
 
 /// Five repetitions a side (the fewest that can reach p < 0.01 with 4 or more on the other),
