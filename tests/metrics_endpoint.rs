@@ -248,6 +248,12 @@ fn prometheus_sees_the_rates_quantiles_and_final_counts_summary_json_holds() {
         assert_eq!(find(&ok), s["ok"].as_u64(), "{name}: ok calls");
         assert_eq!(find(&errors), Some(error_calls), "{name}: failed calls");
     }
+    // The depths after the drain, not the last second's.
+    let depths = prometheus.by_label("last_over_time(emq_queue_jobs[2m])", "state", ended);
+    for state in ["pending", "active", "completed"] {
+        let scraped = depths.iter().find(|(s, _)| s == state).map(|(_, v)| *v as u64);
+        assert_eq!(scraped, summary["depths_end"][state].as_u64(), "{state} jobs: {depths:?}");
+    }
     let fenced =
         prometheus.by_label(r#"sum(last_over_time(emq_errors_total{code=~"EMQFENCE|EMQSTATE"}[2m]))"#, "", ended);
     let fenced_in_summary: u64 = scripts

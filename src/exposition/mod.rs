@@ -27,6 +27,7 @@ pub use tick::Tick;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 
+use crate::load::coordinator::Depths;
 use crate::metrics::Cumulative;
 use crate::probe::Row;
 
@@ -82,11 +83,15 @@ impl Board {
         self.lock().server = Some(rows);
     }
 
-    /// Posts the finished run's totals (what summary.json is written from); `emq_run_finished`
-    /// becomes 1 and the probe is no longer read.
-    pub fn finish(&self, totals: Cumulative) {
+    /// Posts the finished run's totals (what summary.json is written from) and, when read,
+    /// its queue depths after the drain (summary.json's `depths_end`, which the last second's
+    /// tick predates); `emq_run_finished` becomes 1 and the probe is no longer read.
+    pub fn finish(&self, totals: Cumulative, depths_end: Option<Depths>) {
         let mut state = self.lock();
         state.totals = Some(Arc::new(totals));
+        if let (Some(tick), Some(depths)) = (state.tick.as_mut(), depths_end) {
+            tick.depths = Some(depths);
+        }
         state.finished = true;
         state.server = None;
     }

@@ -36,7 +36,7 @@ fn a_scrape_serves_the_posted_totals_as_counters_and_cumulative_buckets() {
         target: crate::scenario::redact_url("redis://u:secret@h:1/0"),
         protocol: "echomq-v1".into(),
     });
-    board.finish(totals());
+    board.finish(totals(), None);
     let (status, body) = get(endpoint.addr(), "/metrics");
     assert_eq!(status, 200);
     for line in [
@@ -64,4 +64,20 @@ fn a_taken_port_is_an_error_naming_the_flag_and_the_address() {
     let first = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let err = Endpoint::bind(first.addr()).err().expect("the port is taken").to_string();
     assert!(err.contains("--metrics-addr") && err.contains(&first.addr().to_string()), "{err}");
+}
+
+#[test]
+fn the_end_posts_the_depths_after_the_drain_over_the_last_seconds() {
+    let endpoint = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let board = endpoint.board();
+    let busy = Depths { pending: 52, delayed: 5, active: 10, completed: 790, failed: 3 };
+    let tick = Tick { elapsed_s: 9.0, depths: Some(busy), ..Tick::default() };
+    board.post(tick, None);
+    assert!(get(endpoint.addr(), "/metrics").1.contains(r#"emq_queue_jobs{state="pending"} 52"#));
+    let drained = Depths { pending: 0, delayed: 0, active: 0, completed: 854, failed: 6 };
+    board.finish(totals(), Some(drained));
+    let body = get(endpoint.addr(), "/metrics").1;
+    for line in [r#"emq_queue_jobs{state="pending"} 0.0"#, r#"emq_queue_jobs{state="completed"} 854.0"#] {
+        assert!(body.lines().any(|l| l == line), "no line {line} in:\n{body}");
+    }
 }

@@ -391,7 +391,7 @@ impl Session {
             .await;
         progress.finish();
         if let Some(board) = &board {
-            board.finish(Cumulative::of_run(&driven.metrics));
+            board.finish(Cumulative::of_run(&driven.metrics), driven.depths);
         }
         // Stopped before the final files are written: none of its writes comes after them.
         // The per-second series is read back from what it wrote (the run held none of it);
@@ -500,7 +500,7 @@ impl Session {
         }
         if let Some(board) = &board {
             // summary.json's jobs exactly: the check's scan filled in failed_by_stall.
-            board.finish(Cumulative::of(&driven.metrics.scripts, jobs));
+            board.finish(Cumulative::of(&driven.metrics.scripts, jobs), driven.depths);
         }
         // A lease lost mid-run means another run may be on these queues now: its keys are not
         // ours to delete, and this run's verdict cannot stand.
