@@ -29,8 +29,9 @@ fn verdict(result: cmd::compare::CompareResult) -> Outcome {
 /// The run's stop signal, fed by Ctrl-C, SIGTERM and SIGHUP: the first stops the run (the
 /// check, the folder and the cleanup still run), the second aborts it (what waits on the server
 /// is cut short, what can be written is written, the keys are kept), a third exits at once
-/// (130), for a harness that is itself stuck. Each says what it does on stderr.
-fn stop_signal() -> StopSignal {
+/// (130), for a harness that is itself stuck. Each says what it does on stderr; `first` is
+/// what the first one does.
+fn stop_signal_saying(first: &'static str) -> StopSignal {
     use tokio::signal::unix::{signal, SignalKind};
     let (trigger, stop) = StopSignal::new();
     // Registered now, before the run starts, so an early signal is not lost.
@@ -46,9 +47,7 @@ fn stop_signal() -> StopSignal {
             };
             match count {
                 1 => {
-                    eprintln!(
-                        "emq-bench: {name}: stopping the run; the results folder is still written (again: abort)"
-                    );
+                    eprintln!("emq-bench: {name}: {first} (again: abort)");
                     trigger.stop();
                 }
                 2 => {
@@ -65,6 +64,11 @@ fn stop_signal() -> StopSignal {
         }
     });
     stop
+}
+
+/// [`stop_signal_saying`] for the commands that run load.
+fn stop_signal() -> StopSignal {
+    stop_signal_saying("stopping the run; the results folder is still written")
 }
 
 fn main() -> ExitCode {
@@ -90,7 +94,7 @@ fn main() -> ExitCode {
                 Ok(result.outcome)
             }
             Command::Server(args) => {
-                let stop = stop_signal();
+                let stop = stop_signal_saying("stopping the server");
                 cmd::server::server(args, async move { stop.stopped().await }).await
             }
             Command::Compare(args) => Ok(verdict(cmd::compare::compare(args)?)),

@@ -279,7 +279,8 @@ fn ping(host: Ipv4Addr, port: u16) -> std::io::Result<()> {
     stream.write_all(b"PING\r\n")?;
     let mut reply = [0u8; 7];
     stream.read_exact(&mut reply)?;
-    if &reply == b"+PONG\r\n" {
+    // A server started with `requirepass` (or a default user off) refuses the PING: it is up.
+    if &reply == b"+PONG\r\n" || &reply == b"-NOAUTH" {
         Ok(())
     } else {
         Err(std::io::Error::other("not PONG (still loading?)"))
