@@ -299,7 +299,10 @@ fn completions_and_the_man_page_are_generated() {
     // clap_mangen defines the quote string first (`.ie`/`.el`), then the title.
     let first = page.lines().find(|l| !l.starts_with(".ie") && !l.starts_with(".el")).unwrap();
     assert!(first.starts_with(".TH emq-bench 1"), "{first}");
-    assert!(page.contains("completions") && page.contains("Exit codes"), "the page lists the commands");
+    assert!(
+        page.contains("completions") && page.contains(".SH \"EXIT STATUS\""),
+        "the page lists the commands and the exit codes"
+    );
 }
 
 #[test]
