@@ -51,6 +51,7 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     std::fs::write(&scenario, SCENARIO).unwrap();
     let out = tmp.path().join("run");
     let bin = env!("CARGO_BIN_EXE_emq-bench");
+    let spawned = Instant::now();
     let mut child = Command::new(bin)
         .args(["run", scenario.to_str().unwrap(), "--url", &server.url(), "--quiet", "--out", out.to_str().unwrap()])
         .stdout(Stdio::null())
@@ -71,6 +72,7 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
         std::thread::sleep(Duration::from_millis(200));
     }
     child.kill().unwrap(); // SIGKILL
+    let killed_after = spawned.elapsed().as_secs_f64();
     child.wait().unwrap();
 
     // Every second from the end of warmup up to the last one written has its rows, in order.
@@ -121,8 +123,14 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     let enqueue = view.summary.scripts.iter().find(|s| s.script == "enqueue").unwrap();
     assert_eq!(enqueue.ok, ok_in_seconds, "the page's enqueue calls against intervals.csv's");
     assert!(enqueue.latency_us.intervals.samples > 0 && enqueue.service_us.intervals.samples == 0, "{enqueue:?}");
-    let last_row = times.iter().copied().fold(0.0, f64::max);
-    assert!(view.killed_at_s.unwrap() >= last_row, "killed at {:?}, a server row at {last_row}", view.killed_at_s);
+    // Dated on the run's clock (which starts after the process does), no earlier than the end
+    // of the last second written (warmup 1 s).
+    let killed_at = view.killed_at_s.unwrap();
+    let last_written = 1.0 + written.len() as f64;
+    assert!(
+        (last_written..=killed_after + 0.5).contains(&killed_at),
+        "killed at about {killed_at:.1} s: the last second written ends at {last_written}, the kill came {killed_after:.1} s after the spawn"
+    );
 
     // It checks against the server the run left behind: nothing lost, nothing duplicated.
     let check = Command::new(bin)

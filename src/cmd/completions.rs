@@ -141,10 +141,11 @@ fn epilogue_roff(text: &str) -> String {
     out
 }
 
-/// A line of text as roff: backslashes and hyphens escaped (`\-` prints the minus a command
-/// needs, never a typographic hyphen), a leading `.` or `'` kept from reading as a request.
+/// A line of text as roff: backslashes, hyphens and quotes escaped (`\-` and `\(aq` print the
+/// ASCII minus and apostrophe a command needs, never a typographic hyphen or curly quote), a
+/// leading `.` or `'` kept from reading as a request.
 fn roff_text(line: &str) -> String {
-    let escaped = line.replace('\\', "\\e").replace('-', "\\-");
+    let escaped = line.replace('\\', "\\e").replace('-', "\\-").replace('\'', "\\(aq").replace('`', "\\(ga");
     if escaped.starts_with('.') || escaped.starts_with('\'') {
         format!("\\&{escaped}")
     } else {
@@ -210,6 +211,7 @@ mod tests {
         assert!(roff.contains(".SH NOTES") && roff.contains(".SH \"EXIT STATUS\""), "{roff}");
         // groff (Debian's man) renders it: the example lines whole, options with ASCII minus.
         let Ok(out) = std::process::Command::new("groff").args(["-man", "-Tutf8", "-P-c"]).arg(check).output() else {
+            eprintln!("no groff: the rendering of the page is not checked");
             return;
         };
         let text = String::from_utf8_lossy(&out.stdout);

@@ -89,8 +89,8 @@ impl Board {
     pub fn finish(&self, totals: Cumulative, depths_end: Option<Depths>) {
         let mut state = self.lock();
         state.totals = Some(Arc::new(totals));
-        if let (Some(tick), Some(depths)) = (state.tick.as_mut(), depths_end) {
-            tick.depths = Some(depths);
+        if let Some(depths) = depths_end {
+            state.tick.get_or_insert_with(Tick::default).depths = Some(depths);
         }
         state.finished = true;
         state.server = None;

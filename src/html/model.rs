@@ -113,6 +113,10 @@ pub struct QueuePoint {
     pub active: Option<f64>,
     /// See `pending`.
     pub delayed: Option<f64>,
+    /// Jobs enqueued in the second.
+    pub enqueued: f64,
+    /// Jobs completed in the second.
+    pub completed_calls: f64,
     /// Reaped in the second.
     pub reaped: f64,
     /// Stale completions refused in the second.
@@ -151,16 +155,21 @@ struct IntervalRow {
     ops_per_sec: f64,
 }
 
-/// The error code under which a killed run's view counts the errors its per-second rows hold
-/// beyond its last summary rewrite (intervals.csv counts errors, not their codes).
-pub const ERRORS_AFTER_SNAPSHOT: &str = "after the last summary";
-
 /// A killed run's script figures from its per-second files, which run a few seconds past the
-/// last summary rewrite: ok calls and errors summed over intervals.csv's measured seconds, the
-/// latency merged from latency.hlog's. Service times are the end's only: left empty.
+/// last summary rewrite: ok calls and errors summed over intervals.csv's measured seconds (a
+/// script first called after the rewrite added), each over one window, to the end of the last
+/// second any script has; the latency merged from latency.hlog's. Errors by code stay the
+/// rewrite's (intervals.csv counts errors, not their codes); service times are the end's only:
+/// left empty.
 fn from_seconds(summary: &mut RunSummary, intervals: &[IntervalRow], per_second: &[Entry]) {
     let from = summary.warmup_secs as f64;
-    let mut measured: f64 = summary.measured_secs;
+    let last = intervals.iter().map(|r| r.t_s + 1.0).fold(0.0, f64::max);
+    let window = (last - from).max(summary.measured_secs);
+    for r in intervals {
+        if !summary.scripts.iter().any(|s| s.script == r.script) {
+            summary.scripts.push(crate::report::ScriptSummary::with_counts(&r.script, 0, 0, &[]));
+        }
+    }
     for s in &mut summary.scripts {
         let rows: Vec<&IntervalRow> = intervals.iter().filter(|r| r.script == s.script && r.t_s >= from).collect();
         if rows.is_empty() {
@@ -168,15 +177,10 @@ fn from_seconds(summary: &mut RunSummary, intervals: &[IntervalRow], per_second:
         }
         let ok = rows.iter().map(|r| r.ok as u64).sum::<u64>();
         let errors = rows.iter().map(|r| r.errors as u64).sum::<u64>();
-        let coded = s.error_total();
-        if errors > coded {
-            s.errors.insert(ERRORS_AFTER_SNAPSHOT.to_string(), errors - coded);
-        }
         s.ok = ok;
-        s.calls = ok + s.error_total();
-        s.window_secs = rows.len() as f64;
-        s.ops_per_sec = ok as f64 / s.window_secs;
-        measured = measured.max(s.window_secs);
+        s.calls = ok + errors.max(s.error_total());
+        s.window_secs = window;
+        s.ops_per_sec = if window > 0.0 { ok as f64 / window } else { 0.0 };
         let mut merged: Option<Histogram<u64>> = None;
         for e in per_second.iter().filter(|e| e.tag == s.script && e.start_s >= from) {
             match merged.as_mut() {
@@ -192,7 +196,21 @@ fn from_seconds(summary: &mut RunSummary, intervals: &[IntervalRow], per_second:
         }
         s.service_us = crate::report::Percentiles::default();
     }
-    summary.measured_secs = measured;
+    summary.measured_secs = window;
+}
+
+/// A killed run's job counters: the last rewrite's, plus what queue.csv's seconds after it add.
+fn jobs_from_seconds(summary: &mut RunSummary, queue: &[QueuePoint], rewrite_end: f64) {
+    for p in queue.iter().filter(|p| p.t_s >= rewrite_end) {
+        for (name, n) in [
+            ("enqueued", p.enqueued),
+            ("completed", p.completed_calls),
+            ("reaped", p.reaped),
+            ("stale_refused", p.stale_refused),
+        ] {
+            *summary.jobs.entry(name.to_string()).or_default() += n as u64;
+        }
+    }
 }
 
 fn read_csv<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, ReportError> {
@@ -211,7 +229,7 @@ impl RunView {
     pub fn load(dir: &Path) -> Result<RunView, ReportError> {
         let path = dir.join("summary.json");
         let text = std::fs::read_to_string(&path).map_err(|source| ReportError::Io { path: path.clone(), source })?;
-        let summary: RunSummary = serde_json::from_str(&text)
+        let mut summary: RunSummary = serde_json::from_str(&text)
             .map_err(|e| ReportError::Read { path: path.clone(), message: e.to_string() })?;
         let faults: Vec<FaultSpan> = summary.faults.injected.iter().chain(&summary.faults.seen).cloned().collect();
         let (mut missing, mut scripts, mut queue, mut server) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -235,6 +253,11 @@ impl RunView {
             Some(path) => read_log(&path)?,
             None => Vec::new(),
         };
+        // Where a killed run's last summary rewrite ends, s since the run start.
+        let rewrite_end = summary.warmup_secs as f64 + summary.measured_secs;
+        if summary.running {
+            from_seconds(&mut summary, &intervals, &per_second);
+        }
         let ms = |us: u64| us as f64 / 1000.0;
         for s in &summary.scripts {
             let mut seconds: Vec<Second> = intervals
@@ -269,7 +292,6 @@ impl RunView {
         if let Some(path) = optional("server.csv", &mut missing) {
             server = read_csv(&path)?;
         }
-        let mut summary = summary;
         let killed_at_s = summary.running.then(|| {
             // The latest second any file holds: the probe's rows lag least.
             let last_second = intervals.iter().map(|r| r.t_s + 1.0).fold(0.0, f64::max);
@@ -278,10 +300,10 @@ impl RunView {
                 .map(|p: &ServerPoint| p.t_s)
                 .chain(queue.iter().map(|p: &QueuePoint| p.t_s))
                 .fold(0.0, f64::max);
-            (summary.warmup_secs as f64 + summary.measured_secs).max(last_second).max(last_row)
+            rewrite_end.max(last_second).max(last_row)
         });
         if summary.running {
-            from_seconds(&mut summary, &intervals, &per_second);
+            jobs_from_seconds(&mut summary, &queue, rewrite_end);
         }
         Ok(RunView { summary, scripts, queue, server, faults, missing, killed_at_s })
     }

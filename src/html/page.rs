@@ -92,7 +92,8 @@ fn header(out: &mut String, view: &RunView) {
         let _ = write!(
             out,
             "<tr><td>verdict</td><td><span class=\"fail\">ended without a summary: killed at about {at:.0} s</span> \
-             (the figures are the seconds written before the kill; no check, no verdict)</td></tr>"
+             (the figures are the seconds written before the kill, errors by code as of the last summary \
+             rewrite; no check, no verdict)</td></tr>"
         );
     }
     let check = match &s.check {
@@ -181,7 +182,7 @@ fn scripts_table(out: &mut String, view: &RunView) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&s.script), s.calls, s.ok, s.error_total(), s.ops_per_sec,
+            esc(&s.script), s.calls, s.ok, s.calls.saturating_sub(s.ok), s.ops_per_sec,
             with_interval(l.p50, &iv.p50, iv.samples), with_interval(l.p90, &iv.p90, iv.samples),
             with_interval(l.p99, &iv.p99, iv.samples), with_interval(l.p999, &iv.p999, iv.samples),
             with_interval(l.p9999, &iv.p9999, iv.samples), ms3(l.max),

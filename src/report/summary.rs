@@ -121,8 +121,8 @@ pub struct ScriptSummary {
 
 impl ScriptSummary {
     /// A summary with only its counts set: `calls`, `ok` and `errors` by code (the unit tests
-    /// of the gates and of the judge).
-    #[cfg(test)]
+    /// of the gates and of the judge; a killed run's report, for a script its last summary
+    /// rewrite did not have yet).
     pub(crate) fn with_counts(name: &str, calls: u64, ok: u64, errors: &[(&str, u64)]) -> ScriptSummary {
         ScriptSummary {
             script: name.into(),

@@ -279,7 +279,9 @@ fn ping(host: Ipv4Addr, port: u16) -> std::io::Result<()> {
     stream.write_all(b"PING\r\n")?;
     let mut reply = [0u8; 7];
     stream.read_exact(&mut reply)?;
-    // A server started with `requirepass` (or a default user off) refuses the PING: it is up.
+    // A server started with `requirepass` (or a default user off) refuses any command before
+    // AUTH, even while it loads: it is listening, and a server that holds nothing (the embedded
+    // one) has nothing to load.
     if &reply == b"+PONG\r\n" || &reply == b"-NOAUTH" {
         Ok(())
     } else {
