@@ -132,11 +132,13 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
         "killed at about {killed_at:.1} s: the last second written ends at {last_written}, the kill came {killed_after:.1} s after the spawn"
     );
 
+    // `check --history` of the folder against the server at `url`.
+    let history = out.join("history.bin");
+    let check_against = |url: &str| {
+        Command::new(bin).args(["check", "--url", url, "--history", history.to_str().unwrap()]).output().unwrap()
+    };
     // It checks against the server the run left behind: nothing lost, nothing duplicated.
-    let check = Command::new(bin)
-        .args(["check", "--url", &server.url(), "--history", out.join("history.bin").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let check = check_against(&server.url());
     let (stdout, stderr) = (String::from_utf8_lossy(&check.stdout), String::from_utf8_lossy(&check.stderr));
     assert_eq!(check.status.code(), Some(0), "check: {stdout}\n{stderr}");
     assert!(stdout.contains("no violations"), "{stdout}");
@@ -145,10 +147,7 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     // Against a server that holds none of its keys (not the run's) every job is missing, and
     // the check says what that most likely means.
     let other = support::server();
-    let check = Command::new(bin)
-        .args(["check", "--url", &other.url(), "--history", out.join("history.bin").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let check = check_against(&other.url());
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("note: the server holds no key of the history's queues (emq:{killed}:*)"), "{stdout}");
@@ -167,10 +166,7 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
         .unwrap();
     let row = rows.first().expect("a job row left by the run");
     let _: u64 = redis::cmd("DEL").arg(row).query(&mut conn).unwrap();
-    let check = Command::new(bin)
-        .args(["check", "--url", &server.url(), "--history", out.join("history.bin").to_str().unwrap()])
-        .output()
-        .unwrap();
+    let check = check_against(&server.url());
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(1), "a deleted row ({row}) not found: {stdout}");
 }
