@@ -1,11 +1,13 @@
--- EchoMQ v1.1 `claim` (PROTOCOL.md "Scripts").
+-- EchoMQ v1.2 `claim` (docs/protocol.md "Scripts").
 -- KEYS[1] pending   emq:{q}:pending
 -- KEYS[2] active    emq:{q}:active
 -- ARGV[1] prefix    job-key prefix emq:{q}:job: (must carry KEYS[1]'s hash tag)
 -- ARGV[2] lease_ms  positive integer; the lease deadline is server TIME + lease_ms
 -- ARGV[3] count     optional positive integer, at most 1000 (default 1)
+-- ARGV[4] holder    optional (v1.2): the caller's value for this claim call, 1-64 bytes of
+--                   [A-Za-z0-9_.:-]; stored as the row's `holder`, or the field is deleted
 -- Reply: an array with one entry per claimed job, each [id, payload, token, priority],
---        empty when nothing is pending; error EMQARG (bad prefix, lease_ms or count).
+--        empty when nothing is pending; error EMQARG (bad prefix, lease_ms, count or holder).
 -- Each claim increments `attempts` and hands the new value out as the fencing token.
 -- v1.1 one slot: every key, and the prefix, carries KEYS[1]'s hash tag, and it is not empty.
 local tag = string.match(KEYS[1] or '', '^emq:(%b{}):pending$')
@@ -31,6 +33,12 @@ if ARGV[3] ~= nil then
     return redis.error_reply('EMQARG count must be an integer in 1..1000')
   end
 end
+-- v1.2 holder: the fence compares it beside the token, so a token a failover hands out again
+-- still tells the two claims apart. Without one, a stale holder of an earlier claim is removed.
+local holder = ARGV[4]
+if holder ~= nil and (#holder > 64 or not string.match(holder, '^[A-Za-z0-9_.:%-]+$')) then
+  return redis.error_reply('EMQARG holder must be 1-64 bytes of [A-Za-z0-9_.:-]')
+end
 local popped = redis.call('ZPOPMIN', KEYS[1], count)
 if #popped == 0 then
   return {}
@@ -46,7 +54,12 @@ for i = 1, #popped, 2 do
   local row = redis.call('HMGET', key, 'state', 'payload')
   if row[1] == 'pending' then
     local token = redis.call('HINCRBY', key, 'attempts', 1)
-    redis.call('HSET', key, 'state', 'active')
+    if holder then
+      redis.call('HSET', key, 'state', 'active', 'holder', holder)
+    else
+      redis.call('HSET', key, 'state', 'active')
+      redis.call('HDEL', key, 'holder')
+    end
     redis.call('ZADD', KEYS[2], deadline, id)
     out[#out + 1] = {id, row[2], token, tonumber(popped[i + 1])}
   end

@@ -1,12 +1,14 @@
--- EchoMQ v1.1 `complete` (PROTOCOL.md "Scripts", fenced verb).
+-- EchoMQ v1.2 `complete` (docs/protocol.md "Scripts", fenced verb).
 -- KEYS[1] job row    emq:{q}:job:<id>
 -- KEYS[2] active     emq:{q}:active
 -- KEYS[3] completed  emq:{q}:completed
 -- ARGV[1] id         JOB-namespaced id
 -- ARGV[2] token      the fencing token the claim handed out
--- Replies: 1 completed; 0 already completed with this same token (a retried call after
---          a lost reply is safe); errors EMQKIND, EMQARG (bad token), EMQNOJOB (no row),
---          EMQSTATE (not active), EMQFENCE (token is not the current attempts).
+-- ARGV[3] holder     optional (v1.2): the holder the claim was made with
+-- Replies: 1 completed; 0 already completed with this same token and no other holder (a
+--          retried call after a lost reply is safe); errors EMQKIND, EMQARG (bad token or
+--          holder), EMQNOJOB (no row), EMQSTATE (not active), EMQFENCE (token is not the
+--          current attempts, or the holder is not the current claim's).
 -- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
 local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
 if tag == nil or tag == '{}' then
@@ -26,13 +28,23 @@ if not string.match(token_arg, '^[1-9]%d*$') or #token_arg > 16 or tonumber(toke
   return redis.error_reply('EMQARG token must be the canonical decimal of an integer in 1..2^53-1')
 end
 local token = tonumber(token_arg)
-local row = redis.call('HMGET', KEYS[1], 'state', 'attempts')
+-- v1.2 holder: optional; where both the call and the row carry one, the fence compares them.
+local holder = ARGV[3]
+if holder ~= nil and (#holder > 64 or not string.match(holder, '^[A-Za-z0-9_.:%-]+$')) then
+  return redis.error_reply('EMQARG holder must be 1-64 bytes of [A-Za-z0-9_.:-]')
+end
+local row = redis.call('HMGET', KEYS[1], 'state', 'attempts', 'holder')
 if row[1] == false then
   return redis.error_reply('EMQNOJOB no such job')
 end
 local attempts = tonumber(row[2])
--- The safe retry is checked before the state test (PROTOCOL.md).
+-- The safe retry is checked before the state test (docs/protocol.md).
 if row[1] == 'completed' and attempts == token then
+  -- v1.2: the retry is safe only from the same claim; another holder with this token is a
+  -- stale worker whose claim a failover rolled back.
+  if holder and row[3] and row[3] ~= holder then
+    return redis.error_reply('EMQFENCE holder ' .. holder .. ' is stale, current is ' .. row[3])
+  end
   return 0
 end
 if row[1] ~= 'active' then
@@ -40,6 +52,9 @@ if row[1] ~= 'active' then
 end
 if attempts ~= token then
   return redis.error_reply('EMQFENCE token ' .. ARGV[2] .. ' is stale, current is ' .. tostring(row[2]))
+end
+if holder and row[3] and row[3] ~= holder then
+  return redis.error_reply('EMQFENCE holder ' .. holder .. ' is stale, current is ' .. row[3])
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

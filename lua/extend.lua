@@ -1,9 +1,10 @@
--- EchoMQ v1.1 `extend` (PROTOCOL.md "Scripts", fenced verb): renew a lease.
+-- EchoMQ v1.2 `extend` (docs/protocol.md "Scripts", fenced verb): renew a lease.
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] active    emq:{q}:active
 -- ARGV[1] id        JOB-namespaced id
 -- ARGV[2] token     the fencing token the claim handed out
 -- ARGV[3] lease_ms  positive integer; the new deadline is server TIME + lease_ms
+-- ARGV[4] holder    optional (v1.2): the holder the claim was made with
 -- Replies: 1; errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE.
 -- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
 local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
@@ -28,7 +29,12 @@ local lease = tonumber(ARGV[3])
 if lease == nil or lease <= 0 or lease ~= math.floor(lease) or lease > 9007199254740991 then
   return redis.error_reply('EMQARG lease_ms must be a positive integer')
 end
-local row = redis.call('HMGET', KEYS[1], 'state', 'attempts')
+-- v1.2 holder: optional; where both the call and the row carry one, the fence compares them.
+local holder = ARGV[4]
+if holder ~= nil and (#holder > 64 or not string.match(holder, '^[A-Za-z0-9_.:%-]+$')) then
+  return redis.error_reply('EMQARG holder must be 1-64 bytes of [A-Za-z0-9_.:-]')
+end
+local row = redis.call('HMGET', KEYS[1], 'state', 'attempts', 'holder')
 if row[1] == false then
   return redis.error_reply('EMQNOJOB no such job')
 end
@@ -37,6 +43,9 @@ if row[1] ~= 'active' then
 end
 if tonumber(row[2]) ~= token then
   return redis.error_reply('EMQFENCE token ' .. ARGV[2] .. ' is stale, current is ' .. tostring(row[2]))
+end
+if holder and row[3] and row[3] ~= holder then
+  return redis.error_reply('EMQFENCE holder ' .. holder .. ' is stale, current is ' .. row[3])
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -1,4 +1,4 @@
--- EchoMQ v1.1 `fail` (PROTOCOL.md "Scripts", fenced verb).
+-- EchoMQ v1.2 `fail` (docs/protocol.md "Scripts", fenced verb).
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] active    emq:{q}:active
 -- KEYS[3] pending   emq:{q}:pending
@@ -10,6 +10,7 @@
 -- ARGV[4] max_attempts  positive integer
 -- ARGV[5] backoff_ms    non-negative integer; > 0 sends a retry to delayed, due after it
 -- ARGV[6] priority      non-negative integer, the retry's pending score
+-- ARGV[7] holder        optional (v1.2): the holder the claim was made with
 -- Replies: 'retry' while attempts < max_attempts, else 'failed';
 --          errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE (in that order of checks).
 -- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
@@ -43,7 +44,12 @@ local backoff = int(ARGV[5], 0)
 if backoff == nil then return redis.error_reply('EMQARG backoff_ms must be a non-negative integer') end
 local priority = int(ARGV[6], 0)
 if priority == nil then return redis.error_reply('EMQARG priority must be a non-negative integer') end
-local row = redis.call('HMGET', KEYS[1], 'state', 'attempts')
+-- v1.2 holder: optional; where both the call and the row carry one, the fence compares them.
+local holder = ARGV[7]
+if holder ~= nil and (#holder > 64 or not string.match(holder, '^[A-Za-z0-9_.:%-]+$')) then
+  return redis.error_reply('EMQARG holder must be 1-64 bytes of [A-Za-z0-9_.:-]')
+end
+local row = redis.call('HMGET', KEYS[1], 'state', 'attempts', 'holder')
 if row[1] == false then
   return redis.error_reply('EMQNOJOB no such job')
 end
@@ -53,6 +59,9 @@ end
 local attempts = tonumber(row[2])
 if attempts ~= token then
   return redis.error_reply('EMQFENCE token ' .. ARGV[2] .. ' is stale, current is ' .. tostring(row[2]))
+end
+if holder and row[3] and row[3] ~= holder then
+  return redis.error_reply('EMQFENCE holder ' .. holder .. ' is stale, current is ' .. row[3])
 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 if attempts < max_attempts then

@@ -1,8 +1,9 @@
--- EchoMQ v1.1 `progress` (PROTOCOL.md "Scripts", fenced verb): store a progress note.
+-- EchoMQ v1.2 `progress` (docs/protocol.md "Scripts", fenced verb): store a progress note.
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- ARGV[1] id        JOB-namespaced id
 -- ARGV[2] token     the fencing token the claim handed out
 -- ARGV[3] progress  opaque bytes stored in the `progress` field
+-- ARGV[4] holder    optional (v1.2): the holder the claim was made with
 -- Replies: 1; errors EMQKIND, EMQARG, EMQNOJOB, EMQSTATE, EMQFENCE.
 -- v1.1 one slot: every key carries KEYS[1]'s hash tag, and it is not empty.
 local tag = string.match(KEYS[1] or '', '^emq:(%b{}):')
@@ -26,7 +27,12 @@ local token = tonumber(token_arg)
 if ARGV[3] == nil then
   return redis.error_reply('EMQARG progress is missing')
 end
-local row = redis.call('HMGET', KEYS[1], 'state', 'attempts')
+-- v1.2 holder: optional; where both the call and the row carry one, the fence compares them.
+local holder = ARGV[4]
+if holder ~= nil and (#holder > 64 or not string.match(holder, '^[A-Za-z0-9_.:%-]+$')) then
+  return redis.error_reply('EMQARG holder must be 1-64 bytes of [A-Za-z0-9_.:-]')
+end
+local row = redis.call('HMGET', KEYS[1], 'state', 'attempts', 'holder')
 if row[1] == false then
   return redis.error_reply('EMQNOJOB no such job')
 end
@@ -35,6 +41,9 @@ if row[1] ~= 'active' then
 end
 if tonumber(row[2]) ~= token then
   return redis.error_reply('EMQFENCE token ' .. ARGV[2] .. ' is stale, current is ' .. tostring(row[2]))
+end
+if holder and row[3] and row[3] ~= holder then
+  return redis.error_reply('EMQFENCE holder ' .. holder .. ' is stale, current is ' .. row[3])
 end
 redis.call('HSET', KEYS[1], 'progress', ARGV[3])
 return 1

@@ -6,8 +6,7 @@ mod support;
 
 use emq_bench::bullmq::data::encode_data;
 use emq_bench::bullmq::{
-    add_reply, client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
-    RetryPolicy,
+    add_reply, client_ms, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, Holder, HolderMint, RetryPolicy,
 };
 use emq_bench::keyspace::{JobId, JobIdGen, QueueName};
 use emq_bench::lua::{ErrorCode, Protocol, Script};
@@ -164,7 +163,7 @@ async fn claims_come_lifo_head_then_wait_then_by_priority() {
     let q = bull_keys("order");
     let pool = PayloadPool::new(3);
     let mut ids = JobIdGen::new(3);
-    let mut tokens = LockTokens::new(0, 9);
+    let mut tokens = HolderMint::new(0, 9);
     let [fifo, lifo, low, high] = [(), (), (), ()].map(|_| ids.next_id());
     let add = [
         (fifo, AddOpts::default()),
@@ -191,7 +190,7 @@ async fn claims_come_lifo_head_then_wait_then_by_priority() {
 async fn one_claimed(c: &mut ScriptClient, q: &BullKeys, seed: u64, opts: &AddOpts, lock_ms: u64) -> BullClaimed {
     let id = JobIdGen::new(seed).next_id();
     c.add_job(q, &id, &payload_of(&PayloadPool::new(seed), &id, 40), opts).await.unwrap();
-    let job = c.move_to_active(q, LockTokens::new(0, seed as u16).mint(), lock_ms).await.unwrap().unwrap();
+    let job = c.move_to_active(q, HolderMint::new(0, seed as u16).mint(), lock_ms).await.unwrap().unwrap();
     assert_eq!(job.id, id);
     job
 }
@@ -202,7 +201,7 @@ async fn complete_takes_the_claims_token_and_refuses_stale_ones() {
     let mut c = bull_client(&server).await;
     let q = bull_keys("complete");
     let job = one_claimed(&mut c, &q, 4, &AddOpts::default(), 5_000).await;
-    let other = BullClaimed { lock: LockToken::from_u64(0xdead), ..job.clone() };
+    let other = BullClaimed { lock: Holder::from_u64(0xdead), ..job.clone() };
     assert_eq!(code(c.move_to_completed(&q, &other, 1).await), ErrorCode::LockMismatch);
     assert_eq!(code(c.move_to_failed_final(&q, &other, 1, "x").await), ErrorCode::LockMismatch);
     c.move_to_completed(&q, &job, 1).await.unwrap();
@@ -225,7 +224,7 @@ async fn complete_takes_the_claims_token_and_refuses_stale_ones() {
     c.move_stalled_jobs_to_wait(&q, 1, 1).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(c.move_stalled_jobs_to_wait(&q, 1, 1).await.unwrap().moved, [zombie.id]);
-    let again = c.move_to_active(&q, LockToken::from_u64(77), 5_000).await.unwrap().unwrap();
+    let again = c.move_to_active(&q, Holder::from_u64(77), 5_000).await.unwrap().unwrap();
     assert_eq!((again.id, again.ats), (zombie.id, 2));
     assert_eq!(code(c.move_to_completed(&q, &zombie, 3).await), ErrorCode::LockMismatch);
     assert_eq!(code(c.retry_job(&q, &zombie, false, "late").await), ErrorCode::LockMismatch);
@@ -240,7 +239,7 @@ async fn failures_retry_back_off_and_fail_where_bullmq_puts_them() {
     let server = support::server();
     let mut c = bull_client(&server).await;
     let q = bull_keys("fail");
-    let mut tokens = LockTokens::new(0, 1);
+    let mut tokens = HolderMint::new(0, 1);
 
     // attempts 3, no backoff: retryJob to wait; the next failure again; the third is final.
     let policy = RetryPolicy { max_attempts: 3, backoff: Backoff::None, lifo: false };
@@ -309,7 +308,7 @@ async fn extend_moves_the_locks_ttl_and_progress_is_stored_unfenced() {
     c.extend_lock(&q, &job.id, &job.lock, 60_000).await.unwrap();
     let ttl = pttl(&mut c).await;
     assert!(59_000 < ttl && ttl <= 60_000, "{ttl}");
-    let wrong = LockToken::from_u64(1);
+    let wrong = Holder::from_u64(1);
     assert_eq!(code(c.extend_lock(&q, &job.id, &wrong, 10).await), ErrorCode::NotExtended);
     assert!(pttl(&mut c).await > 59_000, "a refused extend leaves the lock");
 
@@ -339,14 +338,14 @@ async fn a_job_whose_lock_expired_is_moved_back_and_failed_past_max_stalled() {
     assert_eq!(field(&mut c, &key, "atm").await, None, "a stall is no attempt made");
 
     // Stalled a second time with maxStalledCount 1: flagged, and the next claim fails it.
-    let job = c.move_to_active(&q, LockToken::from_u64(2), 50).await.unwrap().unwrap();
+    let job = c.move_to_active(&q, Holder::from_u64(2), 50).await.unwrap().unwrap();
     assert!(!job.deferred_failure);
     tokio::time::sleep(Duration::from_millis(3)).await;
     assert!(c.move_stalled_jobs_to_wait(&q, 1, 1).await.unwrap().moved.is_empty(), "this call only marks");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(c.move_stalled_jobs_to_wait(&q, 1, 1).await.unwrap().moved, [job.id]);
     assert_eq!(field(&mut c, &key, "defa").await.as_deref(), Some("job stalled more than allowable limit"));
-    let job = c.move_to_active(&q, LockToken::from_u64(3), 5_000).await.unwrap().unwrap();
+    let job = c.move_to_active(&q, Holder::from_u64(3), 5_000).await.unwrap().unwrap();
     assert!(job.deferred_failure);
     assert_eq!((job.ats, job.atm), (3, 0));
     assert_eq!(job.fail_step(policy.max_attempts, policy.backoff), FailStep::Fail);
@@ -439,7 +438,7 @@ async fn bullmqs_official_client_processes_our_jobs_and_we_process_its_jobs() {
     let added = official(&["add", &url, &q.bull_name, spec_file.to_str().unwrap()]);
     let want: Vec<&str> = theirs.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(added["ids"], serde_json::json!(want));
-    let mut tokens = LockTokens::new(0, 2);
+    let mut tokens = HolderMint::new(0, 2);
     for (id, payload) in &theirs {
         let job = c.move_to_active(&q, tokens.mint(), 5_000).await.unwrap().expect("their job is ready");
         assert_eq!(job.id, *id, "FIFO");
@@ -486,11 +485,11 @@ async fn the_pipe_transport_carries_the_calls() {
                 let reply = lane::next(&mut lane).await.result.unwrap();
                 assert_eq!(add_reply(script, id, &reply).unwrap(), AddReply::Accepted);
             }
-            let mut tokens = LockTokens::new(0, 4);
+            let mut tokens = HolderMint::new(0, 4);
             for (id, payload) in &jobs {
                 let job = c.move_to_active(&q, tokens.mint(), 5_000).await.unwrap().unwrap();
                 assert_eq!((&job.id, &job.payload), (id, payload));
-                let stale = BullClaimed { lock: LockToken::from_u64(5), ..job.clone() };
+                let stale = BullClaimed { lock: Holder::from_u64(5), ..job.clone() };
                 assert_eq!(code(c.move_to_completed(&q, &stale, 1).await), ErrorCode::LockMismatch);
                 c.move_to_completed(&q, &job, 1).await.unwrap();
             }

@@ -58,6 +58,7 @@ fn call_of(script: Script, q: &QueueKeys, held: &JobId) -> (Vec<String>, Vec<Vec
         Script::Progress => (vec![job], vec![id, a(b"1"), a(b"50%")]),
         Script::Reap => (vec![s(&q.active), s(&q.pending), s(&q.failed)], vec![prefix, a(b"10"), a(b"3")]),
         Script::Promote => (vec![s(&q.delayed), s(&q.pending)], vec![prefix, a(b"10")]),
+        Script::Clean => (vec![s(&q.completed)], vec![prefix, a(b"0"), a(b"10")]),
         other => panic!("{} is not an EchoMQ script", other.name()),
     }
 }
@@ -146,7 +147,7 @@ async fn every_script_refuses_keys_of_another_slot_or_an_empty_tag() {
         // All keys (and the prefix) in the empty tag: refused too, not a slot of its own.
         let empty: Vec<String> = ks.iter().map(|k| k.replacen("{q}", "{}", 1)).collect();
         let mut empty_args = args.clone();
-        if matches!(script, Script::Claim | Script::Reap | Script::Promote) {
+        if matches!(script, Script::Claim | Script::Reap | Script::Promote | Script::Clean) {
             empty_args[0] = b"emq:{}:job:".to_vec();
         }
         assert_eq!(code(call(&mut c, script, &empty, &empty_args).await), ErrorCode::Arg, "{} in {{}}", script.name());

@@ -60,7 +60,7 @@ fn a_lone_binary_runs_a_shipped_scenario_by_name_with_its_built_in_scripts() {
     let registry =
         emq_bench::resp::ScriptRegistry::from_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("lua")).unwrap();
     for script in registry.scripts() {
-        assert_eq!(summary["target"]["script_sha1"][script.name()], registry.sha(*script), "{}", script.name());
+        assert_eq!(summary["target"]["script_sha1"][script.name()], registry.sha(script), "{}", script.name());
     }
     assert!(std::fs::read_to_string(cwd.join("res/scenario.toml")).unwrap().contains("name = \"smoke\""));
 }

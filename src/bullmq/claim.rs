@@ -4,9 +4,9 @@ use super::data::decode_data;
 use super::keys::BullKeys;
 use super::pack::{self, arg_written};
 use super::policy::{claim_fail_step, Backoff, FailStep};
-use super::token::LockToken;
 use crate::keyspace::JobId;
 use crate::lua::Script;
+use crate::queue::Holder;
 use crate::resp::client::ScriptClient;
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
@@ -23,7 +23,7 @@ pub struct BullClaimed {
     pub payload: Vec<u8>,
     /// The lock token this claim took (`<id>:lock` holds it until the lock expires): every
     /// finish, retry and extend of this claim sends it.
-    pub lock: LockToken,
+    pub lock: Holder,
     /// `ats`, attempts started, this claim included (1 on the first claim; stalls count too):
     /// the per-claim counter the history records as the claim's token.
     pub ats: u32,
@@ -60,7 +60,7 @@ impl<W: Wire> ScriptClient<W> {
     pub async fn move_to_active(
         &mut self,
         keys: &BullKeys,
-        lock: LockToken,
+        lock: Holder,
         lock_ms: u64,
     ) -> Result<Option<BullClaimed>, CallError> {
         let cmd = self.evalsha(Script::MoveToActive, 11);
@@ -87,7 +87,7 @@ fn bad(what: impl std::fmt::Debug) -> CallError {
 
 /// Reads `[HGETALL of the job, id, 0, 0]`, or `None` for `[0, 0, limit_ttl, next_due]`.
 /// Takes the `data` bytes out of the reply; nothing else is copied.
-fn parse_claim(value: Value, lock: LockToken) -> Result<Option<BullClaimed>, CallError> {
+fn parse_claim(value: Value, lock: Holder) -> Result<Option<BullClaimed>, CallError> {
     let Value::Array(mut reply) = value else { return Err(bad(value)) };
     if reply.len() != 4 {
         return Err(bad(reply));

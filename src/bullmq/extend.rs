@@ -2,9 +2,9 @@
 
 use super::codes::refused;
 use super::keys::BullKeys;
-use super::token::LockToken;
 use crate::keyspace::JobId;
 use crate::lua::{ErrorCode, Script};
+use crate::queue::Holder;
 use crate::resp::client::ScriptClient;
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
@@ -22,7 +22,7 @@ impl<W: Wire> ScriptClient<W> {
         &mut self,
         keys: &BullKeys,
         id: &JobId,
-        lock: &LockToken,
+        lock: &Holder,
         lock_ms: u64,
     ) -> Result<(), CallError> {
         let cmd = self.evalsha(Script::ExtendLock, 2);

@@ -27,8 +27,9 @@ mod progress;
 pub mod release;
 mod retry;
 mod stalled;
-mod token;
 
+/// BullMQ's lock token is a claim's [`Holder`], minted per thread as EchoMQ's are.
+pub use crate::queue::{Holder, HolderMint};
 pub use add::{add_reply, AddOpts, AddReply, JOB_NAME};
 pub use claim::BullClaimed;
 pub use finish::RETURN_VALUE;
@@ -37,7 +38,6 @@ pub use ops::{backoff_of, BullOps, BullShared, BullToken};
 pub use policy::{claim_fail_step, fail_step, Backoff, FailStep};
 pub use retry::RetryPolicy;
 pub use stalled::StalledReply;
-pub use token::{LockToken, LockTokens};
 
 /// The reason BullMQ's worker fails a job the stalled check flagged `defa` (stalled more than
 /// maxStalledCount times): its `failedReason`, which the checker counts as failed by stall.

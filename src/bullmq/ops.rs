@@ -7,7 +7,7 @@
 //! has no promote chore.
 
 use super::{
-    add_reply, claim_fail_step, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, LockToken, LockTokens,
+    add_reply, claim_fail_step, AddOpts, AddReply, Backoff, BullClaimed, BullKeys, FailStep, Holder, HolderMint,
     RetryPolicy,
 };
 use crate::keyspace::{JobId, QueueKeys};
@@ -25,7 +25,7 @@ use std::rc::Rc;
 pub struct BullToken {
     /// The lock token `moveToActive` set on `<id>:lock`; every finish, retry and extend
     /// carries it.
-    pub lock: LockToken,
+    pub lock: Holder,
     /// `ats` after the claim: attempts started, one per claim (stalls included), so 1, 2, 3
     /// as EchoMQ's attempt numbers are: what the history records (I5).
     pub ats: u32,
@@ -41,7 +41,7 @@ pub struct BullShared {
     /// The keys of the run's queues, in order.
     queues: Rc<[BullKeys]>,
     /// The thread's lock tokens, unique per claim.
-    tokens: RefCell<LockTokens>,
+    tokens: RefCell<HolderMint>,
     /// The jobs' `attempts` and `backoff` (written into each job's opts at add time; the
     /// failure policy reads the same values).
     policy: RetryPolicy,
@@ -153,7 +153,7 @@ impl<W: Wire> Driver<W> for BullOps<W> {
     fn shared(queues: &[QueueKeys], _registry: &ScriptRegistry, plan: &Plan, thread: usize) -> Rc<BullShared> {
         Rc::new(BullShared {
             queues: queues.iter().map(|q| BullKeys::new(q.queue.clone())).collect(),
-            tokens: RefCell::new(LockTokens::new(plan.shard.as_ref().map_or(0, |s| s.index as u16), thread as u16)),
+            tokens: RefCell::new(HolderMint::new(plan.shard.as_ref().map_or(0, |s| s.index as u16), thread as u16)),
             policy: RetryPolicy {
                 max_attempts: plan.producers.max_attempts,
                 backoff: backoff_of(&plan.consumers.backoff),

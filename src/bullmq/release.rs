@@ -34,8 +34,7 @@ pub fn bullmq_release(registry: &ScriptRegistry, install: &Path) -> Option<Relea
     };
     let differs = registry
         .scripts()
-        .iter()
-        .filter(|s| pinned(&s.file_name()) != Some(registry.sha(**s)))
+        .filter(|s| pinned(&s.file_name()) != Some(registry.sha(*s)))
         .map(|s| s.name().to_string())
         .collect();
     Some(Release { version, differs })

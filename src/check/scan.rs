@@ -24,8 +24,9 @@ pub const RANGE_CHUNK: usize = 10_000;
 
 /// The fields every row is born with (PROTOCOL.md "The record"), in birth order.
 pub const BORN_FIELDS: [&str; 3] = ["state", "attempts", "payload"];
-/// The fields later transitions may add (PROTOCOL.md "The record"); any other field is foreign.
-pub const LATER_FIELDS: [&str; 3] = ["last_error", "progress", "group"];
+/// The fields later transitions may add (docs/protocol.md "The record"; `holder` from v1.2);
+/// any other field is foreign.
+pub const LATER_FIELDS: [&str; 4] = ["last_error", "progress", "group", "holder"];
 
 /// What a key under `emq:{q}:` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

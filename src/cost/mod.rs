@@ -14,8 +14,10 @@
 //! block's connection (the server runs one call at a time either way; in flight only keeps it
 //! busy). The phases:
 //! 1. `enqueue` N jobs (256-byte payloads) into one queue;
-//! 2. `claim` them one per call (lease 10 min), then `extend` and `progress` each held lease
-//!    once, then `complete` half of them and `fail` the other half (for good, 1 attempt);
+//! 2. `claim` them one per call (lease 10 min, each call a holder of its own), then `extend`
+//!    and `progress` each held lease once, then `complete` half of them and `fail` the other
+//!    half (for good, 1 attempt), then, where every set has it, `clean` the completed half
+//!    [`BATCH`] per call;
 //! 3. `enqueue_delayed` N jobs due in 1 ms into a second queue, then `promote` them
 //!    [`BATCH`] per call until none is left;
 //! 4. N jobs claimed with a 1 ms lease in a third queue (not measured), then `reap` [`BATCH`]
@@ -24,12 +26,13 @@
 //! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
 
+use crate::echomq::FinishedSet;
 use crate::keyspace::{JobIdGen, QueueKeys, QueueName};
 use crate::lua::Script;
 use crate::net::info::info;
 use crate::net::Control;
 use crate::payload::PayloadPool;
-use crate::queue::FailArgs;
+use crate::queue::{FailArgs, Holder};
 use crate::resp::{CallError, PipeConn, ScriptClient};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -186,7 +189,7 @@ impl Phases<'_> {
         Ok(out)
     }
 
-    /// Calls `promote` or `reap` ([`BATCH`] jobs each) until `jobs` moved, in blocks of
+    /// Calls `promote`, `reap` or `clean` ([`BATCH`] jobs each) until `jobs` moved, in blocks of
     /// `block / BATCH` calls whose arms take turns. A call that moves nothing before then is
     /// [`CostError::Unexpected`].
     async fn drain(&mut self, keys: &QueueKeys, script: Script, jobs: u32) -> Result<(), CostError> {
@@ -201,6 +204,7 @@ impl Phases<'_> {
             while made < per_block && moved < u64::from(jobs) {
                 let n = match script {
                     Script::Promote => c.promote(keys, BATCH).await,
+                    Script::Clean => c.clean(keys, FinishedSet::Completed, 0, BATCH).await.map(|ids| ids.len() as u64),
                     _ => c.reap(keys, BATCH, 3).await,
                 }
                 .map_err(|source| CostError::Call { phase: script.name(), source })?;
@@ -287,10 +291,12 @@ pub async fn measure(
             }
         }
     };
+    // Each claim call is made as a holder of its own, and its fenced calls present it, as the
+    // load's consumers do (scripts that predate holders ignore the argument).
     let claim = |keys: Rc<QueueKeys>, lease_ms: u64| {
-        move |mut c: ScriptClient<PipeConn>, _: u32| {
+        move |mut c: ScriptClient<PipeConn>, n: u32| {
             let keys = keys.clone();
-            async move { c.claim(&keys, lease_ms, 1).await }
+            async move { c.claim_as(&keys, lease_ms, 1, Holder::from_u64(u64::from(n) + 1)).await }
         }
     };
 
@@ -334,6 +340,11 @@ pub async fn measure(
             async move { c.fail(&keys, &id, token, args).await }
         })
         .await?;
+
+    // clean (EchoMQ v1.2) of the completed jobs, where every arm's scripts have it.
+    if clients.iter().all(|c| c.registry().holds(Script::Clean)) {
+        phases.drain(&main, Script::Clean, to_complete.len() as u32).await?;
+    }
 
     // enqueue_delayed, then promote once they are due.
     phases.blocks(Script::EnqueueDelayed, mint(calls), enqueue(delayed.clone(), pool.clone(), Some(1))).await?;

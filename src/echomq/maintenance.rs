@@ -1,10 +1,31 @@
-//! `reap` and `promote`: the maintenance verbs that move jobs whose time has come.
+//! `reap`, `promote` and `clean`: the maintenance verbs that move, or remove, jobs whose time
+//! has come.
 
-use crate::keyspace::QueueKeys;
+use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::resp::client::{int_reply, ScriptClient};
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
+use redis::Value;
+
+/// One of a queue's two finished sets, the ones `clean` takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishedSet {
+    /// `emq:{q}:completed`.
+    Completed,
+    /// `emq:{q}:failed`.
+    Failed,
+}
+
+impl FinishedSet {
+    /// The set's key in `keys`' queue.
+    pub fn key(self, keys: &QueueKeys) -> &str {
+        match self {
+            FinishedSet::Completed => &keys.completed,
+            FinishedSet::Failed => &keys.failed,
+        }
+    }
+}
 
 impl<W: Wire> ScriptClient<W> {
     /// Runs `reap`: KEYS active, pending, failed; ARGV job-key prefix, limit, max_attempts.
@@ -30,6 +51,35 @@ impl<W: Wire> ScriptClient<W> {
         let cmd = self.evalsha(Script::Promote, 2);
         cmd.arg(&keys.delayed).arg(&keys.pending).arg(&keys.job_prefix).arg(limit);
         self.count_call(Script::Promote).await
+    }
+
+    /// Runs `clean` (docs/protocol.md v1.2 "Retention"): KEYS the finished `set`; ARGV job-key
+    /// prefix, age_ms, limit. Takes up to `limit` of the set's oldest members finished at least
+    /// `age_ms` milliseconds ago (server time), removes them from the set and deletes the rows
+    /// whose state is the set's. Returns the ids of the deleted rows, oldest first; a member
+    /// without such a row leaves the set uncounted.
+    ///
+    /// Errors: `EMQARG` (`limit` 0, a key that is no finished set), a reply that is not an array
+    /// of job ids ([`CallError::Reply`]), or a transport error.
+    pub async fn clean(
+        &mut self,
+        keys: &QueueKeys,
+        set: FinishedSet,
+        age_ms: u64,
+        limit: u32,
+    ) -> Result<Vec<JobId>, CallError> {
+        let cmd = self.evalsha(Script::Clean, 1);
+        cmd.arg(set.key(keys)).arg(&keys.job_prefix).arg(age_ms).arg(limit);
+        match self.call(Script::Clean).await? {
+            Value::Array(ids) => ids
+                .into_iter()
+                .map(|id| match id {
+                    Value::BulkString(id) => JobId::parse(&id).map_err(|e| CallError::Reply(e.to_string())),
+                    other => Err(CallError::Reply(format!("clean replied {other:?} in its array, expected job ids"))),
+                })
+                .collect(),
+            other => Err(CallError::Reply(format!("clean replied {other:?}, expected an array of job ids"))),
+        }
     }
 
     async fn count_call(&mut self, script: Script) -> Result<u64, CallError> {

@@ -9,9 +9,12 @@ mod complete;
 mod enqueue;
 mod extend;
 mod fail;
+mod fence;
 mod maintenance;
 mod ops;
 mod progress;
 
 pub use enqueue::{enqueue_reply, EnqueueFrames};
+pub use fence::Fence;
+pub use maintenance::FinishedSet;
 pub use ops::EchoOps;

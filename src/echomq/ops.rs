@@ -1,17 +1,21 @@
-//! EchoMQ v1.1's verbs: the nine scripts of `lua/` behind [`QueueOps`].
+//! EchoMQ's verbs: the scripts of `lua/` behind [`QueueOps`].
 
-use super::{enqueue_reply, EnqueueFrames};
+use super::{enqueue_reply, EnqueueFrames, Fence};
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::queue::{Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, QueueOps, Verb};
+use crate::queue::{
+    Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, HolderMint, QueueOps, Verb,
+};
 use crate::resp::routes::{lane_node, redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::Plan;
 use redis::Value;
+use std::cell::RefCell;
 use std::rc::Rc;
 
-/// The EchoMQ v1.1 implementation: one pipelined client per node (either transport), the
-/// thread's routes, and the keys of every queue of the run.
+/// The EchoMQ implementation: one pipelined client per node (either transport), the thread's
+/// routes, the keys of every queue of the run, and the thread's holders (v1.2: each claim call
+/// is made as a holder of its own, which its fenced calls present).
 #[derive(Clone)]
 pub struct EchoOps<W: Wire> {
     clients: Vec<ScriptClient<W>>,
@@ -19,21 +23,29 @@ pub struct EchoOps<W: Wire> {
     queues: Rc<[QueueKeys]>,
     /// Each queue's pre-framed enqueue pieces, by queue index.
     frames: Rc<[EnqueueFrames]>,
+    /// The thread's holders, one minted per claim call: unique across threads and fleet shards.
+    holders: Rc<RefCell<HolderMint>>,
 }
 
 impl<W: Wire> Driver<W> for EchoOps<W> {
-    /// The queues' keys and their pre-framed enqueue pieces, by queue index.
-    type Shared = (Rc<[QueueKeys]>, Rc<[EnqueueFrames]>);
-    fn shared(queues: &[QueueKeys], registry: &ScriptRegistry, _plan: &Plan, _thread: usize) -> Self::Shared {
-        (queues.iter().cloned().collect(), queues.iter().map(|keys| EnqueueFrames::new(keys, registry)).collect())
+    /// The queues' keys and their pre-framed enqueue pieces, by queue index, and the thread's
+    /// holder minter.
+    type Shared = (Rc<[QueueKeys]>, Rc<[EnqueueFrames]>, Rc<RefCell<HolderMint>>);
+    fn shared(queues: &[QueueKeys], registry: &ScriptRegistry, plan: &Plan, thread: usize) -> Self::Shared {
+        let shard = plan.shard.as_ref().map_or(0, |s| s.index as u16);
+        (
+            queues.iter().cloned().collect(),
+            queues.iter().map(|keys| EnqueueFrames::new(keys, registry)).collect(),
+            Rc::new(RefCell::new(HolderMint::new(shard, thread as u16))),
+        )
     }
-    fn new(clients: Vec<ScriptClient<W>>, routes: Rc<Routes>, (queues, frames): Self::Shared) -> Self {
-        EchoOps { clients, routes, queues, frames }
+    fn new(clients: Vec<ScriptClient<W>>, routes: Rc<Routes>, (queues, frames, holders): Self::Shared) -> Self {
+        EchoOps { clients, routes, queues, frames, holders }
     }
 }
 
 impl<W: Wire> QueueOps for EchoOps<W> {
-    type Token = u64;
+    type Token = Fence;
     type Lane = W::Lane;
     const CHORES: &'static [Chore] = &[Chore::Reap, Chore::Promote];
 
@@ -57,12 +69,12 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         }
     }
 
-    fn fail_script(&self, _token: &u64, _args: &FailArgs<'_>) -> Script {
+    fn fail_script(&self, _token: &Fence, _args: &FailArgs<'_>) -> Script {
         Script::Fail
     }
 
-    fn attempt(token: &u64) -> u32 {
-        *token as u32
+    fn attempt(token: &Fence) -> u32 {
+        token.token as u32
     }
 
     fn enqueue_lanes(&self) -> Vec<W::Lane> {
@@ -135,25 +147,26 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     ) -> Result<EnqueueReply, CallError> {
         routed!(self, queue, |c, keys| c.enqueue_delayed(keys, &id, payload, delay_ms))
     }
-    async fn claim(&mut self, queue: usize, lease_ms: u64, count: u32) -> Result<Vec<Claimed<u64>>, CallError> {
-        routed!(self, queue, |c, keys| c.claim(keys, lease_ms, count))
+    async fn claim(&mut self, queue: usize, lease_ms: u64, count: u32) -> Result<Vec<Claimed<Fence>>, CallError> {
+        let holder = self.holders.borrow_mut().mint();
+        routed!(self, queue, |c, keys| c.claim_as(keys, lease_ms, count, holder))
     }
-    async fn complete(&mut self, queue: usize, id: JobId, token: u64) -> Result<CompleteReply, CallError> {
+    async fn complete(&mut self, queue: usize, id: JobId, token: Fence) -> Result<CompleteReply, CallError> {
         routed!(self, queue, |c, keys| c.complete(keys, &id, token))
     }
     async fn fail(
         &mut self,
         queue: usize,
         id: JobId,
-        token: u64,
+        token: Fence,
         args: FailArgs<'static>,
     ) -> Result<FailReply, CallError> {
         routed!(self, queue, |c, keys| c.fail(keys, &id, token, args))
     }
-    async fn extend(&mut self, queue: usize, id: JobId, token: u64, lease_ms: u64) -> Result<(), CallError> {
+    async fn extend(&mut self, queue: usize, id: JobId, token: Fence, lease_ms: u64) -> Result<(), CallError> {
         routed!(self, queue, |c, keys| c.extend(keys, &id, token, lease_ms))
     }
-    async fn progress(&mut self, queue: usize, id: JobId, token: u64, note: &[u8]) -> Result<(), CallError> {
+    async fn progress(&mut self, queue: usize, id: JobId, token: Fence, note: &[u8]) -> Result<(), CallError> {
         routed!(self, queue, |c, keys| c.progress(keys, &id, token, note))
     }
     async fn reap(&mut self, queue: usize, limit: u32, max_attempts: u32) -> Result<u64, CallError> {

@@ -1,4 +1,4 @@
-//! EchoMQ's nine scripts, built into the binary from `lua/` when it is compiled, so an
+//! EchoMQ's ten scripts, built into the binary from `lua/` when it is compiled, so an
 //! installed `emq-bench` runs from any directory; `--lua-dir` still reads others (a user's
 //! edited scripts). BullMQ's scripts are never built in: they are another project's code,
 //! fetched and pinned by `scripts/setup`.
@@ -8,7 +8,8 @@
 pub const BUILTIN: &str = "built-in";
 
 /// `(file name, source)` of every EchoMQ script, as `lua/` held them at compile time.
-pub const ECHOMQ: [(&str, &str); 9] = [
+pub const ECHOMQ: [(&str, &str); 10] = [
+    ("clean.lua", include_str!("../../lua/clean.lua")),
     ("claim.lua", include_str!("../../lua/claim.lua")),
     ("complete.lua", include_str!("../../lua/complete.lua")),
     ("enqueue.lua", include_str!("../../lua/enqueue.lua")),

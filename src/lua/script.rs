@@ -1,4 +1,4 @@
-//! The scripts a run can call, by name: EchoMQ v1's nine (PROTOCOL.md "Scripts") and the ten of
+//! The scripts a run can call, by name: EchoMQ's ten (docs/protocol.md "Scripts") and the ten of
 //! BullMQ's that its mapping drives (docs/bullmq-mapping.md); which of them a run loads is its
 //! [`Protocol`]'s. Also the outcome codes a call can end in.
 
@@ -49,8 +49,8 @@ impl Protocol {
 /// One script a run can call: EchoMQ's file is `lua/<name>.lua`, BullMQ's
 /// `<name>-<numkeys>.lua` ([`file_name`](Script::file_name)).
 ///
-/// `index()` is dense (0..19) so per-script tables are plain arrays, not maps: no hashing on the
-/// hot path. EchoMQ's nine come first and keep their indices (histories store them).
+/// `index()` is dense (0..20) so per-script tables are plain arrays, not maps: no hashing on the
+/// hot path. EchoMQ's ten come first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Script {
     /// `enqueue`: a new pending job.
@@ -71,6 +71,8 @@ pub enum Script {
     Reap,
     /// `promote`: move due delayed jobs to pending.
     Promote,
+    /// `clean` (EchoMQ v1.2): remove finished jobs past an age (retention).
+    Clean,
     /// BullMQ `addStandardJob`: a new waiting job (no delay, no priority).
     AddStandardJob,
     /// BullMQ `addDelayedJob`: a new job due after its delay.
@@ -95,7 +97,7 @@ pub enum Script {
 
 impl Script {
     /// Every script, in `index()` order.
-    pub const ALL: [Script; 19] = [
+    pub const ALL: [Script; 20] = [
         Script::Enqueue,
         Script::EnqueueDelayed,
         Script::Claim,
@@ -105,6 +107,7 @@ impl Script {
         Script::Progress,
         Script::Reap,
         Script::Promote,
+        Script::Clean,
         Script::AddStandardJob,
         Script::AddDelayedJob,
         Script::AddPrioritizedJob,
@@ -118,10 +121,10 @@ impl Script {
     ];
 
     /// Number of scripts (the length of per-script arrays).
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
 
     /// How many of [`ALL`](Self::ALL) are EchoMQ's (the first ones).
-    const ECHOMQ: usize = 9;
+    const ECHOMQ: usize = 10;
 
     /// The script's name as results and scenario files print it (BullMQ's without the
     /// `-<numkeys>` suffix of its file).
@@ -136,6 +139,7 @@ impl Script {
             Script::Progress => "progress",
             Script::Reap => "reap",
             Script::Promote => "promote",
+            Script::Clean => "clean",
             Script::AddStandardJob => "addStandardJob",
             Script::AddDelayedJob => "addDelayedJob",
             Script::AddPrioritizedJob => "addPrioritizedJob",
@@ -178,6 +182,13 @@ impl Script {
     /// Dense index in `0..Script::COUNT`.
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// True for a script a protocol's directory may lack: EchoMQ v1.2's `clean`, which v1.1's
+    /// scripts (a baseline a user compares against) do not have. A run that needs it refuses
+    /// such a directory when its plan is resolved.
+    pub fn is_optional(self) -> bool {
+        matches!(self, Script::Clean)
     }
 
     /// True for the scripts producers send (EchoMQ's `enqueue`, `enqueue_delayed`; BullMQ's

@@ -5,9 +5,11 @@
 //! picks the implementation once per thread.
 
 mod chore;
+mod holder;
 mod ops;
 mod replies;
 
 pub use chore::Chore;
+pub use holder::{Holder, HolderMint};
 pub use ops::{needs_redo, Driver, QueueOps, Verb};
 pub use replies::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};

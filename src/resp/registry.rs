@@ -1,4 +1,4 @@
-//! The script registry: reads one protocol's scripts from a directory (EchoMQ's nine from `lua/`,
+//! The script registry: reads one protocol's scripts from a directory (EchoMQ's ten from `lua/`,
 //! BullMQ's ten from `.tools/bullmq/current/commands/`; overridable so users can benchmark their
 //! own edited scripts), loads them with `SCRIPT LOAD`, calls them with `EVALSHA`, and on
 //! `NOSCRIPT` (server restarted, `SCRIPT FLUSH`) reloads and retries once.
@@ -32,7 +32,8 @@ pub struct ScriptRegistry {
 }
 
 impl ScriptRegistry {
-    /// Reads EchoMQ v1's nine scripts, `<dir>/<name>.lua`, and computes their SHA1s.
+    /// Reads EchoMQ's scripts, `<dir>/<name>.lua` (v1.1's nine, or v1.2's ten with `clean`),
+    /// and computes their SHA1s.
     ///
     /// Errors: as [`for_protocol`](Self::for_protocol).
     pub fn from_dir(dir: &Path) -> Result<ScriptRegistry, RegistryError> {
@@ -40,14 +41,18 @@ impl ScriptRegistry {
     }
 
     /// Reads `<dir>/<file_name>` for every script of `protocol` ([`Script::file_name`]) and
-    /// computes its SHA1.
+    /// computes its SHA1. An optional script ([`Script::is_optional`]) the directory lacks is
+    /// left out.
     ///
     /// Errors: [`RegistryError::Read`] naming the first file that is missing or unreadable,
     /// [`RegistryError::Empty`] for one that holds nothing but white space.
     pub fn for_protocol(protocol: Protocol, dir: &Path) -> Result<ScriptRegistry, RegistryError> {
         ScriptRegistry::of_sources(protocol, dir, |script| {
             let path = dir.join(script.file_name());
-            std::fs::read_to_string(&path).map_err(|source| RegistryError::Read { path, source })
+            if script.is_optional() && !path.exists() {
+                return Ok(None);
+            }
+            std::fs::read_to_string(&path).map(Some).map_err(|source| RegistryError::Read { path, source })
         })
     }
 
@@ -62,7 +67,7 @@ impl ScriptRegistry {
             Protocol::EchoMqV1 => ScriptRegistry::of_sources(protocol, Path::new(builtin::BUILTIN), |script| {
                 let name = script.file_name();
                 let found = builtin::ECHOMQ.iter().find(|(file, _)| *file == name);
-                Ok(found.map(|(_, source)| source.to_string()).unwrap_or_default())
+                Ok(Some(found.map(|(_, source)| source.to_string()).unwrap_or_default()))
             }),
             Protocol::BullMq => {
                 let dir = Path::new(protocol.default_dir());
@@ -79,16 +84,16 @@ impl ScriptRegistry {
         self.dir == Path::new(builtin::BUILTIN)
     }
 
-    /// A registry of `protocol`'s scripts, each source given by `source`, recorded as read
-    /// from `dir`.
+    /// A registry of `protocol`'s scripts, each source given by `source` (`None` for an
+    /// optional script the directory lacks), recorded as read from `dir`.
     fn of_sources(
         protocol: Protocol,
         dir: &Path,
-        source: impl Fn(Script) -> Result<String, RegistryError>,
+        source: impl Fn(Script) -> Result<Option<String>, RegistryError>,
     ) -> Result<ScriptRegistry, RegistryError> {
         let mut scripts = vec![None; Script::COUNT];
         for &script in protocol.scripts() {
-            let source = source(script)?;
+            let Some(source) = source(script)? else { continue };
             if source.trim().is_empty() {
                 return Err(RegistryError::Empty { path: dir.join(script.file_name()) });
             }
@@ -109,16 +114,24 @@ impl ScriptRegistry {
         self.protocol
     }
 
-    /// The scripts the registry holds, in index order.
-    pub fn scripts(&self) -> &'static [Script] {
-        self.protocol.scripts()
+    /// The scripts the registry holds, in index order: the protocol's, less an optional one
+    /// its directory lacks ([`Script::is_optional`]).
+    pub fn scripts(&self) -> impl Iterator<Item = Script> + '_ {
+        self.protocol.scripts().iter().copied().filter(|s| self.holds(*s))
+    }
+
+    /// True when the registry holds `script`: false for another protocol's, and for an
+    /// optional one its directory lacks (EchoMQ v1.1's scripts have no `clean`).
+    pub fn holds(&self, script: Script) -> bool {
+        self.scripts[script.index()].is_some()
     }
 
     fn loaded(&self, script: Script) -> &Loaded {
         match &self.scripts[script.index()] {
             Some(loaded) => loaded,
-            // A call of another protocol's script is the driver's bug, never the user's input.
-            None => panic!("{} is not a {} script", script.name(), self.protocol.name()),
+            // A call of another protocol's script, or of an optional one the directory lacks
+            // (refused when the plan is resolved), is the driver's bug, never the user's input.
+            None => panic!("{} is not a {} script of {}", script.name(), self.protocol.name(), self.dir.display()),
         }
     }
 
@@ -138,7 +151,7 @@ impl ScriptRegistry {
     /// Errors: the first failed load, classified as a [`CallError`]; a server that answers
     /// with another SHA than ours is a [`CallError::Reply`].
     pub async fn load_all<W: Wire>(&self, conn: &mut W) -> Result<(), CallError> {
-        for &script in self.scripts() {
+        for script in self.scripts() {
             // A compile error names the file: the server's "user_script:55" does not.
             self.load(conn, script).await.map_err(|err| match err {
                 CallError::Server(msg) => {

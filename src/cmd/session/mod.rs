@@ -299,7 +299,7 @@ impl Session {
                 // SHA-1s join the configuration every shard must agree on.
                 let mut me = fleet.barrier.clone();
                 if !fleet.mixed_scripts {
-                    let shas: Vec<&str> = registry.scripts().iter().map(|s| registry.sha(*s)).collect();
+                    let shas: Vec<&str> = registry.scripts().map(|s| registry.sha(s)).collect();
                     me.config = format!("{}-{:08x}", me.config, crc32fast::hash(shas.join(",").as_bytes()));
                 }
                 let say = |line: &str| eprintln!("emq-bench: {line}");
@@ -446,11 +446,7 @@ impl Session {
                         .or_else(|| release::bullmq_release(&registry, Path::new(release::BULLMQ_INSTALL)))
                 })
                 .flatten(),
-            script_sha1: registry
-                .scripts()
-                .iter()
-                .map(|s| (s.name().to_string(), registry.sha(*s).to_string()))
-                .collect(),
+            script_sha1: registry.scripts().map(|s| (s.name().to_string(), registry.sha(s).to_string())).collect(),
         };
         let header = observe::history_header(&plan, Some(&driven));
         // The history's last chunks and its final header: history.bin is whole from here on.

@@ -134,7 +134,7 @@ pub(crate) async fn open_stream(
         steps.push((Request::from_args(&["CLIENT", "SETNAME", name]), None));
     }
     if let Some(registry) = registry {
-        for &script in registry.scripts() {
+        for script in registry.scripts() {
             steps.push((registry.load_request(script), Some(script)));
         }
     }
