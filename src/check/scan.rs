@@ -2,7 +2,7 @@
 //! and `ZRANGE` chunks of the five location sets, `HGETALL` of every row they name (each
 //! reduced to a [`Row`] at once, so no payload bytes are kept), and SCAN with the queue's own
 //! pattern (never KEYS) only when `DBSIZE` says the node holds keys the sets did not lead to
-//! (PROTOCOL.md "Keyspace"). The reads go over a connection of their own ([`super::rows`]).
+//! (docs/protocol.md "The keyspace"). The reads use a connection of their own ([`super::rows`]).
 //!
 //! The scan is meant for a quiesced queue (after a run or a drain): it is not a snapshot, so a
 //! queue that changes while it is read can look inconsistent, or (see [`scan`]) hide a key.
@@ -22,9 +22,9 @@ pub const SCAN_COUNT: u64 = 10_000;
 /// Members read per `ZRANGE key start stop` chunk.
 pub const RANGE_CHUNK: usize = 10_000;
 
-/// The fields every row is born with (PROTOCOL.md "The record"), in birth order.
+/// The fields every row is born with (docs/protocol.md "The job record"), in birth order.
 pub const BORN_FIELDS: [&str; 3] = ["state", "attempts", "payload"];
-/// The fields later transitions may add (PROTOCOL.md "The record"); any other field is foreign.
+/// The fields later transitions may add (docs/protocol.md "The job record"); any other is foreign.
 pub const LATER_FIELDS: [&str; 3] = ["last_error", "progress", "group"];
 
 /// What a key under `emq:{q}:` is.

@@ -70,7 +70,7 @@ pub enum Command {
     /// Start the embedded valkey-server on a free loopback port (or a cluster of them, --cluster) and print its URL(s) until Ctrl-C.
     #[command(after_help = help::SERVER)]
     Server(ServerCmdArgs),
-    /// Check the invariants of PROTOCOL.md against what the server holds for the given queues; exit 1 on any violation.
+    /// Check the invariants of docs/protocol.md against what the server holds for the given queues; exit 1 on any violation.
     #[command(after_help = help::CHECK)]
     Check(CheckArgs),
     /// Compare two results folders (BASE, NEW): per script ops/s, p50, p99, p99.9 and the job cycle's ops/s; exit 1 on a regression, 3 when inconclusive.

@@ -75,7 +75,7 @@ impl Overall {
         overall
     }
 
-    /// The process exit code (STYLE.md habit 1): 0 pass, 1 regression, 3 inconclusive.
+    /// The process exit code, which only `main` exits with: 0 pass, 1 regression, 3 inconclusive.
     pub fn exit_code(self) -> u8 {
         match self {
             Overall::Pass => 0,
