@@ -74,8 +74,8 @@ pub fn set_key(keys: &QueueKeys, loc: Location) -> &str {
 /// - otherwise the sets are read first, and the node's queues are SCANned afterwards only when
 ///   `DBSIZE`, read before and again after, differs from the keys found (the rows and set keys
 ///   read, the run locks): when all three are equal, the node holds no other key, so no row
-///   lies outside the sets and no key is stray, and the SCAN (~1.1 of ~3.7 s of server CPU at a
-///   million jobs) is skipped.
+///   lies outside the sets and no key is stray, and the SCAN (a large share of the check's
+///   server CPU) is skipped.
 ///
 /// A denied or failed `DBSIZE` or `EXISTS`, or a `DBSIZE` that moved, means SCAN. Only keys the
 /// reads saw are counted (a set key only by its `ZCARD` or WRONGTYPE, a row key by its
