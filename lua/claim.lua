@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `claim` (docs/protocol.md "Scripts").
+-- EchoMQ v1.2 `claim` (docs/protocol.md "The scripts").
 -- KEYS[1] pending   emq:{q}:pending
 -- KEYS[2] active    emq:{q}:active
 -- ARGV[1] prefix    job-key prefix emq:{q}:job: (must carry KEYS[1]'s hash tag)

@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `clean` (docs/protocol.md "Retention"): remove finished jobs past an age.
+-- EchoMQ v1.2 `clean` (docs/protocol.md "The scripts", `clean`): remove finished jobs past an age.
 -- KEYS[1] finished  emq:{q}:completed or emq:{q}:failed
 -- ARGV[1] prefix    job-key prefix emq:{q}:job: (must carry KEYS[1]'s hash tag)
 -- ARGV[2] age_ms    canonical decimal >= 0: members finished at or before server TIME - age_ms go

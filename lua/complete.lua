@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `complete` (docs/protocol.md "Scripts", fenced verb).
+-- EchoMQ v1.2 `complete` (docs/protocol.md "The scripts", fenced verb).
 -- KEYS[1] job row    emq:{q}:job:<id>
 -- KEYS[2] active     emq:{q}:active
 -- KEYS[3] completed  emq:{q}:completed

@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `enqueue` (docs/protocol.md "Scripts": the seed document's script).
+-- EchoMQ v1.2 `enqueue` (docs/protocol.md "The scripts": the seed document's script).
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] pending   emq:{q}:pending
 -- ARGV[1] id        JOB + 26-char lowercase ULID (only the JOB prefix is checked here)

@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `enqueue_delayed` (docs/protocol.md "Scripts").
+-- EchoMQ v1.2 `enqueue_delayed` (docs/protocol.md "The scripts").
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] delayed   emq:{q}:delayed
 -- ARGV[1] id        JOB-namespaced id

@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `extend` (docs/protocol.md "Scripts", fenced verb): renew a lease.
+-- EchoMQ v1.2 `extend` (docs/protocol.md "The scripts", fenced verb): renew a lease.
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- KEYS[2] active    emq:{q}:active
 -- ARGV[1] id        JOB-namespaced id

@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `progress` (docs/protocol.md "Scripts", fenced verb): store a progress note.
+-- EchoMQ v1.2 `progress` (docs/protocol.md "The scripts", fenced verb): store a progress note.
 -- KEYS[1] job row   emq:{q}:job:<id>
 -- ARGV[1] id        JOB-namespaced id
 -- ARGV[2] token     the fencing token the claim handed out

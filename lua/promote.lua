@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `promote` (docs/protocol.md "Scripts"): move due delayed jobs to pending.
+-- EchoMQ v1.2 `promote` (docs/protocol.md "The scripts"): move due delayed jobs to pending.
 -- KEYS[1] delayed  emq:{q}:delayed
 -- KEYS[2] pending  emq:{q}:pending
 -- ARGV[1] prefix   job-key prefix emq:{q}:job: (must carry KEYS[1]'s hash tag)

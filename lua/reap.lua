@@ -1,4 +1,4 @@
--- EchoMQ v1.2 `reap` (docs/protocol.md "Scripts"): return expired leases to pending.
+-- EchoMQ v1.2 `reap` (docs/protocol.md "The scripts"): return expired leases to pending.
 -- KEYS[1] active   emq:{q}:active
 -- KEYS[2] pending  emq:{q}:pending
 -- KEYS[3] failed   optional emq:{q}:failed (v1.1 poison jobs; needs ARGV[3])

@@ -1,5 +1,5 @@
 //! Errors by stage, and the exit-code rule (0 success, 1 a run or check failed, 2 usage or
-//! input error; STYLE.md habit 1: only `main` exits).
+//! input error; only `main` exits, so every stage returns its error and a test can see it).
 
 use crate::plane::PlaneError;
 use crate::report::ReportError;

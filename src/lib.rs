@@ -1,5 +1,5 @@
 //! emq-bench: a load harness, latency recorder and invariant checker for EchoMQ, the Valkey job
-//! queue whose every state change is one Lua script (`../shared/PROTOCOL.md`, EchoMQ v1.1).
+//! queue whose every state change is one Lua script (`docs/protocol.md`, EchoMQ v1.1).
 //!
 //! The modules, one concern each, from the bottom layer up; a module imports only modules of
 //! the layers below it (`scripts/check-layers` fails the build's tests on a cycle):

@@ -1,6 +1,6 @@
-//! PROTOCOL.md v1.1 through whole runs: the fencing soak drains with 500 orphans planted in
-//! its sets, poison jobs end failed by stall and check clean, and a run whose drain cannot
-//! finish names every job it left behind (I7, "stuck job").
+//! EchoMQ v1.1 (docs/protocol.md "Why v1.1") through whole runs: the fencing soak drains with 500
+//! orphans planted in its sets, poison jobs end failed by stall and check clean, and a run whose
+//! drain cannot finish names every job it left behind (I7, "stuck job").
 
 mod support;
 

@@ -1,5 +1,5 @@
 //! `claim`, `complete`, `fail`, `extend`, `progress`, `reap`, `promote` against a real server:
-//! happy paths, every error code each can return, and the fencing story of PROTOCOL.md.
+//! happy paths, every error code each can return, and the fencing story of docs/protocol.md.
 
 mod support;
 
@@ -108,7 +108,7 @@ async fn complete_is_fenced_and_safe_to_retry() {
 
 #[tokio::test]
 async fn fencing_a_reaped_lease_refuses_the_stale_token() {
-    // PROTOCOL.md: claim (token 1), lease expires, reap, claim again (token 2), then complete
+    // docs/protocol.md: claim (token 1), lease expires, reap, claim again (token 2), then complete
     // with token 1 -> EMQFENCE and complete with token 2 -> 1.
     let server = server();
     let mut c = client(&server).await;

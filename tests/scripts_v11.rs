@@ -1,7 +1,7 @@
-//! PROTOCOL.md v1.1 against a real server, for every script it touches: canonical tokens in
-//! the four fenced verbs, one slot (every key's hash tag is KEYS[1]'s, never empty), orphans
-//! dropped by `reap` and `promote`, and poison jobs failed by `reap`. Every refusal is shown
-//! to write nothing with a DUMP of both queues before and after.
+//! EchoMQ v1.1 (docs/protocol.md "Why v1.1") against a real server, for every script it touches:
+//! canonical tokens in the four fenced verbs, one slot (every key's hash tag is KEYS[1]'s, never
+//! empty), orphans dropped by `reap` and `promote`, and poison jobs failed by `reap`. Every refusal
+//! is shown to write nothing with a DUMP of both queues before and after.
 
 mod support;
 

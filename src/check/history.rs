@@ -1,4 +1,4 @@
-//! The invariants that need the run's history (PROTOCOL.md I1, I4–I8): what the harness saw
+//! The invariants that need the run's history (docs/protocol.md I1, I4–I8): what the harness saw
 //! happen, per job, against what the server holds at the end. Unknown outcomes (timeouts, lost
 //! connections) are "may have happened": they excuse an effect, never cause a false loss.
 

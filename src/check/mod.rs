@@ -1,5 +1,5 @@
 //! The invariant checker: scan what the server holds for the run's queues, then verify the
-//! invariants of PROTOCOL.md ("Invariants the harness checks after a run", I1–I8) against that
+//! invariants of docs/protocol.md ("Invariants the harness checks", I1–I8) against that
 //! state alone (`structural`) and against the run's history (`against_history`).
 //!
 //! - [`state`]: the scanned server state (rows, location-set memberships, stray keys).

@@ -2,7 +2,7 @@
 //! and `ZRANGE` chunks of the five location sets, `HGETALL` of every row they name (each
 //! reduced to a [`Row`] at once, so no payload bytes are kept), and SCAN with the queue's own
 //! pattern (never KEYS) only when `DBSIZE` says the node holds keys the sets did not lead to
-//! (PROTOCOL.md "Keyspace"). The reads go over a connection of their own ([`super::rows`]).
+//! (docs/protocol.md "The keyspace"). The reads use a connection of their own ([`super::rows`]).
 //!
 //! The scan is meant for a quiesced queue (after a run or a drain): it is not a snapshot, so a
 //! queue that changes while it is read can look inconsistent, or (see [`scan`]) hide a key.
@@ -22,10 +22,10 @@ pub const SCAN_COUNT: u64 = 10_000;
 /// Members read per `ZRANGE key start stop` chunk.
 pub const RANGE_CHUNK: usize = 10_000;
 
-/// The fields every row is born with (PROTOCOL.md "The record"), in birth order.
+/// The fields every row is born with (docs/protocol.md "The job record"), in birth order.
 pub const BORN_FIELDS: [&str; 3] = ["state", "attempts", "payload"];
-/// The fields later transitions may add (docs/protocol.md "The record"; `holder` from v1.2);
-/// any other field is foreign.
+/// The fields later transitions may add (docs/protocol.md "The job record"; `holder` from
+/// v1.2); any other field is foreign.
 pub const LATER_FIELDS: [&str; 4] = ["last_error", "progress", "group", "holder"];
 
 /// What a key under `emq:{q}:` is.
@@ -75,8 +75,8 @@ pub fn set_key(keys: &QueueKeys, loc: Location) -> &str {
 /// - otherwise the sets are read first, and the node's queues are SCANned afterwards only when
 ///   `DBSIZE`, read before and again after, differs from the keys found (the rows and set keys
 ///   read, the run locks): when all three are equal, the node holds no other key, so no row
-///   lies outside the sets and no key is stray, and the SCAN (~1.1 of ~3.7 s of server CPU at a
-///   million jobs) is skipped.
+///   lies outside the sets and no key is stray, and the SCAN (a large share of the check's
+///   server CPU) is skipped.
 ///
 /// A denied or failed `DBSIZE` or `EXISTS`, or a `DBSIZE` that moved, means SCAN. Only keys the
 /// reads saw are counted (a set key only by its `ZCARD` or WRONGTYPE, a row key by its

@@ -127,8 +127,8 @@ pub struct Row {
     /// `last_error` is present (BullMQ: `failedReason`).
     pub has_last_error: bool,
     /// `last_error` is `stalled`: `reap` failed the job for good when its last lease expired
-    /// (PROTOCOL.md v1.1 "Poison jobs end"). BullMQ: `failedReason` is the deferred failure of a
-    /// job that stalled past `maxStalledCount` (docs/bullmq-mapping.md section 5).
+    /// (docs/protocol.md "Why v1.1": poison jobs end). BullMQ: `failedReason` is the deferred
+    /// failure of a job that stalled past `maxStalledCount` (docs/bullmq-mapping.md section 5).
     pub stalled: bool,
     /// `progress` is present.
     pub has_progress: bool,

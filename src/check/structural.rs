@@ -1,5 +1,5 @@
-//! What the server state alone can prove (PROTOCOL.md "Invariants the harness checks after a
-//! run"); this is also everything `emq-bench check` reports without a history:
+//! What the server state alone can prove (docs/protocol.md "Invariants the harness checks");
+//! this is also everything `emq-bench check` reports without a history:
 //!
 //! | invariant | rule checked here |
 //! | --- | --- |

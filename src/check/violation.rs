@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The invariants of PROTOCOL.md ("Invariants the harness checks after a run").
+/// The invariants of docs/protocol.md ("Invariants the harness checks").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Invariant {
     /// I1 row-unique: one row per accepted id; no row the harness did not enqueue.

@@ -16,11 +16,10 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Shortest `--timeout`. A loopback script call's ordinary tail already reaches a few ms
-/// (p99.9 1 ms idle, 5-14 ms under `scenarios/smoke.toml`, measured here), and a cold SCRIPT
-/// LOAD of every script ~1 ms: below 10 ms calls time out on a healthy server, and each
-/// timeout drops the connection with every request on it (`1ms` failed the run, `0s` its
-/// start).
+/// Shortest `--timeout`. A loopback script call's ordinary tail under load, and a cold SCRIPT
+/// LOAD of every script, already take milliseconds: below 10 ms calls time out on a healthy
+/// server, and each timeout drops the connection with every request on it (`1ms` fails a
+/// run, `0s` its start).
 pub const MIN_TIMEOUT: Duration = Duration::from_millis(10);
 /// A `--timeout` below this is accepted with a warning: a server pause of that length (a
 /// fork for a snapshot, a slow network) fails every request in flight, and the control plane
@@ -70,7 +69,7 @@ pub enum Command {
     /// Start the embedded valkey-server on a free loopback port (or a cluster of them, --cluster) and print its URL(s) until Ctrl-C.
     #[command(after_help = help::SERVER)]
     Server(ServerCmdArgs),
-    /// Check the invariants of PROTOCOL.md against what the server holds for the given queues; exit 1 on any violation.
+    /// Check the invariants of docs/protocol.md against what the server holds for the given queues; exit 1 on any violation.
     #[command(after_help = help::CHECK)]
     Check(CheckArgs),
     /// Compare two results folders (BASE, NEW): per script ops/s, p50, p99, p99.9 and the job cycle's ops/s; exit 1 on a regression, 3 when inconclusive.
@@ -215,7 +214,7 @@ pub struct RunArgs {
     #[arg(env = "EMQ_GIVE_UP", long, value_parser = parse_give_up, default_value = "30s")]
     pub give_up: std::time::Duration,
     /// The load connections: `pipe` (our own connection loop, the least client CPU per
-    /// request) or `redis-rs` (redis-rs' multiplexed connection: the reference, ~2x the CPU).
+    /// request) or `redis-rs` (redis-rs' multiplexed connection: the reference, more CPU).
     #[arg(env = "EMQ_TRANSPORT", long, value_enum, default_value_t = Transport::Pipe)]
     pub transport: Transport,
     /// Without a terminal (a pod's log, nohup, CI), the progress is one timestamped line on
@@ -370,7 +369,7 @@ fn bounded(text: &str, (min, why_min): (Duration, &str), (max, why_max): (Durati
 fn parse_timeout(text: &str) -> Result<Duration, String> {
     bounded(
         text,
-        (MIN_TIMEOUT, "below it calls time out on a healthy loopback server (p99.9 1-14 ms here) and each timeout drops the connection"),
+        (MIN_TIMEOUT, "below it calls time out on a healthy loopback server, whose tail already takes milliseconds, and each timeout drops the connection"),
         (MAX_TIMEOUT, "a request unanswered that long is lost, and a stopping run waits this long for its replies"),
     )
 }

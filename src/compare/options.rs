@@ -17,7 +17,7 @@ pub struct CompareOptions {
     /// Noise band of tail latency, p99 and p99.9 (default 0.15: tails move more run to run).
     pub noise_tail: f64,
     /// Noise band of a script's server cost per call (default 0.03: measured over thousands of
-    /// calls on an idle server, it moves 1-2 % between repetitions here).
+    /// calls on an idle server, it moves less between repetitions than a latency does).
     #[serde(default = "default_noise_cost")]
     pub noise_cost: f64,
     /// Largest coefficient of variation (sample std / mean) a side may have before its metric

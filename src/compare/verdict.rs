@@ -11,7 +11,7 @@
 //! `max_cv`: a noisy machine says nothing either way, so it neither passes nor fails. Unless
 //! the change dwarfs that noise: when the whole interval lies beyond three times the larger CV
 //! (and the band), spread that size cannot have made it, and the rule above decides (a script
-//! made 3x slower, p50 ~100 µs with a CV of 13 %, is a regression, not "inconclusive").
+//! made three times slower on a noisy machine is a regression, not "inconclusive").
 //!
 //! Each gate that says "inconclusive" names itself as an [`InconclusiveCause`], the figures it
 //! decided on included; the prose `reason` is rendered from that cause.
@@ -75,7 +75,7 @@ impl Overall {
         overall
     }
 
-    /// The process exit code (STYLE.md habit 1): 0 pass, 1 regression, 3 inconclusive.
+    /// The process exit code, which only `main` exits with: 0 pass, 1 regression, 3 inconclusive.
     pub fn exit_code(self) -> u8 {
         match self {
             Overall::Pass => 0,

@@ -3,14 +3,15 @@
 //! `EVALSHA` (`usec` / `calls`) read around the phase.
 //!
 //! Why phases: `commandstats` has one line for `EVALSHA`, whatever the script, so a mixed load
-//! cannot tell the scripts apart; and a client-side latency of a ~10 µs script is mostly
-//! network, client and timer, inside whose noise a +33 % script change hides.
+//! cannot tell the scripts apart; and a client-side latency of a script that runs for
+//! microseconds is mostly network, client and timer, inside whose noise a large script change
+//! hides.
 //!
 //! Each phase runs in blocks (of [`block_size`] calls), each block measured on its own; with two
 //! script sets (two clients, one connection each) the blocks take turns A B B A A B ..., so the
 //! two sets run in the same seconds on the same queues, and a drift of the machine's speed
-//! (which on a shared 2-core VM moves a script's cost by up to 1.7x from one second to the
-//! next) hits both members of a pair alike. In a block, [`LANES`] calls are in flight on the
+//! (on a shared VM, a script's cost can move by more than any change worth finding from one
+//! second to the next) hits both members of a pair alike. In a block, [`LANES`] calls are in flight on the
 //! block's connection (the server runs one call at a time either way; in flight only keeps it
 //! busy). The phases:
 //! 1. `enqueue` N jobs (256-byte payloads) into one queue;

@@ -4,8 +4,8 @@ use crate::queue::Holder;
 use crate::resp::request::Request;
 
 /// The fence of one claim: `token` is the job's `attempts` after the claim (1 on the first), and
-/// `holder` the value the claim was made with (docs/protocol.md v1.2 "A holder beside the
-/// token"). A fenced call sends the token, then the holder as its last argument when there is
+/// `holder` the value the claim was made with (docs/protocol.md "The holder (v1.2)"). A fenced
+/// call sends the token, then the holder as its last argument when there is
 /// one; without one the scripts fence by the token alone, as v1.1's do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fence {

@@ -31,7 +31,7 @@ impl<W: Wire> ScriptClient<W> {
     /// Runs `reap`: KEYS active, pending, failed; ARGV job-key prefix, limit, max_attempts.
     /// Looks at up to `limit` expired leases: each goes back to pending (attempts unchanged,
     /// priority 0) or, once its `attempts` reached `max_attempts` (> 0), to failed with
-    /// `last_error = stalled` (PROTOCOL.md v1.1 "Poison jobs end"; 0 turns that off). Orphan
+    /// `last_error = stalled` (docs/protocol.md "Why v1.1"; 0 turns that off). Orphan
     /// members are dropped from active and not counted. Returns how many leases moved.
     ///
     /// Errors: `EMQARG`, a negative count ([`CallError::Reply`]), or a transport error.
@@ -44,7 +44,7 @@ impl<W: Wire> ScriptClient<W> {
 
     /// Runs `promote`: KEYS delayed, pending; ARGV job-key prefix, limit. Moves up to `limit`
     /// due delayed jobs to pending (priority 0) and returns how many; orphan members are
-    /// dropped from delayed and not counted (PROTOCOL.md v1.1).
+    /// dropped from delayed and not counted (docs/protocol.md "Why v1.1").
     ///
     /// Errors: `EMQARG`, a negative count ([`CallError::Reply`]), or a transport error.
     pub async fn promote(&mut self, keys: &QueueKeys, limit: u32) -> Result<u64, CallError> {
@@ -53,7 +53,7 @@ impl<W: Wire> ScriptClient<W> {
         self.count_call(Script::Promote).await
     }
 
-    /// Runs `clean` (docs/protocol.md v1.2 "Retention"): KEYS the finished `set`; ARGV job-key
+    /// Runs `clean` (docs/protocol.md "The scripts", `clean`): KEYS the finished `set`; ARGV job-key
     /// prefix, age_ms, limit. Takes up to `limit` of the set's oldest members finished at least
     /// `age_ms` milliseconds ago (server time), removes them from the set and deletes the rows
     /// whose state is the set's. Returns the ids of the deleted rows, oldest first; a member

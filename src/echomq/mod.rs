@@ -1,8 +1,8 @@
-//! EchoMQ v1.1 (PROTOCOL.md): one file per verb (STYLE.md habit 7), each a method on the
-//! [`ScriptClient`](crate::resp::ScriptClient) that builds its `EVALSHA`, sends it through the
-//! registry and turns the reply into a typed value (PROTOCOL.md "Scripts" gives each shape),
-//! and beside them [`EchoOps`], which drives the verbs behind the load's seam
-//! ([`QueueOps`](crate::queue::QueueOps)).
+//! EchoMQ v1.2 (docs/protocol.md): one file per verb, so each verb's framing and reply shape
+//! read on their own, each a method on the [`ScriptClient`](crate::resp::ScriptClient) that
+//! builds its `EVALSHA`, sends it through the registry and turns the reply into a typed value
+//! (docs/protocol.md "The scripts" gives each shape), and beside them [`EchoOps`], which drives
+//! the verbs behind the load's seam ([`QueueOps`](crate::queue::QueueOps)).
 
 mod claim;
 mod complete;

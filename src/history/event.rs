@@ -1,5 +1,5 @@
 //! One history event: what the harness saw happen to one job in one call (Jepsen's history,
-//! reduced to what the invariants of PROTOCOL.md need).
+//! reduced to what the invariants of docs/protocol.md need).
 
 use crate::lua::ErrorCode;
 

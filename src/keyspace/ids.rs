@@ -1,4 +1,4 @@
-//! Job id minting: `JOB` + lowercase ULID, monotonic per generator (PROTOCOL.md "Keyspace").
+//! Job id minting: `JOB` + lowercase ULID, monotonic per generator (docs/protocol.md, "The keyspace").
 //!
 //! The ULID's 80 random bits are laid out as a 48-bit *run tag* (drawn from the run's seed)
 //! and a 32-bit *job number* (unique within the run). The id stays a valid, time-ordered

@@ -1,5 +1,5 @@
-//! The gated keyspace builders (PROTOCOL.md "Keyspace"): queue names and job ids are checked
-//! host-side, so an ill-formed name or id is an error before anything reaches the wire.
+//! The gated keyspace builders (docs/protocol.md "The keyspace"): queue names and job ids are
+//! checked host-side, so an ill-formed name or id is an error before anything reaches the wire.
 
 use std::fmt;
 
@@ -7,7 +7,7 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyspaceError {
     /// The queue name is not 1–64 bytes of `[A-Za-z0-9_.-]`.
-    #[error("queue name {name:?} is refused: {reason} (PROTOCOL.md: 1-64 bytes of [A-Za-z0-9_.-])")]
+    #[error("queue name {name:?} is refused: {reason} (docs/protocol.md: 1-64 bytes of [A-Za-z0-9_.-])")]
     QueueName {
         /// The refused name, verbatim.
         name: String,
@@ -15,7 +15,7 @@ pub enum KeyspaceError {
         reason: &'static str,
     },
     /// The job id is not `JOB` + a 26-character lowercase Crockford-base32 ULID.
-    #[error("job id {id:?} is refused: {reason} (PROTOCOL.md: JOB + 26-char lowercase Crockford-base32 ULID)")]
+    #[error("job id {id:?} is refused: {reason} (docs/protocol.md: JOB + 26-char lowercase Crockford-base32 ULID)")]
     JobId {
         /// The refused id (lossy UTF-8).
         id: String,
@@ -185,7 +185,7 @@ impl fmt::Debug for JobId {
     }
 }
 
-/// Every key of one queue, built once (PROTOCOL.md "Keyspace"): all share the hash tag `{q}`.
+/// Every key of one queue, built once (docs/protocol.md "The keyspace"): all share the tag `{q}`.
 ///
 /// The fields are EchoMQ's; a run of another protocol keeps them (the run lock, the slot and
 /// the queue's name are the same) and asks [`scan_pattern`](Self::scan_pattern) and

@@ -11,8 +11,8 @@
 //!
 //! Deadlines nearer than [`SPIN`] are not worth a syscall and a wake-up: the future yields to
 //! the runtime until they pass (a bounded spin of at most `SPIN` per send). A thread that
-//! sleeps long (a low rate) wakes late by the VM's and the CPU's idle exit, ~60 µs here at
-//! 100/s, give or take 25 µs: the pacer learns that lateness (its moving mean and mean
+//! sleeps long (a low rate) wakes late by the VM's and the CPU's idle exit, tens of µs that
+//! vary from wake to wake: the pacer learns that lateness (its moving mean and mean
 //! deviation, as TCP learns a round trip) and arms the timer mean + 2 deviations early (at
 //! most [`MAX_EARLY`]), then spins the rest. A busy thread wakes in time, learns ~0
 //! and spins nothing, so the spin costs CPU only where the thread was idle anyway.

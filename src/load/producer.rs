@@ -285,9 +285,9 @@ pub async fn run<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut producer: Producer, mut op
         let undrawn = producer.schedule.due_until(*end);
         ctx.backlog.set(ctx.backlog.get() + undrawn);
     }
-    // The last producer out ends a job-budget run's load phase at its last reply: the
-    // producers' rate window closed at the coordinator's next check, up to 50 ms later, which
-    // understated enqueue ops/s by ~3 % on a run of 300 000 requests (~1.1 s) at 4 x 16 here.
+    // The last producer out ends a job-budget run's load phase at its last reply: else the
+    // producers' rate window closes at the coordinator's next check, up to 50 ms later, which
+    // understates enqueue ops/s by that share of a short run.
     // A run that ended on its duration or a stop has its end already (the first set wins).
     if ctx.shared.producers_live.fetch_sub(1, Ordering::AcqRel) == 1 {
         let _ = ctx.shared.load_end.set(Instant::now());

@@ -1,11 +1,11 @@
-//! The scripts a run can call, by name: EchoMQ's ten (docs/protocol.md "Scripts") and the ten of
-//! BullMQ's that its mapping drives (docs/bullmq-mapping.md); which of them a run loads is its
-//! [`Protocol`]'s. Also the outcome codes a call can end in.
+//! The scripts a run can call, by name: EchoMQ's ten (docs/protocol.md "The scripts") and the
+//! ten of BullMQ's that its mapping drives (docs/bullmq-mapping.md); which of them a run loads is
+//! its [`Protocol`]'s. Also the outcome codes a call can end in.
 
 /// A queue protocol: whose scripts a run loads and calls, through which keyspace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Protocol {
-    /// EchoMQ v1.1 (PROTOCOL.md), the scripts in `lua/`.
+    /// EchoMQ v1.1 (docs/protocol.md), the scripts in `lua/`.
     #[default]
     #[serde(rename = "echomq-v1")]
     EchoMqV1,
@@ -153,7 +153,7 @@ impl Script {
         }
     }
 
-    /// The number of KEYS the script takes: part of BullMQ's file names (PROTOCOL.md gives
+    /// The number of KEYS the script takes: part of BullMQ's file names (docs/protocol.md gives
     /// EchoMQ's per script; their calls pass it themselves).
     pub fn numkeys(self) -> Option<usize> {
         Some(match self {
@@ -220,8 +220,8 @@ impl Script {
 
 /// Why a call did not succeed, as counted per script (never as throughput).
 ///
-/// The five `EMQ*` codes are the protocol's error replies (PROTOCOL.md "Errors"). `Timeout` and
-/// `Connection` are *unknown* outcomes: the script may or may not have run (Jepsen's `:info`).
+/// The five `EMQ*` codes are the protocol's error replies (docs/protocol.md "Errors"). `Timeout`
+/// and `Connection` are *unknown* outcomes: the script may or may not have run (Jepsen's `:info`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorCode {
     /// `EMQKIND`: the id is not `JOB`-namespaced.

@@ -37,8 +37,8 @@ pub enum JobCounter {
     /// Duplicate enqueues (a re-used id) that replied 1 instead of 0 (I8).
     DuplicateAccepted,
     /// Jobs `reap` failed for good because their last lease expired (`last_error = stalled`,
-    /// PROTOCOL.md v1.1 "Poison jobs end"). `reap`'s reply counts them among the reaped, so
-    /// this is read from the server at the end (the check's scan), not bumped by the driver.
+    /// docs/protocol.md "Why v1.1": poison jobs end). `reap`'s reply counts them among the reaped,
+    /// so this is read from the server at the end (the check's scan), not bumped by the driver.
     FailedByStall,
     /// Cluster redirects (MOVED, ASK, TRYAGAIN) the load followed: each a call re-sent to the
     /// node that owns the slot now, never counted as an error or as throughput.

@@ -9,7 +9,7 @@ pub enum Transport {
     /// Our own connection loop (`PipeConn`), TCP or TLS: the least client CPU per request.
     #[default]
     Pipe,
-    /// redis-rs' multiplexed connection: the reference path, about twice the client CPU per request.
+    /// redis-rs' multiplexed connection: the reference path, at more client CPU per request.
     RedisRs,
 }
 

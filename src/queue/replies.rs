@@ -1,10 +1,10 @@
 //! What a protocol's verbs answer the load with: one vocabulary for both protocols, so the
 //! producers, consumers and histories read EchoMQ's and BullMQ's outcomes alike. The shapes
-//! are EchoMQ's replies (PROTOCOL.md "Scripts"); BullMQ's verbs translate theirs into them.
+//! are EchoMQ's replies (docs/protocol.md "The scripts"); BullMQ's verbs translate theirs to them.
 
 use crate::keyspace::JobId;
 
-/// What an enqueue did (PROTOCOL.md: reply 1 or 0).
+/// What an enqueue did (docs/protocol.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EnqueueReply {
     /// A new row was born (reply 1).
@@ -13,7 +13,7 @@ pub enum EnqueueReply {
     Duplicate,
 }
 
-/// What a complete did (PROTOCOL.md: reply 1 or 0).
+/// What a complete did (docs/protocol.md: reply 1 or 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompleteReply {
     /// The job moved from active to completed (reply 1).
@@ -22,7 +22,7 @@ pub enum CompleteReply {
     AlreadyCompleted,
 }
 
-/// What a fail did (PROTOCOL.md: the string `retry` or `failed`).
+/// What a fail did (docs/protocol.md: the string `retry` or `failed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailReply {
     /// attempts < max_attempts: back to pending, or to delayed when backoff_ms > 0.

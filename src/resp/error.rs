@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// (Jepsen's `:info`), so the harness records them as unknown, never as a refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
-    /// An `EMQ*` error reply (PROTOCOL.md "Errors"), or one of BullMQ's refusals (a negative
+    /// An `EMQ*` error reply (docs/protocol.md "Errors"), or one of BullMQ's refusals (a negative
     /// integer reply, extendLock's `0`: `bullmq::codes`), with an empty `message`
     /// (no allocation: the code says it all).
     #[error("{} {message}", code.name())]
@@ -192,7 +192,7 @@ impl CallError {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// A script file is missing or unreadable.
-    #[error("cannot read script {path}: {source} (the Lua directory must hold one file per script of PROTOCOL.md)")]
+    #[error("cannot read script {path}: {source} (the Lua directory must hold one file per script: docs/protocol.md)")]
     Read {
         /// The file that was tried.
         path: PathBuf,
@@ -209,7 +209,7 @@ pub enum RegistryError {
         dir: PathBuf,
     },
     /// A script file holds nothing but white space.
-    #[error("script {path} is empty (the Lua directory must hold one script per file of PROTOCOL.md)")]
+    #[error("script {path} is empty (the Lua directory must hold one script per file of docs/protocol.md)")]
     Empty {
         /// The file.
         path: PathBuf,

@@ -28,13 +28,14 @@ use std::time::Duration;
 pub const MAX_TASKS: u64 = 100_000;
 
 /// Connections per role. Both roles at the bound (8192), plus the control and maintenance
-/// connections, stay under valkey-server's default `maxclients` (10 000); ~128 KiB each here.
+/// connections, stay under valkey-server's default `maxclients` (10 000); each holds 128 KiB
+/// of buffers (above).
 pub const MAX_CONNECTIONS: u64 = 4096;
 
 /// Requests in flight per task (`pipeline`). Replies come back in order, so the last of
-/// 10 000 requests on one connection waits for the 9 999 before it (~0.1 s at 100 000
-/// calls/s): deeper pipelines only add queueing, and 300 000 in flight on one connection
-/// already met the default 5 s reply timeout here.
+/// 10 000 requests on one connection waits for the 9 999 before it (0.1 s at 100 000
+/// calls/s): deeper pipelines only add queueing, until the last replies meet the reply
+/// timeout.
 pub const MAX_PIPELINE: u64 = 10_000;
 
 /// Lanes per role: `count × pipeline`, each a task of up to ~8 KiB (measured above), so at
@@ -77,17 +78,18 @@ pub const MAX_LIMIT: u64 = 100_000;
 pub const MAX_QUEUES: u32 = 10_000;
 
 /// `producers.rate` and each `stages[i].rate`, jobs/s over all producers. At 10 million jobs/s the schedule's gap is
-/// 0.1 µs; no client sends that fast (~2 µs of client CPU per request here, and a single
-/// server runs well under a million scripts/s), and a faster schedule is only an unmeasured
-/// closed loop whose every send is late.
+/// 0.1 µs; no client sends that fast (a request costs the client microseconds of CPU, and a
+/// single server runs well under a million scripts/s), and a faster schedule is only an
+/// unmeasured closed loop whose every send is late.
 pub const MAX_RATE: f64 = 10_000_000.0;
 
 /// `[[stages]]` entries. A stage is a line of the load shape; a thousand draw any shape a run
 /// of at most a week can show second by second, and more spell a generated file gone wrong.
 pub const MAX_STAGES: usize = 1000;
 
-/// One lane's best-case request rate for the rate warning: a loopback EVALSHA round trip is
-/// ~50 µs here (p50 of a one-lane closed loop), so one lane completes at most ~20 000 calls/s.
+/// One lane's best-case request rate for the rate warning: a lane has one call in flight, so it
+/// completes at most one call per loopback EVALSHA round trip, taken as 50 µs (the p50 of a
+/// one-lane closed loop, docs/performance-log.md).
 pub const LANE_CALLS_PER_SEC: f64 = 20_000.0;
 
 /// `duration`, `warmup` and `drain` (and `--duration`): a week. A longer run's history

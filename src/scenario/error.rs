@@ -1,5 +1,5 @@
-//! Errors for reading, parsing and validating a scenario file (STYLE.md habit 2:
-//! a bad scenario names the file, the line when known, the key and what was expected).
+//! Errors for reading, parsing and validating a scenario file. A bad scenario names the file,
+//! the line when known, the key and what was expected, so its author can fix it without the code.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! `[maintenance]`: the background `reap` and `promote` loops (PROTOCOL.md, scripts table).
+//! `[maintenance]`: the background `reap` and `promote` loops (docs/protocol.md "The scripts").
 
 use serde::{Deserialize, Serialize};
 

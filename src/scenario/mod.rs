@@ -1,9 +1,9 @@
 //! Scenario files (`scenarios/*.toml`): the raw file model, its validation, and
 //! the resolved [`Plan`] the load driver runs.
 //!
-//! Two layers (STYLE.md habit 4):
+//! Two layers, so every value is resolved before the run starts and the hot path never parses:
 //! - the raw layer mirrors the file, one struct per TOML table, every struct
-//!   `#[serde(deny_unknown_fields)]` (habit 3): [`Scenario`] (`file.rs`),
+//!   `#[serde(deny_unknown_fields)]`, so a misspelt key is an error, never ignored: [`Scenario`] (`file.rs`),
 //!   [`TargetTable`] (with [`WaitTable`]), [`Producers`], [`Consumers`], [`Maintenance`], [`StageSpec`], with [`Dist`]
 //!   (`dist.rs`) and the unit types [`HumanDuration`] / [`HumanSize`] / [`Count`] (`units.rs`).
 //!   Defaults live in the raw structs' `Default` impls, so a serialized

@@ -1,4 +1,4 @@
-//! The resolved, typed plan: what the load driver sees (STYLE.md habit 4).
+//! The resolved, typed plan: what the load driver sees, resolved once before the run starts.
 //!
 //! Every value here is checked and in its working unit (`Duration`, bytes,
 //! [`Fraction`], samplers); nothing on the hot path parses a string.
@@ -37,7 +37,7 @@ pub struct Plan {
     pub warmup: Duration,
     /// Longest wait after producers stop for every job to be `completed` or `failed`.
     pub drain: Duration,
-    /// Resolved queue names, each valid per PROTOCOL.md (1-64 bytes of `[A-Za-z0-9_.-]`).
+    /// Resolved queue names, each valid per docs/protocol.md (1-64 bytes of `[A-Za-z0-9_.-]`).
     pub queues: Vec<String>,
     /// The queue protocol (`protocol`).
     pub protocol: crate::lua::Protocol,

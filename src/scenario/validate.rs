@@ -103,7 +103,7 @@ pub(crate) fn resolve(raw: Scenario, text: &str, path: &Path) -> Result<Plan, Sc
     })
 }
 
-/// PROTOCOL.md: queue names are 1-64 bytes of `[A-Za-z0-9_.-]`.
+/// docs/protocol.md: queue names are 1-64 bytes of `[A-Za-z0-9_.-]`.
 pub fn is_valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
 }

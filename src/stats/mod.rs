@@ -2,9 +2,9 @@
 //! normal distribution's tail, the Mann–Whitney U test and a bootstrap confidence interval; and
 //! for reading one run: a percentile's order-statistic interval and a series' autocorrelation.
 //!
-//! A leaf (STYLE.md habit 10, as criterion.rs's `stats`): nothing else from the crate is
-//! imported here, every function is deterministic (the bootstrap takes its seed), and the tests
-//! check reference values computed with scipy.
+//! A leaf, as criterion.rs's `stats` is, so it can be tested and trusted on its own: nothing else
+//! from the crate is imported here, every function is deterministic (the bootstrap takes its seed),
+//! and the tests check reference values computed with scipy.
 //!
 //! - [`describe`]: median, mean, sample standard deviation, coefficient of variation, quantiles.
 //! - [`normal`]: `erfc` and the standard normal upper tail, for the U test's approximation.

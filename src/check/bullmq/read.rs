@@ -6,7 +6,8 @@
 //!
 //! Through redis-rs on the control connection (like `set_sizes` in [`crate::check::scan()`]), not the
 //! zero-copy [`KeyReader`](crate::check::rows::KeyReader), which knows EchoMQ's five ZSETs only:
-//! correct first; a row costs ~5 µs of client CPU here, so a million jobs take seconds more.
+//! correct first; a row costs microseconds of client CPU that way, so a million jobs take seconds
+//! more.
 //! Like EchoMQ's scan, it is meant for a quiesced queue: it is no snapshot.
 
 use super::keys::{classify, prefix, BullKey};

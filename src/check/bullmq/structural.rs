@@ -1,4 +1,4 @@
-//! What a BullMQ queue's state alone can prove, in the terms of PROTOCOL.md's invariants
+//! What a BullMQ queue's state alone can prove, in the terms of the invariants of docs/protocol.md
 //! (docs/bullmq-mapping.md section 6); the ids are those of [`Invariant`] where the rule means
 //! the same thing:
 //!

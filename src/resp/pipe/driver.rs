@@ -265,8 +265,8 @@ async fn serve(shared: &Shared, target: &DialSpec) -> CallError {
 
 /// Writes the queued requests; stops when the socket is full (`cx`'s waker is registered). Each
 /// write that takes bytes stamps the requests it began to send with the instant just before
-/// it: a loopback `write` returns only after the kernel delivered the bytes (~10-20 µs here),
-/// which belongs to the service time, not to the send lag.
+/// it: a loopback `write` returns only after the kernel delivered the bytes, which belongs to
+/// the service time, not to the send lag.
 ///
 /// `Ok(true)` when everything is on the socket; `Ok(false)` when the socket (or, with TLS,
 /// the stream's own buffer) still holds some back and `cx`'s waker is registered for it.
