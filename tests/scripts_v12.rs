@@ -408,3 +408,41 @@ async fn a_claim_calls_holders_are_unique_across_threads_and_shards() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_runs_finished_rows_carry_the_holder_of_their_last_claim_unique_per_claim() {
+    use emq_bench::cli::RunArgs;
+    use emq_bench::cmd::run::run;
+    use emq_bench::cmd::Outcome;
+    use std::collections::HashMap;
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    // Two consumer threads with claims of two jobs, failures that retry: rows claimed more
+    // than once, by either thread.
+    let scenario = "name = \"holders\"\nseed = 9\njobs = 300\ndrain = \"20s\"\n\
+        [producers]\ncount = 1\npipeline = 4\nmax_attempts = 3\n\
+        [consumers]\ncount = 2\npipeline = 2\nbatch = 2\nfail = 0.3\n";
+    std::fs::write(dir.path().join("s.toml"), scenario).unwrap();
+    let args = RunArgs {
+        url: Some(server.url()),
+        keep: true,
+        threads: 2,
+        ..run_args(&dir.path().join("s.toml"), &dir.path().join("out"))
+    };
+    let result = run(args, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let mut conn = client(&server).await.connection().clone();
+    let job_keys: Vec<String> = redis::AsyncCommands::keys(&mut conn, "emq:{*}:job:*").await.unwrap();
+    assert_eq!(job_keys.len(), 300);
+    // A claim of two jobs gives both the same holder; no holder is on rows of two claims that
+    // could not have been one call (more than `batch` rows).
+    let mut rows_of: HashMap<Vec<u8>, usize> = HashMap::new();
+    for key in &job_keys {
+        let fields = row(&mut conn, key).await;
+        let holder = fields.get("holder").unwrap_or_else(|| panic!("{key} has no holder: {fields:?}")).clone();
+        assert!(holder.len() == 16 && holder.iter().all(u8::is_ascii_hexdigit), "{key}: {holder:?}");
+        *rows_of.entry(holder).or_default() += 1;
+    }
+    assert!(rows_of.values().all(|&n| n <= 2), "a holder on more rows than one claim takes: {rows_of:?}");
+    assert!(rows_of.len() >= 150, "{} holders for 300 jobs claimed two at most per call", rows_of.len());
+}

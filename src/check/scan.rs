@@ -243,7 +243,8 @@ pub(super) fn reduce_pairs<'a>(id: &JobId, pairs: impl Iterator<Item = Option<(&
                 row.stalled = value == b"stalled";
             }
             b"progress" => row.has_progress = true,
-            b"group" => {}
+            // The holder (v1.2) is the fence's business; the history's claims tell claims apart.
+            b"group" | b"holder" => {}
             other => row.foreign_fields.push(String::from_utf8_lossy(other).into_owned()),
         }
     }
@@ -340,6 +341,8 @@ mod tests {
             bulk(b"1"),
             bulk(b"alpha"),
             bulk(b""),
+            bulk(b"holder"),
+            bulk(b"0000000100000002"),
             bulk(b"last_error"),
             bulk(b"boom"),
         ]);
