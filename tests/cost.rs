@@ -55,12 +55,31 @@ fn verdicts(json: &Value) -> Vec<(String, String)> {
 }
 
 #[test]
+fn against_v11_scripts_clean_is_measured_in_neither_arm_and_shows_no_row() {
+    let (out, json) = cost(&[
+        "--lua-dir",
+        "tests/fixtures/echomq-v1.1-lua",
+        "--lua-dir",
+        "lua",
+        "--calls",
+        "1000",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    let json = json.unwrap_or_else(|| panic!("no JSON: {}", String::from_utf8_lossy(&out.stderr)));
+    let names: Vec<&str> = json["scripts"].as_array().unwrap().iter().map(|s| s["script"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 9, "{names:?}");
+    assert!(!names.contains(&"clean"), "{names:?}");
+}
+
+#[test]
 fn every_script_has_a_server_cost_per_call() {
     let (out, json) = cost(&["--calls", "1000", "--repeat", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json = json.expect("JSON on stdout");
     let scripts = json["scripts"].as_array().unwrap();
-    assert_eq!(scripts.len(), 9);
+    assert_eq!(scripts.len(), 10, "EchoMQ v1.2's ten scripts, clean included");
     for s in scripts {
         let us = s["us_per_call"][0].as_array().unwrap();
         assert!(!us.is_empty() && us.iter().all(|v| v.as_f64().unwrap() > 0.0), "{s}");

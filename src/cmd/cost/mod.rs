@@ -141,7 +141,8 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     drop(server);
 
     let mut scripts = Vec::new();
-    for &script in Protocol::EchoMqV1.scripts() {
+    // A script no arm's directory has (clean, against v1.1's scripts) ran in no block: no row.
+    for &script in Protocol::EchoMqV1.scripts().iter().filter(|s| blocks.iter().any(|(_, c)| c.script == **s)) {
         let of = |arm: usize, f: fn(&ScriptCost) -> f64| -> Vec<f64> {
             blocks.iter().filter(|(_, c)| c.script == script && c.arm == arm).map(|(_, c)| f(c)).collect()
         };
