@@ -180,7 +180,7 @@ pub(super) async fn check_shared(
 /// Deletes the fleet's keys; returns the first failure.
 pub(super) async fn delete_keys(checked: &SharedCheck) -> Result<(), String> {
     for keys in &checked.queues {
-        plane::delete_queue(&mut checked.plane.conn_for(keys), keys)
+        plane::delete_queue(&mut checked.plane.conn_for(keys), keys, |_| {})
             .await
             .map_err(|err| format!("queue {}: {err}", keys.queue))?;
     }

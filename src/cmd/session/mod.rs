@@ -595,7 +595,7 @@ impl Session {
         // Clean up: the run's keys, unless kept.
         if !summary.keys_kept() {
             for keys in &queues {
-                if let Err(err) = plane::delete_queue(&mut self.plane.conn_for(keys), keys).await {
+                if let Err(err) = plane::delete_queue(&mut self.plane.conn_for(keys), keys, |_| {}).await {
                     // The folder said "deleted": it says what happened instead.
                     let why = KeptBecause::DeletionFailed(format!("queue {}: {err}", keys.queue));
                     summary.keys = Some(KeysFate::Kept(why));
