@@ -170,3 +170,102 @@ fn a_run_killed_mid_soak_leaves_a_folder_that_renders_and_checks() {
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(1), "a deleted row ({row}) not found: {stdout}");
 }
+
+/// A loopback proxy to `upstream` that forwards both ways until a client sends an UNLINK: that
+/// request and everything after it on its connection are held (read, never forwarded), so a
+/// deletion through the proxy stops at its first UNLINK and waits there. Returns the port and
+/// the flag that says an UNLINK was held.
+fn holding_proxy(upstream: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::sync::Arc::new(AtomicBool::new(false));
+    let flag = held.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { continue };
+            let Ok(mut server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else { continue };
+            let (mut to_client, mut from_server) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || std::io::copy(&mut from_server, &mut to_client));
+            let held = flag.clone();
+            std::thread::spawn(move || {
+                // The command name as RESP frames it; the tail of the last read is kept so a
+                // name split over two reads is still seen.
+                const MARK: &[u8] = b"$6\r\nUNLINK\r\n";
+                let (mut buf, mut tail, mut holding) = (vec![0u8; 64 * 1024], Vec::new(), false);
+                loop {
+                    let n = match client.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    tail.extend_from_slice(&buf[..n]);
+                    if !holding && tail.windows(MARK.len()).any(|w| w == MARK) {
+                        holding = true;
+                        held.store(true, Ordering::SeqCst);
+                    }
+                    if !holding && server.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                    let keep = tail.len().saturating_sub(MARK.len());
+                    tail.drain(..keep);
+                }
+            });
+        }
+    });
+    (port, held)
+}
+
+#[test]
+fn a_run_killed_during_its_cleanup_leaves_a_summary_that_does_not_say_deleted() {
+    let server = support::server();
+    let (port, held) = holding_proxy(server.port());
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("cleaned.toml");
+    let text = SCENARIO.replace("\"killed\"", "\"cleaned\"").replace("120s", "2s").replace("1500.0", "300.0");
+    std::fs::write(&scenario, text).unwrap();
+    let out = tmp.path().join("run");
+    let bin = env!("CARGO_BIN_EXE_emq-bench");
+    let url = format!("redis://127.0.0.1:{port}");
+    // A reply timeout longer than the test: the held UNLINK never fails on its own.
+    let mut child = Command::new(bin)
+        .args(["run", scenario.to_str().unwrap(), "--url", &url, "--timeout", "1h", "--quiet"])
+        .args(["--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The deletion has sent its first UNLINK (held): the run is in its cleanup, and stays.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !held.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "no UNLINK after 120 s");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended without deleting its keys");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    };
+    assert_eq!(read()["keys"], "deleting", "before the kill: {}", read());
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    // The folder says the deletion did not finish, how far it got and which queue is left;
+    // its verdict does not pass the run.
+    let summary = read();
+    assert_eq!(summary["keys"], "deleting", "{summary}");
+    assert_eq!(summary["cleanup"]["deleted"], 0, "the first UNLINK was held: {summary}");
+    assert_eq!(summary["cleanup"]["remaining"], serde_json::json!(["cleaned"]), "{summary}");
+    assert_eq!(summary["verdict"]["passed"], false, "{summary}");
+    let findings = summary["verdict"]["findings"].as_array().unwrap();
+    assert!(findings.iter().any(|f| f["kind"] == "cleanup_failed"), "{findings:?}");
+    // And it is so: the run's keys are on the server.
+    let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("emq:{cleaned}:*").query(&mut conn).unwrap();
+    assert!(!keys.is_empty(), "the run's keys are gone");
+
+    // `report` renders it, saying so.
+    let report = Command::new(bin).args(["report", out.to_str().unwrap()]).output().unwrap();
+    assert!(report.status.success(), "report: {}", String::from_utf8_lossy(&report.stderr));
+    let page = support::assert_offline_page(&out.join("report.html"));
+    assert!(page.contains("deleting, not finished"), "the page does not say the deletion did not finish");
+}

@@ -61,7 +61,7 @@ fn header(out: &mut String, view: &RunView) {
         ("server version", s.server_version.clone().unwrap_or_else(|| "unknown".into())),
         ("started / ended", format!("{} / {}", s.started, s.ended)),
         ("measured", format!("{:.1} s (after {} s warmup)", s.measured_secs, s.warmup_secs)),
-        ("keys", s.keys.as_ref().map_or_else(|| "not recorded".to_string(), |k| k.to_string())),
+        ("keys", s.keys.as_ref().map_or_else(|| "not recorded".to_string(), |k| k.describe(s.cleanup.as_ref()))),
     ];
     out.push_str("<table class=\"facts\">");
     for (k, v) in rows {

@@ -32,6 +32,11 @@ impl Progress {
     /// The progress for stderr as it is: a line in place on a terminal, else a line every
     /// `every`; nothing when `quiet`.
     pub fn new(quiet: bool, every: Duration) -> Progress {
+        Progress::first_after(quiet, every, every)
+    }
+
+    /// As [`Progress::new`], with a log's first line due after `first` instead of `every`.
+    pub fn first_after(quiet: bool, every: Duration, first: Duration) -> Progress {
         match (quiet, std::io::stderr().is_terminal()) {
             (true, _) => Progress::Hidden,
             (false, true) => {
@@ -39,15 +44,21 @@ impl Progress {
                 bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("static template"));
                 Progress::Bar(bar)
             }
-            (false, false) => Progress::Lines { every, next: Cell::new(Instant::now() + every) },
+            (false, false) => Progress::Lines { every, next: Cell::new(Instant::now() + first) },
         }
     }
 
     /// Shows the latest snapshot (about once a second; a log line only when one is due).
     pub fn update(&self, live: &LiveSnapshot, depths: Option<Depths>) {
+        self.show(|| line(live, depths));
+    }
+
+    /// Shows the line `text` makes: in place on a terminal; in a log only when one is due (so
+    /// `text` runs only then).
+    pub fn show(&self, text: impl FnOnce() -> String) {
         match self {
             Progress::Bar(bar) => {
-                bar.set_message(line(live, depths));
+                bar.set_message(text());
                 bar.tick();
             }
             Progress::Lines { every, next } => {
@@ -55,11 +66,16 @@ impl Progress {
                 if now >= next.get() {
                     next.set(now + *every);
                     let at = humantime::format_rfc3339_seconds(SystemTime::now());
-                    eprintln!("emq-bench: {at} {}", line(live, depths));
+                    eprintln!("emq-bench: {at} {}", text());
                 }
             }
             Progress::Hidden => {}
         }
+    }
+
+    /// True when nothing is shown (`--quiet`).
+    pub fn is_hidden(&self) -> bool {
+        matches!(self, Progress::Hidden)
     }
 
     /// Removes the line in place (before the final table is printed).

@@ -108,10 +108,16 @@ pub struct RunSummary {
     /// outcomes), with their times: a run that rode through them is not interrupted.
     #[serde(default)]
     pub faults: crate::faults::FaultsSeen,
-    /// What became of the run's keys: `deleted`, or `kept: <why>` (`--keep`, an abort, the
-    /// results folder could not be written, ...); always written.
+    /// What became of the run's keys: `deleting` (written before the deletion starts: a
+    /// folder that still says it was left during the deletion), `deleted` (once it finished),
+    /// or `kept: <why>` (`--keep`, an abort, the results folder could not be written, ...);
+    /// always written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys: Option<crate::verdict::KeysFate>,
+    /// The deletion of the run's keys: how many were deleted, which queues were not finished,
+    /// how long it took (absent when the keys were kept from the start, and in older folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<crate::verdict::Cleanup>,
     /// Passed or not, the exit code, and every finding that failed the run (kind and the line
     /// the terminal prints after `FAIL`); always written, absent in older folders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -340,6 +346,7 @@ mod tests {
                 unknown_outcomes: 1,
             },
             keys: Some(KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into()))),
+            cleanup: Some(crate::verdict::Cleanup { deleted: 12, remaining: vec!["bench-0".into()], secs: 0.25 }),
             verdict: Some(verdict),
             write_errors: vec!["history.bin: No space left on device".into()],
             drained: false,
@@ -459,6 +466,7 @@ mod tests {
         assert_eq!(serde_json::to_string_pretty(&back).unwrap(), text);
         assert_eq!(back.verdict, summary.verdict);
         assert_eq!(back.keys, summary.keys);
+        assert_eq!(back.cleanup, summary.cleanup);
         assert_eq!(back.faults, summary.faults);
         assert!(!back.faults.injected[0].applied, "a fault not applied reads back as not applied");
         assert_eq!(back.scenario, summary.scenario);
@@ -478,8 +486,21 @@ mod tests {
         assert_eq!(old.schema_version, SCHEMA_VERSION);
         assert_eq!((old.passed(), &old.verdict), (None, &None));
         assert_eq!(old.keys, Some(KeysFate::Kept(KeptBecause::Keep)));
+        assert_eq!(old.cleanup, None, "no deletion recorded where none was written");
         assert!(old.faults.injected[0].applied, "spans of folders that did not record it were applied");
         assert_eq!(old.scripts[0].latency_us.p50, 10);
+        // A run killed during its cleanup: the fate and how far it got, as written.
+        let killed: RunSummary = serde_json::from_str(
+            r#"{"interrupted": false, "measured_secs": 2.0, "scripts": [], "keys": "deleting",
+                "cleanup": {"deleted": 5, "remaining": ["q"]}}"#,
+        )
+        .unwrap();
+        assert_eq!(killed.keys, Some(KeysFate::Deleting));
+        assert!(!killed.keys_kept(), "not kept on purpose: left");
+        assert_eq!(
+            killed.cleanup,
+            Some(crate::verdict::Cleanup { deleted: 5, remaining: vec!["q".into()], secs: 0.0 })
+        );
         let err = serde_json::from_str::<RunSummary>(r#"{"interrupted": false}"#).unwrap_err();
         assert!(err.to_string().contains("measured_secs"), "{err}");
         let err = serde_json::from_str::<RunSummary>(

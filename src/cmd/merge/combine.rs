@@ -14,7 +14,7 @@ use crate::report::rates::ProducerRates;
 use crate::report::run_summary::{HarnessCpu, RunSummary, SCHEMA_VERSION};
 use crate::report::{Percentiles, ScriptSummary};
 use crate::scenario::{Plan, Stop};
-use crate::verdict::{KeptBecause, KeysFate};
+use crate::verdict::{Cleanup, KeptBecause, KeysFate};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
@@ -201,6 +201,9 @@ fn keys(shards: &[ShardFolder], fleet: &FleetRecord) -> KeysFate {
             let index = s.summary.shard.as_ref().map_or(0, |r| r.index);
             match (&s.summary.keys, s.done) {
                 (Some(KeysFate::Kept(why)), _) => Some(format!("shard {index}: {why}")),
+                (Some(KeysFate::Deleting), _) => {
+                    Some(format!("shard {index}: its cleanup did not finish, its s{index}.* keys may remain"))
+                }
                 (None, _) => Some(format!("shard {index}: its summary does not say")),
                 (_, false) => Some(format!("shard {index}: its folder is incomplete, its s{index}.* keys may remain")),
                 _ => None,
@@ -212,6 +215,17 @@ fn keys(shards: &[ShardFolder], fleet: &FleetRecord) -> KeysFate {
         true => KeysFate::Deleted,
         false => KeysFate::Kept(KeptBecause::Other(kept.join("; "))),
     }
+}
+
+/// The fleet's deletions as one: the keys every shard deleted, the queues any did not finish,
+/// the longest one's time; absent unless every shard recorded one (each deletes its own).
+fn cleanup(all: &[&RunSummary]) -> Option<Cleanup> {
+    let records: Vec<&Cleanup> = all.iter().map(|s| s.cleanup.as_ref()).collect::<Option<_>>()?;
+    Some(Cleanup {
+        deleted: records.iter().map(|c| c.deleted).sum(),
+        remaining: records.iter().flat_map(|c| c.remaining.iter().cloned()).collect(),
+        secs: records.iter().map(|c| c.secs).fold(0.0, f64::max),
+    })
 }
 
 /// The merged summary (its thresholds and verdict still to judge) of `shards`, shards of
@@ -271,6 +285,7 @@ pub(super) fn merge_shards(
         interrupt_reason: (!interrupted.is_empty()).then(|| interrupted.join("; ")),
         interrupt_kind: all.iter().find_map(|s| s.interrupt_kind.clone()),
         faults,
+        cleanup: cleanup(&all),
         keys: Some(keys(shards, &fleet)),
         verdict: None,
         write_errors: Vec::new(),

@@ -26,7 +26,7 @@ use crate::report::hlog::{read_log, write_entries};
 use crate::report::run_summary::{RunSummary, SUMMARY_FILE};
 use crate::report::{write_json, write_scripts_csv};
 use crate::scenario::QueueMode;
-use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
+use crate::verdict::{Cleanup, Finding, FindingKind, KeptBecause, KeysFate, Verdict};
 use hdrhistogram::Histogram;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -339,16 +339,26 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
     write_merged(&args.out, &summary, &histograms, &fleet)?;
     let mut verdict = verdict;
     if let Some(checked) = fleet_check {
-        // The folder is written: the keys are no longer the only evidence.
-        if summary.keys == Some(KeysFate::Deleted) {
-            if let Err(err) = shared::delete_keys(&checked).await {
-                summary.keys = Some(KeysFate::Kept(KeptBecause::DeletionFailed(err.clone())));
+        // The folder is written (its keys say `deleting`): the keys are no longer the only
+        // evidence. It says `deleted` once they are gone.
+        if summary.keys == Some(KeysFate::Deleting) {
+            let started = std::time::Instant::now();
+            let (deleted, failed) = shared::delete_keys(&checked).await;
+            let remaining = match &failed {
+                Ok(()) => Vec::new(),
+                Err((queue, _)) => {
+                    checked.queues.iter().map(|k| k.queue.to_string()).skip_while(|q| q != queue).collect()
+                }
+            };
+            summary.cleanup = Some(Cleanup { deleted, remaining, secs: started.elapsed().as_secs_f64() });
+            summary.keys = Some(judge::keys_deleted(failed.as_ref().err().map(|(_, err)| err.clone())));
+            if let Err((_, err)) = failed {
                 let mut findings = verdict.findings.clone();
                 findings.push(Finding::new(FindingKind::CleanupFailed, format!("the fleet's keys: {err}")));
                 verdict = Verdict::of(findings);
                 summary.verdict = Some(verdict.clone());
-                write_json(&args.out.join(SUMMARY_FILE), &summary).map_err(AppError::Report)?;
             }
+            write_json(&args.out.join(SUMMARY_FILE), &summary).map_err(AppError::Report)?;
         }
         checked.lock.release_all().await;
     }
@@ -357,7 +367,8 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
     Ok(MergeResult { dir: args.out, summary, table, outcome, failures: verdict.lines() })
 }
 
-/// What becomes of a `shared` fleet's keys: deleted once the merge reached the server and ran
+/// What becomes of a `shared` fleet's keys: deleted (`deleting` until the merged folder is
+/// written and the deletion ends) once the merge reached the server and ran
 /// its check (or the fleet asked for none), every shard is there and complete, and none kept
 /// them for a reason of its own (`--keep`, an abort, the end unreadable, a lost lock).
 fn shared_keys(shards: &[ShardFolder], fleet: &FleetRecord, checked: bool) -> KeysFate {
@@ -378,7 +389,7 @@ fn shared_keys(shards: &[ShardFolder], fleet: &FleetRecord, checked: bool) -> Ke
         kept.push("the merge's check did not run (or it had no --url to reach the server)".to_string());
     }
     match kept.is_empty() {
-        true => KeysFate::Deleted,
+        true => KeysFate::Deleting,
         false => KeysFate::Kept(KeptBecause::Other(kept.join("; "))),
     }
 }

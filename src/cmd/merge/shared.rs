@@ -177,12 +177,18 @@ pub(super) async fn check_shared(
     }
 }
 
-/// Deletes the fleet's keys; returns the first failure.
-pub(super) async fn delete_keys(checked: &SharedCheck) -> Result<(), String> {
+/// Deletes the fleet's keys, queue by queue; returns the keys deleted and the first failure
+/// (its queue, and the error naming it), after which no queue is tried.
+pub(super) async fn delete_keys(checked: &SharedCheck) -> (u64, Result<(), (String, String)>) {
+    let mut deleted = 0;
     for keys in &checked.queues {
-        plane::delete_queue(&mut checked.plane.conn_for(keys), keys)
-            .await
-            .map_err(|err| format!("queue {}: {err}", keys.queue))?;
+        let mut so_far = 0;
+        match plane::delete_queue(&mut checked.plane.conn_for(keys), keys, |n| so_far = n).await {
+            Ok(n) => deleted += n,
+            Err(err) => {
+                return (deleted + so_far, Err((keys.queue.to_string(), format!("queue {}: {err}", keys.queue))))
+            }
+        }
     }
-    Ok(())
+    (deleted, Ok(()))
 }

@@ -16,7 +16,7 @@ use crate::report::run_summary::{
 use crate::report::steady;
 use crate::report::write_json;
 use crate::scenario::{self, FaultKind, Plan};
-use crate::verdict::KeysFate;
+use crate::verdict::{Cleanup, KeysFate};
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -40,7 +40,8 @@ pub(super) struct Observed<'a> {
 }
 
 /// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
-/// the keys' fate; the verdict is the judge's to fill in.
+/// the keys' fate (with the deletion's record when they are to be deleted); the verdict is the
+/// judge's to fill in.
 pub(super) fn summarize(
     plan: &Plan,
     opts: &RunOptions,
@@ -98,6 +99,8 @@ pub(super) fn summarize(
         interrupt_reason: driven.interrupted.as_ref().map(ToString::to_string),
         interrupt_kind: driven.interrupted.as_ref().map(|i| i.kind().to_string()),
         faults: driven.faults.clone(),
+        // The deletion's record starts with the folder that says `deleting`.
+        cleanup: (keys == KeysFate::Deleting).then(|| Cleanup::before(&plan.queues)),
         keys: Some(keys),
         verdict: None,
         write_errors: Vec::new(),

@@ -99,6 +99,64 @@ pub enum CheckFate {
     },
 }
 
+/// What the end of a run knows that decides whether its keys are deleted; every field false
+/// is a run that keeps nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeysEnd {
+    /// `--keep`.
+    pub keep: bool,
+    /// A second stop signal: nothing that waits on the server runs.
+    pub aborted: bool,
+    /// The queues' depths could not be read at the end.
+    pub end_unreadable: bool,
+    /// A run-lock lease was lost while the run held it.
+    pub lock_lost: bool,
+    /// A `shared` fleet's shard: the merge checks and deletes the keys.
+    pub fleet_check: bool,
+    /// A file the run writes as it goes (the history, a per-second file) could not be written.
+    pub folder_incomplete: bool,
+    /// The invariant check was asked for and could not run.
+    pub check_not_run: bool,
+}
+
+/// The keys' fate as the end of a run decides it, before the folder is written: kept for the
+/// first reason in [`KeysEnd`]'s order, else [`KeysFate::Deleting`]: the deletion runs once
+/// the folder is written, and only its end makes the fate `deleted`.
+///
+/// The order: the user's wish first; then what makes any deletion unsafe (an abort, a server
+/// not read, a lock lost: the keys may be another run's now); then a fleet's shard, whose keys
+/// the merge needs; then what leaves the keys the only evidence (a folder incomplete, a check
+/// not run).
+pub fn keys_fate(end: &KeysEnd) -> KeysFate {
+    let why = if end.keep {
+        KeptBecause::Keep
+    } else if end.aborted {
+        KeptBecause::Aborted
+    } else if end.end_unreadable {
+        KeptBecause::EndUnreadable
+    } else if end.lock_lost {
+        KeptBecause::LockLost
+    } else if end.fleet_check {
+        KeptBecause::FleetCheck
+    } else if end.folder_incomplete {
+        KeptBecause::FolderIncomplete
+    } else if end.check_not_run {
+        KeptBecause::CheckNotRun
+    } else {
+        return KeysFate::Deleting;
+    };
+    KeysFate::Kept(why)
+}
+
+/// The keys' fate once the deletion ended: `deleted` when every queue's keys were, else kept
+/// with the failure (`error`, naming the queue).
+pub fn keys_deleted(error: Option<String>) -> KeysFate {
+    match error {
+        None => KeysFate::Deleted,
+        Some(error) => KeysFate::Kept(KeptBecause::DeletionFailed(error)),
+    }
+}
+
 /// Where the run's kept keys can be looked at later, for the finding that says so.
 #[derive(Debug, Clone, Default)]
 pub struct KeptKeysHint {
@@ -230,11 +288,20 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
         };
         say(FindingKind::DrainIncomplete, message);
     }
-    if let Some(KeysFate::Kept(KeptBecause::DeletionFailed(err))) = &facts.keys {
-        say(
+    match &facts.keys {
+        Some(KeysFate::Kept(KeptBecause::DeletionFailed(err))) => say(
             FindingKind::CleanupFailed,
             format!("the run's keys could not be deleted ({err}); some are left on the server"),
-        );
+        ),
+        // Judged before the deletion ends: a folder whose verdict still says this was left by
+        // a run that ended during its cleanup.
+        Some(KeysFate::Deleting) => say(
+            FindingKind::CleanupFailed,
+            "the run's keys were still being deleted when this verdict was written: until summary.json says \
+             `deleted`, some may be left on the server (its `cleanup` names the queues not finished)"
+                .to_string(),
+        ),
+        _ => {}
     }
     for line in &facts.lock_lost {
         say(FindingKind::LockLost, format!("run lock lost: {line} (its keys were kept)"));

@@ -4,6 +4,7 @@
 //! `ab` both drive their repetitions through [`Session::rep`].
 
 mod assemble;
+mod clean_up;
 mod effects;
 mod folder;
 pub mod judge;
@@ -29,7 +30,7 @@ use crate::lua::Protocol;
 use crate::metrics::{Cumulative, JobCounter, RunMetrics};
 use crate::net::{ConnectOptions, Connector, Endpoint, Topology};
 use crate::output::Progress;
-use crate::plane::{self, Plane, PlaneError, Route, RunLock};
+use crate::plane::{self, Plane, PlaneError, RunLock};
 use crate::probe::Probe;
 use crate::report::live::LiveFolder;
 use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
@@ -271,12 +272,14 @@ impl Session {
 
     /// Runs one repetition with the scripts of `registry` (read from `lua_dir`) into `dir`:
     /// drive, check, write the results folder (summary.json first: it is small and says the
-    /// most), then delete the run's keys unless `keep`. A stop signal ends the load early; a
+    /// most; its keys say `deleting`), then delete the run's keys unless `keep` (the folder
+    /// says `deleted` once they are gone). A stop signal ends the load early; a
     /// second one (an abort) also skips the check and the cleanup. The keys are kept whenever
     /// the folder could not be written completely, so `emq-bench check` can still look.
     ///
-    /// Errors: a failed key deletion (the server went away after the check). Load, check and
-    /// write failures are reported in the result (exit 1), never lose the folder.
+    /// Errors: keys of the run's queues at its start, a fleet's barrier, the folder not
+    /// created. Load, check, write and cleanup failures are reported in the result (exit 1),
+    /// never lose the folder.
     pub async fn rep(
         &mut self,
         registry: Arc<ScriptRegistry>,
@@ -502,27 +505,18 @@ impl Session {
         // ours to delete, and this run's verdict cannot stand.
         let lost = self.lock.as_ref().map(RunLock::lost).unwrap_or_default();
         // A `shared` fleet's shard keeps them for the merge's check, unless a reason of its
-        // own comes first: the merge then keeps them too.
-        let keys = if keep {
-            KeysFate::Kept(KeptBecause::Keep)
-        } else if aborted {
-            KeysFate::Kept(KeptBecause::Aborted)
-        } else if driven.depths.is_none() {
-            KeysFate::Kept(KeptBecause::EndUnreadable)
-        } else if !lost.is_empty() {
-            KeysFate::Kept(KeptBecause::LockLost)
-        } else if plan.shares_queues() {
-            KeysFate::Kept(KeptBecause::FleetCheck)
-        } else if spooled.is_err() || !streamed_errors.is_empty() {
-            // A file the run could not write as it went (the history, a per-second file): the
-            // folder is incomplete whatever else follows (the check cannot run without the
-            // history), and the keys are its evidence.
-            KeysFate::Kept(KeptBecause::FolderIncomplete)
-        } else if check_error.is_some() {
-            KeysFate::Kept(KeptBecause::CheckNotRun)
-        } else {
-            KeysFate::Deleted
-        };
+        // own comes first: the merge then keeps them too. A file the run could not write as it
+        // went (the history, a per-second file) leaves the folder incomplete whatever else
+        // follows (the check cannot run without the history), and the keys its evidence.
+        let keys = judge::keys_fate(&judge::KeysEnd {
+            keep,
+            aborted,
+            end_unreadable: driven.depths.is_none(),
+            lock_lost: !lost.is_empty(),
+            fleet_check: plan.shares_queues(),
+            folder_incomplete: spooled.is_err() || !streamed_errors.is_empty(),
+            check_not_run: check_error.is_some(),
+        });
 
         // Assemble and judge: summary.json says everything, its verdict included.
         let shard =
@@ -582,24 +576,20 @@ impl Session {
         if !write_errors.is_empty() {
             if !summary.keys_kept() {
                 summary.keys = Some(KeysFate::Kept(KeptBecause::FolderIncomplete));
+                summary.cleanup = None;
             }
             summary.write_errors = write_errors.clone();
             facts.write_errors = write_errors;
             assemble::amend(dir, &mut summary, &mut facts, &rules);
             amended = true;
         }
-        // Clean up: the run's keys, unless kept.
+        // Clean up: the run's keys, unless kept. The folder says `deleting` until it ends,
+        // then what became of them.
         if !summary.keys_kept() {
-            for keys in &queues {
-                if let Err(err) = plane::delete_queue(&mut self.plane.conn_for(keys), keys).await {
-                    // The folder said "deleted": it says what happened instead.
-                    let why = KeptBecause::DeletionFailed(format!("queue {}: {err}", keys.queue));
-                    summary.keys = Some(KeysFate::Kept(why));
-                    assemble::amend(dir, &mut summary, &mut facts, &rules);
-                    amended = true;
-                    break;
-                }
-            }
+            let progress = crate::output::Deletion::start(opts.quiet, opts.progress_every);
+            clean_up::clean_up(&self.plane, &queues, dir, &mut summary, &progress).await;
+            assemble::amend(dir, &mut summary, &mut facts, &rules);
+            amended = true;
         }
         // What CI reads says the verdict summary.json says, amended or not (best effort, as the
         // amend itself: where these cannot be rewritten, the folder's write errors say why).

@@ -181,6 +181,53 @@ fn keys_that_could_not_be_deleted_fail_as_a_cleanup_without_a_hint_to_look_at_th
 }
 
 #[test]
+fn a_verdict_written_before_the_deletion_ended_says_the_keys_may_be_left() {
+    let facts = Facts { keys: Some(KeysFate::Deleting), ..clean() };
+    assert_eq!(kinds(&facts, &rules()), [K::CleanupFailed], "until the deletion ends, it has not");
+    let text = message(&facts, &rules());
+    assert!(text.contains("still being deleted") && text.contains("`deleted`"), "{text}");
+    assert!(kinds(&Facts { keys: Some(KeysFate::Deleted), ..clean() }, &rules()).is_empty());
+}
+
+#[test]
+fn the_keys_are_deleted_only_when_nothing_keeps_them_and_kept_for_the_first_reason() {
+    assert_eq!(keys_fate(&KeysEnd::default()), KeysFate::Deleting, "not `deleted` before the deletion ran");
+    let every = KeysEnd {
+        keep: true,
+        aborted: true,
+        end_unreadable: true,
+        lock_lost: true,
+        fleet_check: true,
+        folder_incomplete: true,
+        check_not_run: true,
+    };
+    // Each reason in turn, with every later one present too: the first decides.
+    let order = [
+        (KeysEnd { ..every }, KeptBecause::Keep),
+        (KeysEnd { keep: false, ..every }, KeptBecause::Aborted),
+        (KeysEnd { keep: false, aborted: false, ..every }, KeptBecause::EndUnreadable),
+        (
+            KeysEnd { end_unreadable: false, lock_lost: true, fleet_check: true, ..KeysEnd::default() },
+            KeptBecause::LockLost,
+        ),
+        (
+            KeysEnd { fleet_check: true, folder_incomplete: true, check_not_run: true, ..KeysEnd::default() },
+            KeptBecause::FleetCheck,
+        ),
+        (KeysEnd { folder_incomplete: true, check_not_run: true, ..KeysEnd::default() }, KeptBecause::FolderIncomplete),
+        (KeysEnd { check_not_run: true, ..KeysEnd::default() }, KeptBecause::CheckNotRun),
+    ];
+    for (end, why) in order {
+        assert_eq!(keys_fate(&end), KeysFate::Kept(why), "{end:?}");
+    }
+    assert_eq!(keys_deleted(None), KeysFate::Deleted);
+    assert_eq!(
+        keys_deleted(Some("queue q: broken pipe".into())),
+        KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into()))
+    );
+}
+
+#[test]
 fn invariant_violations_fail_last_and_a_skipped_check_does_not() {
     let facts = Facts { check: CheckFate::Ran { violations: 7 }, ..clean() };
     assert_eq!(kinds(&facts, &rules()), [K::Violations]);
