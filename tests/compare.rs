@@ -217,3 +217,60 @@ fn unreadable_folders_are_errors_naming_the_path() {
     let err = load_results(&dead).unwrap_err();
     assert!(err.to_string().contains("no repetition ran to its end (rep-001: no summary.json)"), "{err}");
 }
+
+/// `summary` with one injected `kill-primary` whose checked effects are `fencing` fencing
+/// failures and `reissued` reissued tokens.
+fn with_fault(mut summary: serde_json::Value, fencing: u64, reissued: u64) -> serde_json::Value {
+    summary["faults"] = serde_json::json!({"injected": [{
+        "kind": "kill-primary", "from_s": 5.0, "to_s": 5.3, "detail": "SIGKILL",
+        "effects": {"fencing_violations": fencing, "reissued_tokens": reissued, "lost_enqueues": 3, "unknown_outcomes": 20},
+    }]});
+    summary
+}
+
+/// Writes `fencing[i]` / `reissued[i]` as repetition i's fault effects under `dir`.
+fn write_fault_reps(dir: &Path, fencing: &[u64], reissued: &[u64], seed: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for (i, (&f, &r)) in fencing.iter().zip(reissued).enumerate() {
+        write_json(&dir.join(format!("rep-{:03}", i + 1)), &with_fault(summary(SAME, None, &mut rng), f, r));
+    }
+}
+
+#[test]
+fn faults_effects_are_compared_per_fault_and_fewer_is_said_only_when_the_counts_show_it() {
+    use emq_bench::compare::{SafetyEffect, SafetyVerdict};
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, new, same) = (tmp.path().join("base"), tmp.path().join("new"), tmp.path().join("same"));
+    // BASE: 0-4 fencing failures per failover (12 in 5); NEW: none; the same reissues on both.
+    write_fault_reps(&base, &[2, 4, 1, 3, 2], &[1, 1, 0, 1, 1], 7);
+    write_fault_reps(&new, &[0, 0, 0, 0, 0], &[1, 0, 1, 1, 1], 8);
+    write_fault_reps(&same, &[2, 4, 1, 3, 2], &[1, 1, 0, 1, 1], 9);
+    let c = compare(&base, &new);
+    let safety = c.safety.as_ref().expect("both sides injected faults");
+    assert_eq!((safety.base.faults, safety.new.faults), (5, 5));
+    let of = |s: &emq_bench::compare::SafetyComparison, e| s.effects.iter().find(|x| x.effect == e).unwrap().clone();
+    let fencing = of(safety, SafetyEffect::FencingFailures);
+    assert_eq!(fencing.verdict, SafetyVerdict::Fewer, "{}", fencing.sentence);
+    assert_eq!((fencing.base.count, fencing.new.count), (12, 0));
+    assert_eq!(of(safety, SafetyEffect::ReissuedTokens).verdict, SafetyVerdict::NoDifferenceShown);
+    assert_ne!(c.verdict, Overall::Regression, "fewer failures is no regression");
+    let text = emq_bench::compare::format_table(&c);
+    assert!(text.contains("NEW has fewer fencing failures per fault"), "{text}");
+    let md = emq_bench::compare::format_markdown(&c);
+    assert!(md.contains("| fencing failures | 12 = 2.40 ("), "{md}");
+
+    // Two identical script sets: no difference shown in any effect.
+    let c = compare(&base, &same);
+    let safety = c.safety.as_ref().unwrap();
+    assert!(safety.effects.iter().all(|e| e.verdict == SafetyVerdict::NoDifferenceShown), "{safety:#?}");
+
+    // Reversed, NEW has more: a regression (exit 1).
+    let c = compare(&new, &base);
+    assert_eq!(of(c.safety.as_ref().unwrap(), SafetyEffect::FencingFailures).verdict, SafetyVerdict::More);
+    assert_eq!(c.verdict, Overall::Regression);
+
+    // Runs without faults compare no safety.
+    let plain = tmp.path().join("plain");
+    write_reps(&plain, 5, SAME, None, 10);
+    assert!(compare(&plain, &new).safety.is_none());
+}

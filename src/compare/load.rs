@@ -39,6 +39,8 @@ pub struct Repetition {
     pub name: String,
     /// Every metric this repetition measured, with its value.
     pub values: BTreeMap<Metric, f64>,
+    /// What its injected faults did (none for a run without `[[faults]]`).
+    pub faults: super::safety::FaultTally,
 }
 
 /// A repetition that was left out, and why.
@@ -185,7 +187,8 @@ pub fn load_results_with(dir: &Path, kind: LatencyKind) -> Result<ResultSet, Loa
                 set.scripts.push(s.script.clone());
             }
         }
-        set.repetitions.push(Repetition { name, values: values_of(&summary, kind) });
+        let faults = super::safety::FaultTally::of_summary(&summary);
+        set.repetitions.push(Repetition { name, values: values_of(&summary, kind), faults });
     }
     if set.repetitions.is_empty() {
         return Err(LoadError::NothingUsable { dir: set.dir, skipped: set.skipped });

@@ -34,6 +34,10 @@ pub fn format_markdown(c: &Comparison) -> String {
             let _ = writeln!(out, "- {}: {}", escape(&who), escape(&what));
         }
     }
+    if let Some(safety) = &c.safety {
+        // The safety table's cells are numbers and sentences of ours: nothing to escape.
+        let _ = write!(out, "\n{}", super::format_safety(safety, c.options.confidence));
+    }
     let _ = writeln!(out, "\n**verdict: {}**\n", escape(&verdict_line(c)));
     let _ = writeln!(out, "<sub>{}</sub>", escape(&fmt::rule(&c.options)));
     out

@@ -12,6 +12,7 @@ pub mod load;
 pub mod markdown;
 pub mod metric;
 pub mod options;
+pub mod safety;
 pub mod table;
 pub mod verdict;
 
@@ -22,6 +23,7 @@ pub use load::{load_results, load_results_with, LatencyKind, LoadError, Repetiti
 pub use markdown::format_markdown;
 pub use metric::{Better, Measure, Metric};
 pub use options::CompareOptions;
+pub use safety::{compare_safety, format_safety, FaultTally, SafetyComparison, SafetyEffect, SafetyVerdict};
 pub use table::format_table;
 pub use verdict::{compare_metric, MetricComparison, MetricVerdict, Overall, Side};
 
@@ -65,8 +67,12 @@ pub struct Comparison {
     pub metrics: Vec<MetricComparison>,
     /// Remarks on the whole comparison, e.g. too few repetitions to ever reach α.
     pub notes: Vec<String>,
-    /// Regression if any metric regressed; else inconclusive if any was (or nothing could be
-    /// compared); else pass.
+    /// What the injected faults did on each side, effect by effect ([`safety`]); absent when a
+    /// side injected no fault whose effects were checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safety: Option<SafetyComparison>,
+    /// Regression if any metric regressed or NEW had an effect of its faults significantly more
+    /// often; else inconclusive if any metric was (or nothing could be compared); else pass.
     pub verdict: Overall,
 }
 
@@ -96,13 +102,20 @@ pub fn compare_results(base: &ResultSet, new: &ResultSet, options: &CompareOptio
             (!b.is_empty() || !n.is_empty()).then(|| compare_metric(metric, b, n, options))
         })
         .collect();
-    let verdict = match metrics.is_empty() {
-        true => Overall::Inconclusive,
-        false => Overall::of(metrics.iter().map(|m| m.verdict)),
+    let tally = |set: &ResultSet| {
+        let mut all = FaultTally::default();
+        set.repetitions.iter().for_each(|r| all.add(&r.faults));
+        all
+    };
+    let safety = compare_safety(&tally(base), &tally(new), options.alpha, options.confidence);
+    let verdict = match (metrics.is_empty(), safety.as_ref().is_some_and(SafetyComparison::regressed)) {
+        (_, true) => Overall::Regression,
+        (true, false) => Overall::Inconclusive,
+        (false, false) => Overall::of(metrics.iter().map(|m| m.verdict)),
     };
     let (base, new) = (SetInfo::of(base), SetInfo::of(new));
     let notes = repetition_notes(&base, &new, options);
-    Comparison { base, new, options: options.clone(), metrics, notes, verdict }
+    Comparison { base, new, options: options.clone(), metrics, notes, safety, verdict }
 }
 
 /// Says so when a side has fewer repetitions than α can ever need: the smallest equal size `n`

@@ -48,6 +48,9 @@ pub fn format_table(c: &Comparison) -> String {
             let _ = writeln!(out, "  {who}: {what}");
         }
     }
+    if let Some(safety) = &c.safety {
+        let _ = write!(out, "\n{}", super::format_safety(safety, c.options.confidence));
+    }
     let _ = writeln!(out, "\nrule: {}", fmt::rule(&c.options));
     let _ = writeln!(out, "verdict: {}", verdict_line(c));
     out
@@ -66,6 +69,11 @@ pub(crate) fn verdict_line(c: &Comparison) -> String {
     }
     if c.metrics.is_empty() {
         line.push_str("; no metric measured on either side");
+    }
+    if let Some(safety) = &c.safety {
+        for e in safety.effects.iter().filter(|e| e.verdict != super::SafetyVerdict::NoDifferenceShown) {
+            let _ = write!(line, "; {}", e.sentence);
+        }
     }
     line
 }

@@ -17,6 +17,7 @@ fn set(dir: &str, p99s: &[f64], skipped: Vec<Skipped>) -> ResultSet {
                 (Metric::cycle(), 100.0 + i as f64 * 0.1),
                 (Metric::script("claim", Measure::P99), p99),
             ]),
+            faults: Default::default(),
         })
         .collect();
     ResultSet {

@@ -14,4 +14,4 @@ pub mod record;
 
 pub use firewall::partition_refusal;
 pub use nemesis::{load_client_name, Nemesis, Processes, Running};
-pub use record::{FaultSpan, FaultsSeen, SpanKind};
+pub use record::{FaultEffects, FaultSpan, FaultsSeen, SpanKind};

@@ -70,6 +70,9 @@ pub fn render(comparison: &Comparison) -> Result<String, ReportError> {
     }
     out.push_str("</table>");
     verdict_table(&mut out, comparison);
+    if let Some(safety) = &comparison.safety {
+        safety_table(&mut out, safety, comparison.options.confidence);
+    }
     let mut scripts: Vec<&str> = comparison.metrics.iter().filter_map(|m| m.metric.script.as_deref()).collect();
     scripts.dedup();
     for script in scripts {
@@ -153,6 +156,36 @@ fn verdict_table(out: &mut String, c: &Comparison) {
             m.p_better.map_or("–".into(), |p| format!("{p:.4}")),
             m.verdict.word(),
             esc(&m.reason)
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// The effects of the injected faults, per side and per fault, with each effect's verdict.
+fn safety_table(out: &mut String, s: &crate::compare::SafetyComparison, confidence: f64) {
+    let _ = write!(
+        out,
+        "<h2>Safety under faults</h2><p>BASE: {} fault(s) ({}); NEW: {} fault(s) ({}). Per fault, with the exact          {:.0}% interval.</p><table><tr><th>effect</th><th>BASE per fault</th><th>NEW per fault</th><th>p</th>         <th>verdict</th></tr>",
+        s.base.faults,
+        esc(&s.base.kinds()),
+        s.new.faults,
+        esc(&s.new.kinds()),
+        confidence * 100.0
+    );
+    for e in &s.effects {
+        let class = match e.verdict {
+            crate::compare::SafetyVerdict::More => "fail",
+            crate::compare::SafetyVerdict::Fewer => "pass",
+            crate::compare::SafetyVerdict::NoDifferenceShown => "",
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td><td class=\"{class}\">{}</td></tr>",
+            e.effect.words(),
+            e.base.describe(),
+            e.new.describe(),
+            e.p,
+            esc(&e.sentence)
         );
     }
     out.push_str("</table>");

@@ -12,6 +12,8 @@
 //! - [`bootstrap`]: the percentile bootstrap interval of a ratio of medians (Efron 1979), and of
 //!   a median of paired ratios.
 //! - [`sign`]: the one-sided sign test for paired ratios.
+//! - [`poisson`]: the exact interval of a Poisson rate (Garwood) and the exact conditional test
+//!   that two rates differ, for counts of violations per injected fault.
 //! - [`ratio`]: a share of events over units of time with an interval that treats the units,
 //!   not the events, as independent.
 //! - [`trend`]: the Mann–Kendall trend test, corrected for autocorrelation, and the Theil–Sen slope.
@@ -25,6 +27,7 @@ pub mod bootstrap;
 pub mod describe;
 pub mod mann_whitney;
 pub mod normal;
+pub mod poisson;
 pub mod quantile_interval;
 pub mod ratio;
 pub mod sign;
@@ -35,5 +38,6 @@ pub use bootstrap::{median_ci, ratio_of_medians_ci, Interval};
 pub use describe::{coefficient_of_variation, mean, median, quantile_sorted, std_dev};
 pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, Alternative, Method, UTest};
 pub use normal::{erfc, normal_sf};
+pub use poisson::{poisson_rate_interval, poisson_rates_test};
 pub use quantile_interval::{rank_interval, samples_for_upper_bound, value_at_rank, RankInterval};
 pub use sign::{min_sign_p_value, sign_test};
