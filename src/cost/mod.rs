@@ -17,12 +17,13 @@
 //! 1. `enqueue` N jobs (256-byte payloads) into one queue;
 //! 2. `claim` them one per call (lease 10 min, each call a holder of its own), then `extend`
 //!    and `progress` each held lease once, then `complete` half of them and `fail` the other
-//!    half (for good, 1 attempt), then, where every set has it, `clean` the completed half
-//!    [`BATCH`] per call;
+//!    half (for good, 1 attempt);
 //! 3. `enqueue_delayed` N jobs due in 1 ms into a second queue, then `promote` them
 //!    [`BATCH`] per call until none is left;
 //! 4. N jobs claimed with a 1 ms lease in a third queue (not measured), then `reap` [`BATCH`]
-//!    per call until none is left.
+//!    per call until none is left;
+//! 5. where every set has it (EchoMQ v1.2), `clean` of phase 2's completed half, [`BATCH`] per
+//!    call.
 //!
 //! A block whose `EVALSHA` call count moved by other than the calls it made means another
 //! client ran scripts meanwhile: the measurement is refused ([`CostError::Disturbed`]).
@@ -342,11 +343,6 @@ pub async fn measure(
         })
         .await?;
 
-    // clean (EchoMQ v1.2) of the completed jobs, where every arm's scripts have it.
-    if clients.iter().all(|c| c.registry().holds(Script::Clean)) {
-        phases.drain(&main, Script::Clean, to_complete.len() as u32).await?;
-    }
-
     // enqueue_delayed, then promote once they are due.
     phases.blocks(Script::EnqueueDelayed, mint(calls), enqueue(delayed.clone(), pool.clone(), Some(1))).await?;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -361,5 +357,11 @@ pub async fn measure(
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     phases.drain(&reaped, Script::Reap, calls).await?;
+
+    // clean (EchoMQ v1.2) of the completed half, where every arm's scripts have it: last, so
+    // the phases before it meet the server as they did before it existed.
+    if clients.iter().all(|c| c.registry().holds(Script::Clean)) {
+        phases.drain(&main, Script::Clean, to_complete.len() as u32).await?;
+    }
     Ok(phases.costs)
 }

@@ -305,12 +305,13 @@ pub fn held_zombie_soak(dir: &Path) -> PathBuf {
 }
 
 /// A copy of the project's `lua/` under `dir/name` whose `complete.lua` has lost its fence
-/// check: a stale worker's completion is accepted (I6).
+/// checks, the token's and (v1.2) the holder's: a stale worker's completion is accepted (I6).
 #[allow(dead_code)] // not every test file that includes support uses it
 pub fn fenceless_lua(dir: &Path, name: &str) -> PathBuf {
-    let fence = "if attempts ~= token then";
+    let (token_fence, holder_fence) = ("if attempts ~= token then", "if holder and row[3] and row[3] ~= holder then");
     lua_copy(dir, name, "complete", |source| {
-        assert!(source.contains(fence), "the fence check moved; update this test");
-        source.replace(fence, "if false then")
+        assert!(source.contains(token_fence), "the token's fence check moved; update this test");
+        assert!(source.contains(holder_fence), "the holder's fence check moved; update this test");
+        source.replace(token_fence, "if false then").replace(holder_fence, "if false then")
     })
 }
