@@ -11,8 +11,10 @@ use redis::aio::ConnectionLike;
 const SCAN_COUNT: u64 = 10_000;
 
 /// SCAN `COUNT` per call of a deletion: the page it returns is the next UNLINK, so this is
-/// also about the keys one round trip deletes (its reply holds their names).
-const DELETE_SCAN_COUNT: u64 = 10_000;
+/// also about the keys one round trip deletes. Small pages: each round trip holds the server
+/// (and a shared deployment's other clients) for less time, and on the server scripts/setup
+/// installs they delete faster in all than pages of 10 000 (docs/performance-log.md).
+const DELETE_SCAN_COUNT: u64 = 2_000;
 
 /// Every key of queue `keys` (SCAN with the queue's pattern; never KEYS). Stops after `limit`.
 pub async fn queue_keys<C: ConnectionLike>(
