@@ -12,7 +12,9 @@ use super::{
 };
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
-use crate::queue::{Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, QueueOps, Verb};
+use crate::queue::{
+    Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, FinishedSet, QueueOps, Verb,
+};
 use crate::resp::routes::{lane_node, redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
 use crate::scenario::{self, Plan};
@@ -192,6 +194,7 @@ impl<W: Wire> QueueOps for BullOps<W> {
             Verb::Progress => Script::UpdateProgress,
             Verb::Reap => Script::MoveStalledJobsToWait,
             Verb::Promote => unreachable!("BullMQ has no promote chore (CHORES): moveToActive promotes"),
+            Verb::Clean => unreachable!("BullMQ has no clean chore (CHORES): a scenario with one is refused"),
         }
     }
 
@@ -338,5 +341,18 @@ impl<W: Wire> QueueOps for BullOps<W> {
     /// promotes due delayed jobs itself. A call is the driver's bug.
     async fn promote(&mut self, _queue: usize, _limit: u32) -> Result<u64, CallError> {
         unreachable!("BullMQ has no promote chore (CHORES): moveToActive promotes")
+    }
+
+    /// Never called: BullMQ has no clean chore ([`QueueOps::CHORES`]), and a scenario that
+    /// asks for retention with BullMQ is refused (`maintenance.clean`). A call is the driver's
+    /// bug.
+    async fn clean(
+        &mut self,
+        _queue: usize,
+        _set: FinishedSet,
+        _age_ms: u64,
+        _limit: u32,
+    ) -> Result<Vec<JobId>, CallError> {
+        unreachable!("BullMQ has no clean chore (CHORES): a scenario with one is refused")
     }
 }

@@ -8,7 +8,7 @@ use crate::history::file::HistoryFileError;
 use crate::history::{Event, History, HistoryParts, Kind, Outcome};
 use crate::keyspace::ids::{job_id, job_number, job_tag};
 use crate::keyspace::JobId;
-use crate::lua::Protocol;
+use crate::lua::{ErrorCode, Protocol};
 use crate::payload::PayloadCheck;
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -158,7 +158,6 @@ fn check_job(
     // Enqueue (I1, I7, I8).
     let creation = of(Kind::Enqueue).next();
     let created = creation.is_some_and(|e| e.outcome == Outcome::Ok);
-    let maybe_created = creation.is_some_and(|e| e.outcome == Outcome::Unknown);
     if let Some(e) = creation {
         if e.outcome == Outcome::Alt {
             push(
@@ -173,91 +172,179 @@ fn check_job(
             push(Invariant::I8, "a repeated id to return 0".into(), "the repeated enqueue returned 1".into());
         }
     }
-    let Some(found) = found else {
-        if created {
-            evidence_at.set(creation.map(|e| e.done_us));
+    let mut push = |at: Option<u64>, invariant, expected, found| {
+        evidence_at.set(at);
+        push(invariant, expected, found)
+    };
+    for claim in of(Kind::Claim).filter(|c| c.outcome == Outcome::Alt) {
+        push(
+            Some(claim.done_us),
+            Invariant::I4,
+            "claims to return the bytes enqueued".into(),
+            format!("claim with token {} returned changed bytes", claim.token),
+        );
+    }
+    // Retention (`clean`): a job removed on purpose has no row, and must have finished first.
+    let retires: Vec<&Event> = of(Kind::Retire).filter(|e| e.outcome == Outcome::Ok).collect();
+    if !retires.is_empty() {
+        check_retired(events, &retires, found.map(|f| f.row), history.header.max_attempts, &mut push);
+    }
+    if found.is_none() && retires.is_empty() {
+        if created && !maybe_cleaned(events, history) {
             push(
+                creation.map(|e| e.done_us),
                 Invariant::I7,
                 "the accepted job to end in one location".into(),
                 "no row on the server: the job was lost".into(),
             );
         }
         return out;
+    }
+    if let Some(found) = found {
+        check_row(events, found, history, unknown_claims, now_ms, &mut push);
+    }
+    // What the history alone shows holds for a retired job as for one whose row is left.
+    let mut tokens: Vec<u32> = of(Kind::Claim).map(|c| c.token).collect();
+    tokens.sort_unstable();
+    check_tokens(events, &tokens, unknown_claims, &mut push);
+    let row = found.map(|f| f.row);
+    check_fencing(events, &tokens, row, drained, history.header.max_attempts, history.header.protocol, &mut push);
+    out
+}
+
+/// True when a `clean` call whose outcome is unknown may have removed this job: one on its
+/// queue (either set) sent after the job's terminal call was sent.
+fn maybe_cleaned(events: &[Event], history: &History) -> bool {
+    let Some(queue) = events.iter().find(|e| e.kind == Kind::Enqueue).map(|e| u32::from(e.queue)) else {
+        return false;
     };
+    let finished = events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Complete | Kind::Fail) && e.outcome != Outcome::Refused(ErrorCode::NoJob))
+        .map(|e| e.sent_us)
+        .min();
+    let Some(finished) = finished else { return false };
+    history.unknown_calls().any(|c| c.kind == Kind::Retire && c.token >> 1 == queue && c.sent_us > finished)
+}
+
+/// Retention: `clean` removes a row once, from the set of the state the job ended in, and the
+/// row stays gone (a `row` left at the end is one that came back).
+fn check_retired(
+    events: &[Event],
+    retires: &[&Event],
+    row: Option<&Row>,
+    max_attempts: u32,
+    push: &mut impl FnMut(Option<u64>, Invariant, String, String),
+) {
+    let first = retires[0];
+    let at = Some(first.done_us);
+    let set = |e: &Event| if e.token == 0 { "completed" } else { "failed" };
+    if retires.len() > 1 {
+        let list: Vec<String> = retires.iter().map(|e| format!("from {} at {}", set(e), seconds(e.done_us))).collect();
+        push(
+            at,
+            Invariant::I1,
+            "one row per job: removed by clean at most once".into(),
+            format!("clean removed it {} times: {}", retires.len(), list.join(", ")),
+        );
+    }
+    if let Some(row) = row {
+        let state = match row.state {
+            StateField::Known(l) => l.name().to_string(),
+            _ => "of no known state".into(),
+        };
+        push(
+            at,
+            Invariant::I1,
+            "no row once clean removed the job".into(),
+            format!(
+                "a row {state} at the end, although clean removed it from {} at {}",
+                set(first),
+                seconds(first.done_us)
+            ),
+        );
+    }
+    let could = |kind: Kind, outcome: Outcome| {
+        events.iter().any(|e| e.kind == kind && (e.outcome == outcome || e.outcome == Outcome::Unknown))
+    };
+    let claims = events.iter().filter(|e| e.kind == Kind::Claim && !matches!(e.outcome, Outcome::Refused(_))).count();
+    let explained = if first.token == 0 {
+        could(Kind::Complete, Outcome::Ok)
+    } else {
+        // `reap` fails a lease that expired on the last attempt without a call of ours.
+        could(Kind::Fail, Outcome::Alt) || (max_attempts > 0 && claims >= max_attempts as usize)
+    };
+    if !explained {
+        let (want, what) = if first.token == 0 {
+            ("an accepted complete", "completed")
+        } else {
+            ("a final fail, or a stalled last attempt", "failed")
+        };
+        push(
+            at,
+            Invariant::I6,
+            format!("removed from {what} only after {want}"),
+            format!("clean removed it from {what} at {}, but the history holds no such call", seconds(first.done_us)),
+        );
+    }
+}
+
+/// What a job's row says against its history: I1 a row only for an accepted enqueue, I4/I8
+/// its payload, I5 its attempts, I7 where it ended.
+fn check_row(
+    events: &[Event],
+    found: &Found,
+    history: &History,
+    unknown_claims: bool,
+    now_ms: Option<u64>,
+    push: &mut impl FnMut(Option<u64>, Invariant, String, String),
+) {
+    let drained = history.header.drained;
+    let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
+    let creation = of(Kind::Enqueue).next();
+    let created = creation.is_some_and(|e| e.outcome == Outcome::Ok);
+    let maybe_created = creation.is_some_and(|e| e.outcome == Outcome::Unknown);
     let row = found.row;
     if creation.is_none() || !(created || maybe_created) {
         let what = creation
             .map(|e| format!("its enqueue was refused ({:?})", e.outcome))
             .unwrap_or("no enqueue of it was sent".into());
-        push(Invariant::I1, "a row only for an accepted enqueue".into(), format!("a row although {what}"));
+        push(None, Invariant::I1, "a row only for an accepted enqueue".into(), format!("a row although {what}"));
     }
-
     // Payload (I4, I8): the row keeps the bytes of the accepted enqueue, not a duplicate's.
     if let (Some(e), Some(crc)) = (creation, row.payload_crc) {
         if crc != e.token && row.payload_check == Some(PayloadCheck::Intact) {
             if of(Kind::EnqueueDup).any(|d| d.token == crc) {
                 push(
+                    None,
                     Invariant::I8,
                     "a repeated enqueue to change nothing".into(),
                     "the row holds the payload of the repeated enqueue".into(),
                 );
             } else {
-                push(Invariant::I4, format!("payload CRC-32 {:08x} as enqueued", e.token), format!("CRC-32 {crc:08x}"));
+                push(
+                    None,
+                    Invariant::I4,
+                    format!("payload CRC-32 {:08x} as enqueued", e.token),
+                    format!("CRC-32 {crc:08x}"),
+                );
             }
         }
     }
-    for claim in of(Kind::Claim).filter(|c| c.outcome == Outcome::Alt) {
-        push(
-            Invariant::I4,
-            "claims to return the bytes enqueued".into(),
-            format!("claim with token {} returned changed bytes", claim.token),
-        );
-    }
-
-    // Tokens (I5): 1, 2, 3, ... each handed out once; final attempts = claims. A token handed
-    // out twice names each claim (its holder and when its reply was read), so a token reissued
-    // after a rollback (a failover that lost the first claim) names both workers.
-    let mut tokens: Vec<u32> = of(Kind::Claim).map(|c| c.token).collect();
-    tokens.sort_unstable();
-    let mut reported = None;
-    for pair in tokens.windows(2) {
-        if pair[0] == pair[1] && reported != Some(pair[0]) {
-            reported = Some(pair[0]);
-            let claims: Vec<&Event> = of(Kind::Claim).filter(|c| c.token == pair[0]).collect();
-            let list: Vec<String> = claims.iter().map(|c| format!("at {}{}", seconds(c.done_us), c.holder())).collect();
-            evidence_at.set(claims.first().map(|c| c.done_us));
-            push(
-                Invariant::I5,
-                "each token handed out once".into(),
-                format!("token {} handed out {} times: {}", pair[0], claims.len(), list.join(", ")),
-            );
-        }
-    }
-    let max_token = tokens.last().copied().unwrap_or(0);
-    if !unknown_claims {
-        if let Some(missing) = (1..=max_token).find(|t| tokens.binary_search(t).is_err()) {
-            push(
-                Invariant::I5,
-                format!("tokens 1..={max_token} without a gap"),
-                format!("token {missing} was never handed out"),
-            );
-        }
-    }
+    // I5: the row's attempts are the claims seen.
+    let max_token = of(Kind::Claim).map(|c| c.token).max().unwrap_or(0);
     if let Some(Ok(attempts)) = row.attempts {
         let fits = if unknown_claims { attempts >= u64::from(max_token) } else { attempts == u64::from(max_token) };
         if !fits {
-            evidence_at.set(of(Kind::Claim).filter(|c| c.token == max_token).map(|c| c.done_us).next());
-            push(Invariant::I5, format!("attempts = {max_token} (the claims seen)"), format!("attempts = {attempts}"));
+            let at = of(Kind::Claim).filter(|c| c.token == max_token).map(|c| c.done_us).next();
+            push(
+                at,
+                Invariant::I5,
+                format!("attempts = {max_token} (the claims seen)"),
+                format!("attempts = {attempts}"),
+            );
         }
     }
-
-    // Fencing (I6).
-    let mut push_at = |at: Option<u64>, invariant, expected, found| {
-        evidence_at.set(at);
-        push(invariant, expected, found)
-    };
-    check_fencing(events, &tokens, row, drained, history.header.max_attempts, history.header.protocol, &mut push_at);
-    let mut push = |invariant, expected, found| push_at(None, invariant, expected, found);
 
     // No loss (I7): after a drain every job that exists is completed or failed. A run meant to
     // finish its jobs whose drain did not (consumers that could not keep up) leaves a backlog,
@@ -273,11 +360,46 @@ fn check_job(
                 } else {
                     "completed or failed (the run had consumers; its drain did not finish)"
                 };
-                push(Invariant::I7, expected.into(), stuck(state, row, deadline, now_ms));
+                push(None, Invariant::I7, expected.into(), stuck(state, row, deadline, now_ms));
             }
         }
     }
-    out
+}
+
+/// I5 from the history alone: tokens 1, 2, 3, ... each handed out once. A token handed out
+/// twice names each claim (its holder and when its reply was read), so a token reissued after
+/// a rollback (a failover that lost the first claim) names both workers.
+fn check_tokens(
+    events: &[Event],
+    tokens: &[u32],
+    unknown_claims: bool,
+    push: &mut impl FnMut(Option<u64>, Invariant, String, String),
+) {
+    let mut reported = None;
+    for pair in tokens.windows(2) {
+        if pair[0] == pair[1] && reported != Some(pair[0]) {
+            reported = Some(pair[0]);
+            let claims: Vec<&Event> = events.iter().filter(|c| c.kind == Kind::Claim && c.token == pair[0]).collect();
+            let list: Vec<String> = claims.iter().map(|c| format!("at {}{}", seconds(c.done_us), c.holder())).collect();
+            push(
+                claims.first().map(|c| c.done_us),
+                Invariant::I5,
+                "each token handed out once".into(),
+                format!("token {} handed out {} times: {}", pair[0], claims.len(), list.join(", ")),
+            );
+        }
+    }
+    let max_token = tokens.last().copied().unwrap_or(0);
+    if !unknown_claims {
+        if let Some(missing) = (1..=max_token).find(|t| tokens.binary_search(t).is_err()) {
+            push(
+                None,
+                Invariant::I5,
+                format!("tokens 1..={max_token} without a gap"),
+                format!("token {missing} was never handed out"),
+            );
+        }
+    }
 }
 
 /// True when a job left behind by a drain that did not finish is stuck, not merely waiting:
@@ -333,11 +455,13 @@ fn handed_again<'a>(events: &'a [Event], e: &Event) -> Option<(&'a Event, &'a Ev
     Some((own, other))
 }
 
-/// I6: every accepted fenced call carried the then-current token, at most one terminal outcome.
+/// I6: every accepted fenced call carried the then-current token, at most one terminal outcome;
+/// the end state of the job's `row` (none once `clean` removed it) is explained by an accepted
+/// terminal call.
 fn check_fencing(
     events: &[Event],
     tokens: &[u32],
-    row: &Row,
+    row: Option<&Row>,
     drained: bool,
     max_attempts: u32,
     protocol: Protocol,
@@ -375,8 +499,11 @@ fn check_fencing(
         let next_handed = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us);
         let again = handed_again(events, e);
         if let Outcome::Refused(code) = e.outcome {
-            // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE.
-            if (next_handed.is_some() || again.is_some()) && !code.is_stale() {
+            // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE, or EMQNOJOB
+            // once `clean` may have removed the job before the call ran.
+            let retired =
+                code == ErrorCode::NoJob && events.iter().any(|r| r.kind == Kind::Retire && r.sent_us < e.done_us);
+            if (next_handed.is_some() || again.is_some()) && !code.is_stale() && !retired {
                 push(
                     None,
                     Invariant::I6,
@@ -493,6 +620,7 @@ fn check_fencing(
     }
     // v1.1 poison jobs: `reap` fails a lease that expired on the last attempt
     // (`last_error = stalled`, attempts >= max_attempts): a terminal outcome of its own.
+    let Some(row) = row else { return };
     let stall_failed =
         max_attempts > 0 && row.stalled && matches!(row.attempts, Some(Ok(n)) if n >= u64::from(max_attempts));
     // The end state must be explained by an accepted (or possibly accepted) terminal call.

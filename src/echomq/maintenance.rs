@@ -3,29 +3,11 @@
 
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
+pub use crate::queue::FinishedSet;
 use crate::resp::client::{int_reply, ScriptClient};
 use crate::resp::error::CallError;
 use crate::resp::wire::Wire;
 use redis::Value;
-
-/// One of a queue's two finished sets, the ones `clean` takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FinishedSet {
-    /// `emq:{q}:completed`.
-    Completed,
-    /// `emq:{q}:failed`.
-    Failed,
-}
-
-impl FinishedSet {
-    /// The set's key in `keys`' queue.
-    pub fn key(self, keys: &QueueKeys) -> &str {
-        match self {
-            FinishedSet::Completed => &keys.completed,
-            FinishedSet::Failed => &keys.failed,
-        }
-    }
-}
 
 impl<W: Wire> ScriptClient<W> {
     /// Runs `reap`: KEYS active, pending, failed; ARGV job-key prefix, limit, max_attempts.

@@ -4,7 +4,7 @@ use super::{enqueue_reply, EnqueueFrames, Fence};
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::queue::{
-    Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, HolderMint, QueueOps, Verb,
+    Chore, Claimed, CompleteReply, Driver, EnqueueReply, FailArgs, FailReply, FinishedSet, HolderMint, QueueOps, Verb,
 };
 use crate::resp::routes::{lane_node, redo_node, routed, Routes, MAX_REDIRECTS};
 use crate::resp::{CallError, ScriptClient, ScriptRegistry, Wire};
@@ -47,7 +47,7 @@ impl<W: Wire> Driver<W> for EchoOps<W> {
 impl<W: Wire> QueueOps for EchoOps<W> {
     type Token = Fence;
     type Lane = W::Lane;
-    const CHORES: &'static [Chore] = &[Chore::Reap, Chore::Promote];
+    const CHORES: &'static [Chore] = &[Chore::Reap, Chore::Promote, Chore::Clean];
 
     fn enqueue_script(delay_ms: Option<u64>, _priority: Option<u64>) -> Script {
         if delay_ms.is_some() {
@@ -66,6 +66,7 @@ impl<W: Wire> QueueOps for EchoOps<W> {
             Verb::Progress => Script::Progress,
             Verb::Reap => Script::Reap,
             Verb::Promote => Script::Promote,
+            Verb::Clean => Script::Clean,
         }
     }
 
@@ -174,5 +175,14 @@ impl<W: Wire> QueueOps for EchoOps<W> {
     }
     async fn promote(&mut self, queue: usize, limit: u32) -> Result<u64, CallError> {
         routed!(self, queue, |c, keys| c.promote(keys, limit))
+    }
+    async fn clean(
+        &mut self,
+        queue: usize,
+        set: FinishedSet,
+        age_ms: u64,
+        limit: u32,
+    ) -> Result<Vec<JobId>, CallError> {
+        routed!(self, queue, |c, keys| c.clean(keys, set, age_ms, limit))
     }
 }

@@ -22,6 +22,11 @@ pub enum Kind {
     Extend = 5,
     /// `progress` with `token`.
     Progress = 6,
+    /// The job's row removed by `clean` (retention): `token` is the finished set it was
+    /// removed from (0 completed, 1 failed). With job [`UNKNOWN_JOB`], a `clean` call whose
+    /// outcome is unknown (it may have removed jobs nobody saw): `token` is then
+    /// `queue << 1 | set`.
+    Retire = 7,
 }
 
 impl Kind {
@@ -35,6 +40,7 @@ impl Kind {
             4 => Kind::Fail,
             5 => Kind::Extend,
             6 => Kind::Progress,
+            7 => Kind::Retire,
             _ => return None,
         })
     }
@@ -49,11 +55,13 @@ impl Kind {
             Kind::Fail => "fail",
             Kind::Extend => "extend",
             Kind::Progress => "progress",
+            Kind::Retire => "clean (retired)",
         }
     }
 }
 
-/// The job number of a claim call whose outcome is unknown (it may have handed out jobs).
+/// The job number of a claim call (or a `clean` call) whose outcome is unknown: it may have
+/// handed out (or removed) jobs nobody saw.
 pub const UNKNOWN_JOB: u32 = u32::MAX;
 
 /// How the call ended.

@@ -124,7 +124,14 @@ impl History {
 
     /// Claim calls whose outcome is unknown: each may have handed out jobs nobody saw.
     pub fn unknown_claims(&self) -> usize {
-        self.events.iter().rev().take_while(|e| e.job == UNKNOWN_JOB).count()
+        self.unknown_calls().filter(|e| e.kind == Kind::Claim).count()
+    }
+
+    /// The calls that name no job ([`UNKNOWN_JOB`]): claims and `clean` calls whose outcome is
+    /// unknown, each of which may have handed out, or removed, jobs nobody saw.
+    pub fn unknown_calls(&self) -> impl Iterator<Item = &Event> {
+        let known = self.events.partition_point(|e| e.job != UNKNOWN_JOB);
+        self.events[known..].iter()
     }
 
     /// Keeps only the jobs enqueued into one of the queues `keep` (indices into the header's
@@ -143,7 +150,7 @@ impl History {
 
     /// The events of each job, in order (the unknown-claim events excluded).
     pub fn per_job(&self) -> impl Iterator<Item = &[Event]> {
-        let known = self.events.len() - self.unknown_claims();
+        let known = self.events.len() - self.unknown_calls().count();
         self.events[..known].chunk_by(|a, b| a.job == b.job)
     }
 }

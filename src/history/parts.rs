@@ -434,7 +434,7 @@ mod tests {
         let none = Event { worker: None, outcome: Outcome::Unknown, done_us: e.sent_us - 5, ..e };
         let len = encode(&none, 0, &mut out);
         assert_eq!(decode(&out[..len]), Some((none, 0, len)), "a reply read before the send");
-        out[0] = 7 << 5;
-        assert_eq!(decode(&out[..len]), None, "an unknown kind");
+        out[0] = (Kind::Retire as u8) << 5 | 30;
+        assert_eq!(decode(&out[..len]), None, "an unknown outcome");
     }
 }

@@ -1,10 +1,13 @@
 //! Maintenance: per queue, the protocol's chores ([`QueueOps::CHORES`]: EchoMQ's `reap` of
-//! expired leases and `promote` of due delayed jobs, BullMQ's stalled-jobs check) at the
-//! scenario's intervals, until the run stops. Each is timed and counted like any script.
+//! expired leases, `promote` of due delayed jobs and, when the scenario keeps finished jobs
+//! for a while only, `clean`; BullMQ's stalled-jobs check) at the scenario's intervals, until
+//! the run stops. Each is timed and counted like any script.
 
-use super::context::{timed, Phase, ThreadCtx};
+use super::context::{timed, timed_span, Phase, ThreadCtx};
+use crate::history::{Kind, Outcome, UNKNOWN_JOB};
+use crate::keyspace::ids::{job_number, job_tag, run_tag};
 use crate::metrics::JobCounter;
-use crate::queue::{Chore, QueueOps, Verb};
+use crate::queue::{Chore, FinishedSet, QueueOps, Verb};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -18,16 +21,53 @@ pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usiz
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     while ctx.phase() != Phase::Stop {
         ticker.tick().await;
-        let moved = match chore {
-            Chore::Reap => timed(&ctx, Q::script(Verb::Reap), None, ops.reap(queue, limit, max_attempts)).await,
-            Chore::Promote => timed(&ctx, Q::script(Verb::Promote), None, ops.promote(queue, limit)).await,
-        };
-        let counter = match chore {
-            Chore::Reap => JobCounter::Reaped,
-            Chore::Promote => JobCounter::Promoted,
+        let (moved, counter) = match chore {
+            Chore::Reap => {
+                let reap = ops.reap(queue, limit, max_attempts);
+                (timed(&ctx, Q::script(Verb::Reap), None, reap).await, JobCounter::Reaped)
+            }
+            Chore::Promote => {
+                let promote = ops.promote(queue, limit);
+                (timed(&ctx, Q::script(Verb::Promote), None, promote).await, JobCounter::Promoted)
+            }
+            Chore::Clean => {
+                for set in FinishedSet::BOTH {
+                    clean(&ctx, &mut ops, queue, set).await;
+                }
+                continue;
+            }
         };
         if let Ok(n) = moved {
             ctx.bump(counter, n);
+        }
+    }
+}
+
+/// One `clean` of `queue`'s finished `set`: every id it removed is recorded in the history
+/// as retired (the check then knows the row is gone on purpose), and a call whose outcome is
+/// unknown is recorded as one that may have removed jobs nobody saw.
+async fn clean<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, set: FinishedSet) {
+    let plan = &ctx.plan;
+    let age_ms = plan.maintenance.retain.as_millis() as u64;
+    let request = ops.clean(queue, set, age_ms, plan.maintenance.limit);
+    let (result, span) = timed_span(ctx, Q::script(Verb::Clean), None, request).await;
+    let mut history = ctx.history.borrow_mut();
+    match result {
+        Ok(ids) => {
+            ctx.bump(JobCounter::Retired, ids.len() as u64);
+            let tag = run_tag(plan.id_seed());
+            // Ids of another run cannot be in this run's sets; were one there, it names no job
+            // of this history, and the check's scan reports what is left of it.
+            for id in ids.iter().filter(|id| job_tag(id) == tag) {
+                history.push(job_number(id), Kind::Retire, Outcome::Ok, set.bit(), None, span.sent, span.service_us);
+            }
+        }
+        Err(err) => {
+            let outcome = Outcome::of_error(err.code());
+            if outcome == Outcome::Unknown {
+                let token = (queue as u32) << 1 | set.bit();
+                history.push(UNKNOWN_JOB, Kind::Retire, outcome, token, None, span.sent, span.service_us);
+            }
         }
     }
 }

@@ -39,6 +39,15 @@ use std::time::{Duration, Instant};
 /// How often a producer waiting for its next intended send looks at the run phase.
 const PHASE_POLL: Duration = Duration::from_millis(50);
 
+/// True when a job enqueued with id stamp `id_ms` cannot have been retired by `clean` at
+/// `now_ms` (both Unix ms): no retention, or younger than half the retention age (a finished
+/// job is kept for the whole age after it finished, which is after its enqueue; the half is
+/// the margin for the server's clock). A retired id is free again, so a duplicate of it
+/// would create a new job, not test that a repeated id changes nothing.
+fn still_kept(maintenance: &crate::scenario::MaintenancePlan, now_ms: u64, id_ms: u64) -> bool {
+    maintenance.clean.is_none() || now_ms.saturating_sub(id_ms) < maintenance.retain.as_millis() as u64 / 2
+}
+
 /// One producer: its id generator, schedule and draws.
 pub struct Producer {
     ids: JobIdGen,
@@ -88,7 +97,7 @@ impl Producer {
             }
         };
         let job = match (duplicate, self.last) {
-            (true, Some((queue, number, id_ms))) => {
+            (true, Some((queue, number, id_ms))) if still_kept(&ctx.plan.maintenance, stamp, id_ms) => {
                 Job { id_ms, number, queue, duplicate: true, delay: None, priority: Some(9) }
             }
             _ => {

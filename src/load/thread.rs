@@ -205,8 +205,9 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         let ops = Q::new(client, routes.clone(), shared.clone());
         for queue in 0..queues {
             for &chore in Q::CHORES {
-                let every = chore.every(&plan.maintenance);
-                tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, chore, every));
+                if let Some(every) = chore.every(&plan.maintenance) {
+                    tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, chore, every));
+                }
             }
         }
     }

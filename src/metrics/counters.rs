@@ -53,11 +53,14 @@ pub enum JobCounter {
     /// Calls refused before they ran for another passing reason, waited out and sent again:
     /// LOADING (a node loading its data), or queued on a node that could not be reached.
     RefusedWaited,
+    /// Finished jobs whose rows `clean` removed (the retention chore; the sum of its replies'
+    /// lengths).
+    Retired,
 }
 
 impl JobCounter {
     /// Every counter, in `index()` order.
-    pub const ALL: [JobCounter; 19] = [
+    pub const ALL: [JobCounter; 20] = [
         JobCounter::Enqueued,
         JobCounter::Duplicates,
         JobCounter::Claimed,
@@ -77,10 +80,11 @@ impl JobCounter {
         JobCounter::Reconnects,
         JobCounter::ClusterDown,
         JobCounter::RefusedWaited,
+        JobCounter::Retired,
     ];
 
     /// Number of counters (the length of `[u64; JobCounter::COUNT]`).
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
 
     /// Dense index in `0..JobCounter::COUNT`.
     pub fn index(self) -> usize {
@@ -109,6 +113,7 @@ impl JobCounter {
             JobCounter::Reconnects => "reconnects",
             JobCounter::ClusterDown => "cluster_down_waited",
             JobCounter::RefusedWaited => "refused_waited",
+            JobCounter::Retired => "retired",
         }
     }
 }

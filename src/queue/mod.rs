@@ -9,7 +9,7 @@ mod holder;
 mod ops;
 mod replies;
 
-pub use chore::Chore;
+pub use chore::{Chore, FinishedSet};
 pub use holder::{Holder, HolderMint};
 pub use ops::{needs_redo, Driver, QueueOps, Verb};
 pub use replies::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};

@@ -3,7 +3,7 @@
 //! `bullmq/ops.rs`) is driven by the same load, histograms and checker by implementing
 //! [`QueueOps`] and [`Driver`] once.
 
-use super::chore::Chore;
+use super::chore::{Chore, FinishedSet};
 use crate::keyspace::{JobId, QueueKeys};
 use crate::lua::Script;
 use crate::queue::{Claimed, CompleteReply, EnqueueReply, FailArgs, FailReply};
@@ -161,6 +161,15 @@ pub trait QueueOps: Clone + 'static {
     fn reap(&mut self, queue: usize, limit: u32, max_attempts: u32) -> impl Future<Output = Result<u64, CallError>>;
     /// Moves up to `limit` due delayed jobs to pending; replies how many.
     fn promote(&mut self, queue: usize, limit: u32) -> impl Future<Output = Result<u64, CallError>>;
+    /// Removes up to `limit` jobs of `set` finished at least `age_ms` ago (the retention chore,
+    /// [`Chore::Clean`]); replies the ids removed, oldest first.
+    fn clean(
+        &mut self,
+        queue: usize,
+        set: FinishedSet,
+        age_ms: u64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<JobId>, CallError>>;
 }
 
 /// How a load thread builds protocol `Self`'s verbs over transport `W`: one `match` on the
@@ -204,4 +213,6 @@ pub enum Verb {
     Reap,
     /// Move due delayed jobs.
     Promote,
+    /// Remove finished jobs past the retention age.
+    Clean,
 }

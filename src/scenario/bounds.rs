@@ -74,6 +74,10 @@ pub const MAX_BATCH: u64 = 1000;
 /// server for as long as it runs).
 pub const MAX_LIMIT: u64 = 100_000;
 
+/// `maintenance.retain`: a week, as a run's length ([`MAX_RUN`]): keeping finished jobs longer
+/// than the longest run is keeping them all.
+pub const MAX_RETAIN: Duration = MAX_RUN;
+
 /// `queues = N` (a sanity bound, not a protocol rule: 2 maintenance tasks per queue).
 pub const MAX_QUEUES: u32 = 10_000;
 

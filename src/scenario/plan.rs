@@ -356,8 +356,13 @@ pub struct MaintenancePlan {
     pub reap: Duration,
     /// Interval between `promote` calls per queue (> 0).
     pub promote: Duration,
-    /// `limit` ARGV of both (1..=100000).
+    /// `limit` ARGV of the three (1..=100000).
     pub limit: u32,
+    /// Interval between `clean` calls on each finished set of each queue (> 0); `None`: no
+    /// retention.
+    pub clean: Option<Duration>,
+    /// The `age_ms` ARGV of `clean`: finished jobs younger than this are kept.
+    pub retain: Duration,
 }
 
 #[cfg(test)]

@@ -63,6 +63,18 @@ fn a_minimal_file_gets_the_defaults() {
     assert!(p.consumers.work.is_zero() && p.consumers.extend_every.is_none());
     assert_eq!(p.consumers.backoff, Backoff::None);
     assert_eq!(p.maintenance.reap, Duration::from_millis(100));
+    assert_eq!((p.maintenance.clean, p.maintenance.retain), (None, Duration::from_secs(30)));
+}
+
+#[test]
+fn retention_is_off_unless_asked_and_bounded() {
+    let p = ok("[maintenance]\nclean = \"1s\"\nretain = \"5s\"\n");
+    assert_eq!((p.maintenance.clean, p.maintenance.retain), (Some(Duration::from_secs(1)), Duration::from_secs(5)));
+    assert_eq!(ok("[maintenance]\nclean = \"1s\"\nretain = \"0s\"\n").maintenance.retain, Duration::ZERO);
+    refused("[maintenance]\nclean = \"0s\"", &["maintenance.clean", "an interval > 0"]);
+    refused("[maintenance]\nclean = \"2h\"", &["maintenance.clean", "at most 1h"]);
+    refused("[maintenance]\nretain = \"8days\"", &["maintenance.retain", "at most 7days"]);
+    refused("protocol = \"bullmq\"\n[maintenance]\nclean = \"1s\"", &["maintenance.clean", "removeOnComplete"]);
 }
 
 #[test]

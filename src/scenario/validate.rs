@@ -11,7 +11,7 @@ use bytesize::ByteSize;
 
 use super::bounds::{
     MAX_ATTEMPTS, MAX_BATCH, MAX_JOBS, MAX_LIMIT, MAX_LIST, MAX_PAYLOAD_IN_FLIGHT, MAX_PROGRESS, MAX_QUEUES, MAX_RATE,
-    MAX_RUN,
+    MAX_RETAIN, MAX_RUN,
 };
 use super::bounds::{MAX_PRIMARIES, MAX_REPLICAS};
 use super::consumers::{BackoffSpec, ExtendSpec};
@@ -336,12 +336,34 @@ fn consumers(cx: &Ctx, raw: &Scenario, largest_payload: u64) -> Result<ConsumerP
 
 fn maintenance(cx: &Ctx, raw: &Scenario) -> Result<MaintenancePlan, ScenarioError> {
     let m = &raw.maintenance;
-    for (field, d) in [("maintenance.reap", &m.reap), ("maintenance.promote", &m.promote)] {
+    let intervals = [("maintenance.reap", Some(&m.reap)), ("maintenance.promote", Some(&m.promote))];
+    let clean = ("maintenance.clean", m.clean.as_ref());
+    for (field, d) in intervals.into_iter().chain([clean]).filter_map(|(f, d)| Some((f, d?))) {
         if d.get().is_zero() || d.get() > MAX_DURATION {
             let expected = format!("an interval > 0 and at most {}", humantime::format_duration(MAX_DURATION));
             return Err(cx.err(field, format!("{:?}", d.as_str()), expected));
         }
     }
     let limit = cx.count("maintenance.limit", m.limit, 1, MAX_LIMIT, "ids per call")?;
-    Ok(MaintenancePlan { reap: m.reap.get(), promote: m.promote.get(), limit })
+    if m.retain.get() > MAX_RETAIN {
+        let expected = format!("a retention of at most {}", humantime::format_duration(MAX_RETAIN));
+        return Err(cx.err("maintenance.retain", format!("{:?}", m.retain.as_str()), expected));
+    }
+    // BullMQ removes finished jobs only through each job's `removeOnComplete`/`removeOnFail`
+    // options, inside `moveToFinished`: that deletes a row without telling the client which,
+    // so the check could no longer tell a retired job from a lost one.
+    if m.clean.is_some() && raw.protocol == crate::lua::Protocol::BullMq {
+        return Err(cx.err(
+            "maintenance.clean",
+            "a retention interval with protocol = \"bullmq\"",
+            "no `clean` for BullMQ: its scripts remove finished jobs only through removeOnComplete/removeOnFail, which name no job removed, so the check could not tell a retired job from a lost one",
+        ));
+    }
+    Ok(MaintenancePlan {
+        reap: m.reap.get(),
+        promote: m.promote.get(),
+        limit,
+        clean: m.clean.as_ref().map(|d| d.get()),
+        retain: m.retain.get(),
+    })
 }

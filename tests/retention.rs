@@ -1,0 +1,80 @@
+//! Retention (`[maintenance] clean`): a run that removes its finished jobs as it goes still
+//! checks clean, leaves few rows behind, and the check still catches a `clean` that loses jobs
+//! or says it removed a row it kept. Every test runs the harness against a real server.
+
+mod support;
+
+use emq_bench::cli::RunArgs;
+use emq_bench::cmd::run::run;
+use emq_bench::cmd::Outcome;
+use std::path::Path;
+use support::*;
+
+/// Two consumers with failures that retry and end (both finished sets fill), zombies whose
+/// late calls may meet a retired job, and duplicates (re-sent only while their job is kept).
+/// `retain = "0s"` retires jobs as soon as `clean` sees them, during the load and the drain.
+const RETAINED: &str = "name = \"retention\"\nseed = 11\njobs = 1500\ndrain = \"20s\"\n\
+    [producers]\ncount = 1\npipeline = 8\nmax_attempts = 2\nduplicate = 0.02\n\
+    [consumers]\ncount = 2\npipeline = 2\nfail = 0.2\nzombie = 0.05\nzombie_delay = \"5ms\"\nlease = \"200ms\"\n\
+    [maintenance]\nclean = \"20ms\"\nretain = \"0s\"\nlimit = 100\n";
+
+fn args(dir: &Path, scenario: &str, url: String, lua: Option<std::path::PathBuf>) -> RunArgs {
+    std::fs::write(dir.join("s.toml"), scenario).unwrap();
+    let base = run_args(&dir.join("s.toml"), &dir.join("out"));
+    RunArgs { url: Some(url), keep: true, threads: 2, lua_dir: lua.or(base.lua_dir.clone()), ..base }
+}
+
+async fn job_rows(server: &emq_bench::server::EmbeddedServer) -> usize {
+    let mut conn = client(server).await.connection().clone();
+    let keys: Vec<String> = redis::AsyncCommands::keys(&mut conn, "emq:{*}:job:*").await.unwrap();
+    keys.len()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_that_retires_its_finished_jobs_checks_clean_and_leaves_only_the_rest() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let result = run(args(dir.path(), RETAINED, server.url(), None), std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let jobs = &result.summary.jobs;
+    let (enqueued, retired) = (jobs["enqueued"], jobs["retired"]);
+    assert_eq!(enqueued, 1500, "{jobs:?}");
+    assert!(retired > 0, "clean removed nothing: {jobs:?}");
+    // Every job ended; each row left is one no `clean` call reached before the run stopped.
+    assert_eq!(job_rows(&server).await as u64, enqueued - retired, "{jobs:?}");
+    let clean = result.summary.scripts.iter().find(|s| s.script == "clean");
+    assert!(clean.is_some_and(|s| s.ok > 0), "no clean latency row: {:?}", result.summary.scripts);
+    let check = result.summary.check.as_ref().expect("a check");
+    assert_eq!(check.violations_total, 0, "{check:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_clean_that_deletes_rows_without_naming_them_is_caught_losing_jobs() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let lua = lua_copy(dir.path(), "silent-clean", "clean", |source| {
+        let line = "    removed[#removed + 1] = id\n";
+        assert!(source.contains(line), "clean.lua's reply line moved; update this test");
+        source.replace(line, "")
+    });
+    let result = run(args(dir.path(), RETAINED, server.url(), Some(lua)), std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Failed, "a silent deletion passed: {:?}", result.summary.check);
+    let found = &result.summary.check.as_ref().expect("a check").by_invariant;
+    assert!(found.get("I7").is_some_and(|&n| n > 0), "no lost job named: {found:?}");
+    assert_eq!(result.summary.jobs["retired"], 0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_clean_that_names_rows_it_keeps_is_caught() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let lua = lua_copy(dir.path(), "keeping-clean", "clean", |source| {
+        let line = "    redis.call('DEL', key)\n";
+        assert!(source.contains(line), "clean.lua's DEL moved; update this test");
+        source.replace(line, "")
+    });
+    let result = run(args(dir.path(), RETAINED, server.url(), Some(lua)), std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Failed, "a row kept after its retirement passed");
+    let found = &result.summary.check.as_ref().expect("a check").by_invariant;
+    assert!(found.get("I1").is_some_and(|&n| n > 0), "no row kept after its retirement named: {found:?}");
+}
