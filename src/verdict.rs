@@ -181,6 +181,8 @@ pub enum KeptBecause {
     /// A `shared` fleet's shard: the fleet's merge checks the keys over every shard's history,
     /// then deletes them.
     FleetCheck,
+    /// `--fail-fast` stopped the run at a violation: the keys are its evidence.
+    Violation,
     /// The deletion itself failed, with the error.
     DeletionFailed(String),
     /// A reason read back from a summary.json that this version does not name, as written.
@@ -199,6 +201,7 @@ impl KeptBecause {
             KeptBecause::CheckNotRun,
             KeptBecause::FolderIncomplete,
             KeptBecause::FleetCheck,
+            KeptBecause::Violation,
         ];
         if let Some(err) = text.strip_prefix("the deletion failed: ") {
             return KeptBecause::DeletionFailed(err.to_string());
@@ -217,6 +220,9 @@ impl fmt::Display for KeptBecause {
             KeptBecause::CheckNotRun => f.write_str("the invariant check could not run"),
             KeptBecause::FolderIncomplete => f.write_str("the results folder could not be written completely"),
             KeptBecause::FleetCheck => f.write_str("for the fleet's check at the merge (shared queues)"),
+            KeptBecause::Violation => {
+                f.write_str("--fail-fast stopped the run at a violation: the keys are its evidence")
+            }
             KeptBecause::DeletionFailed(err) => write!(f, "the deletion failed: {err}"),
             KeptBecause::Other(why) => f.write_str(why),
         }

@@ -86,7 +86,8 @@ fn check_part(history: &History, state: &ServerState, in_part: impl Fn(u32) -> b
         .flat_map_iter(|events| {
             let number = events[0].job;
             let found = rows.get(&number);
-            check_job(events, found, member_ids.get(&number), history, unknown_claims, state.now_ms)
+            let rows = Rows::Read { found, member: member_ids.get(&number) };
+            check_job(events, rows, history, unknown_claims, state.now_ms)
         })
         .collect();
     violations.extend(per_job);
@@ -122,16 +123,38 @@ fn v(invariant: Invariant, queue: &QueueState, id: Option<&JobId>, expected: &st
     }
 }
 
+/// What the check knows of a job's row.
+enum Rows<'a> {
+    /// The scan read the server: the job's row (none when gone) and an id naming it in a set.
+    Read { found: Option<&'a Found<'a>>, member: Option<&'a JobId> },
+    /// The server was not read (the live check, as events arrive): only what the history
+    /// alone shows is checked.
+    NotRead,
+}
+
+/// What a finished job's `events` alone show (sorted by send time; every event of the job):
+/// the checks of the end check that need no server state (I1 an enqueue answered "exists",
+/// I4 a claim that returned changed bytes, I5 a token handed out twice, I6 every fenced call
+/// and terminal outcome, I8 a repeated id accepted, and a retirement's own rules), as the live
+/// check runs them on a job once its history is closed. `header` is the run's.
+pub fn history_findings(events: &[Event], header: &crate::history::HistoryHeader) -> Vec<Violation> {
+    let history = History { header: header.clone(), events: Vec::new(), encoded_bytes: 0 };
+    check_job(events, Rows::NotRead, &history, true, None)
+}
+
 /// Checks one job's events (sorted by send time) against its row.
 fn check_job(
     events: &[Event],
-    found: Option<&Found>,
-    member: Option<&JobId>,
+    rows: Rows,
     history: &History,
     unknown_claims: bool,
     now_ms: Option<u64>,
 ) -> Vec<Violation> {
-    let drained = history.header.drained;
+    let (found, member, rows_read) = match rows {
+        Rows::Read { found, member } => (found, member, true),
+        Rows::NotRead => (None, None, false),
+    };
+    let drained = history.header.drained && rows_read;
     let mut out = Vec::new();
     let queue_name = |e: &Event| history.header.queues.get(usize::from(e.queue)).cloned().unwrap_or_default();
     // A job nothing on the server names any more is named by the id its enqueue minted.
@@ -145,7 +168,8 @@ fn check_job(
         .map(|id| id.to_string())
         .or_else(|| minted.map(|id| format!("{id} (no row and no set member left)")))
         .unwrap_or_else(|| format!("job number {} (no row and no set member left)", events[0].job));
-    let queue = found.map(|f| f.queue.queue.clone()).unwrap_or_else(|| queue_name(&events[0]));
+    let enqueue = events.iter().find(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup)).unwrap_or(&events[0]);
+    let queue = found.map(|f| f.queue.queue.clone()).unwrap_or_else(|| queue_name(enqueue));
     // When the evidence of the next violation happened (see `Violation::at_us`), set just
     // before it is pushed.
     let evidence_at = std::cell::Cell::new(None);
@@ -187,9 +211,10 @@ fn check_job(
     // Retention (`clean`): a job removed on purpose has no row, and must have finished first.
     let retires: Vec<&Event> = of(Kind::Retire).filter(|e| e.outcome == Outcome::Ok).collect();
     if !retires.is_empty() {
-        check_retired(events, &retires, found.map(|f| f.row), history.header.max_attempts, &mut push);
+        let row = found.map(|f| f.row);
+        check_retired(events, &retires, row, history.header.max_attempts, &mut push);
     }
-    if found.is_none() && retires.is_empty() {
+    if found.is_none() && retires.is_empty() && rows_read {
         if created && !maybe_cleaned(events, history) {
             push(
                 creation.map(|e| e.done_us),

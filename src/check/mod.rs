@@ -6,11 +6,13 @@
 //! - [`scan`]: SCAN + pipelined reads into a [`state::ServerState`] (never KEYS).
 //! - [`structural`]: what the server state alone can prove.
 //! - [`violation`]: the violation model and `invariants.json`.
+//! - [`live`]: the invariants a job's history alone shows, checked as the run goes.
 //! - [`report`]: the `invariants.json` writer and the table of the first violations.
 //! - [`bullmq`]: the same for a BullMQ 2.26.0 queue (`bull:{q}:*`): its reads and its rules.
 
 pub mod bullmq;
 pub mod history;
+pub mod live;
 pub mod outcome;
 pub mod report;
 pub mod rows;

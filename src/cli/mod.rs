@@ -188,6 +188,12 @@ pub struct RunArgs {
     /// --history` can check later). For pure throughput benchmarks.
     #[arg(env = "EMQ_NO_CHECK", long)]
     pub no_check: bool,
+    /// Stop the run at the first violation the live check finds (each job's history is checked
+    /// a few seconds after it closes, while the load goes on): the load ends, the run's keys are
+    /// kept as the evidence, and the run exits 1 with a verdict that names the violation.
+    /// Without it a violation found live is reported at once and the run goes on.
+    #[arg(env = "EMQ_FAIL_FAST", long, conflicts_with = "no_check")]
+    pub fail_fast: bool,
     /// The memory the check gives the run's history at once, MiB (1..=1048576): a history
     /// larger than that is checked in parts by job number (up to 256), through temporary files
     /// in the results folder (about 2.5 times the history's size), so the check's memory does

@@ -46,6 +46,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         quiet: args.quiet,
         json: false,
         no_check: false,
+        fail_fast: false,
         check_memory: crate::cli::DEFAULT_CHECK_MEMORY_MB,
         repeat: args.repeat,
         threads: args.threads,

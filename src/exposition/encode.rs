@@ -24,6 +24,7 @@ impl Collector for Families {
         run(&state, &mut encoder)?;
         scripts(&state, &mut encoder)?;
         gauges(&state, &mut encoder)?;
+        violations(&state, &mut encoder)?;
         server(&state, &mut encoder)
     }
 }
@@ -197,6 +198,22 @@ fn gauges(state: &State, e: &mut DescriptorEncoder) -> Fmt {
     )?;
     for (kind, active) in &tick.faults {
         sample(&mut f, [("kind", kind.name())], Value::Gauge(if *active { 1.0 } else { 0.0 }))?;
+    }
+    Ok(())
+}
+
+/// `emq_violations_total{invariant}`: what the live check found so far, every invariant listed
+/// (0 when clean), while the check runs.
+fn violations(state: &State, e: &mut DescriptorEncoder) -> Fmt {
+    let Some(findings) = &state.violations else { return Ok(()) };
+    let mut f = e.encode_descriptor(
+        "emq_violations",
+        "Invariant violations the live check found so far (jobs checked a few seconds after their history closed).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (invariant, n) in findings.counts() {
+        sample(&mut f, [("invariant", invariant.id())], Value::Counter(n))?;
     }
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! ```text
 //! Reporter tick (1/s) ── LiveSnapshot { totals: Arc<Cumulative> } ─┐
 //! coordinator (1/s) ──── queue depths ──────────────── session ────┼──▶ Board (Mutex, 1 write/s)
-//! Probe round (1/s) ──── watch::Receiver<Vec<Row>> (server.csv) ───┘        │
+//! Probe round (1/s) ──── watch::Receiver<Vec<Row>> (server.csv) ───┤
+//! live check ─────────── Arc<LiveFindings> (violations found) ──────┘        │
 //!                                                                           ▼ per scrape
 //! HTTP thread (tiny_http) ── GET /metrics ── encode::Families (prometheus-client, OpenMetrics)
 //! ```
@@ -27,6 +28,7 @@ pub use tick::Tick;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
 
+use crate::check::live::LiveFindings;
 use crate::load::coordinator::Depths;
 use crate::metrics::Cumulative;
 use crate::probe::Row;
@@ -58,6 +60,7 @@ struct State {
     tick: Option<Tick>,
     totals: Option<Arc<Cumulative>>,
     server: Option<watch::Receiver<Vec<Row>>>,
+    violations: Option<Arc<LiveFindings>>,
     finished: bool,
 }
 
@@ -81,6 +84,11 @@ impl Board {
     /// Reads the server figures (server.csv's rows) from the probe's latest round.
     pub fn watch_server(&self, rows: watch::Receiver<Vec<Row>>) {
         self.lock().server = Some(rows);
+    }
+
+    /// Reads the live check's findings (`emq_violations_total`) at each scrape.
+    pub fn watch_violations(&self, findings: Arc<LiveFindings>) {
+        self.lock().violations = Some(findings);
     }
 
     /// Posts the finished run's totals (what summary.json is written from) and, when read,

@@ -28,6 +28,16 @@ enum Spooled {
     End(Box<HistoryHeader>),
 }
 
+/// Where the writer hands each chunk once it is written: a bounded channel to a reader of its
+/// own (the live check). The writer never waits for it: a chunk the reader has no room for is
+/// counted in `skipped` and dropped (the file has it).
+pub struct ChunkTap {
+    /// The reader's end.
+    pub tx: mpsc::SyncSender<Vec<u8>>,
+    /// Chunks dropped because the reader was behind.
+    pub skipped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
 /// The load threads' side of the spool: cheap to clone, one per thread. A chunk sent after the
 /// spool ended is dropped (and counted nowhere: the spool ends after every load thread did).
 #[derive(Clone)]
@@ -67,6 +77,17 @@ impl HistorySpool {
     ///
     /// Errors: the file cannot be created or written ([`HistoryFileError::Io`], naming it).
     pub fn start(path: &Path, header: &HistoryHeader) -> Result<HistorySpool, HistoryFileError> {
+        HistorySpool::start_tapped(path, header, None)
+    }
+
+    /// [`start`](Self::start), handing each chunk to `tap` once it is written.
+    ///
+    /// Errors: as [`start`](Self::start).
+    pub fn start_tapped(
+        path: &Path,
+        header: &HistoryHeader,
+        tap: Option<ChunkTap>,
+    ) -> Result<HistorySpool, HistoryFileError> {
         let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
         let file = File::options().write(true).create_new(true).open(path).map_err(io)?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
@@ -78,7 +99,7 @@ impl HistorySpool {
         let owned = path.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("history-spool".into())
-            .spawn(move || write_loop(out, rx, &owned))
+            .spawn(move || write_loop(out, rx, &owned, tap))
             .map_err(io)?;
         Ok(HistorySpool { tx, thread, path: path.to_path_buf() })
     }
@@ -125,6 +146,7 @@ fn write_loop(
     mut out: BufWriter<File>,
     rx: mpsc::Receiver<Spooled>,
     path: &Path,
+    tap: Option<ChunkTap>,
 ) -> Result<SpoolTotals, HistoryFileError> {
     let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
     let mut totals = SpoolTotals { stream_bytes: 0, streams: 0 };
@@ -132,6 +154,14 @@ fn write_loop(
     let mut synced = Instant::now();
     for msg in rx {
         let end = matches!(msg, Spooled::End(_));
+        let msg = match (msg, &tap) {
+            // The tap reads the chunk whether or not the disk took it.
+            (Spooled::Stream(chunk), Some(tap)) if failed.is_some() => {
+                hand(tap, chunk);
+                continue;
+            }
+            (msg, _) => msg,
+        };
         if failed.is_some() {
             if end {
                 break;
@@ -162,6 +192,9 @@ fn write_loop(
             }
             synced = Instant::now();
         }
+        if let (Spooled::Stream(chunk), Some(tap)) = (msg, &tap) {
+            hand(tap, chunk);
+        }
         // The final header is the last record, whatever a sender still held sends after it.
         if end {
             break;
@@ -172,6 +205,13 @@ fn write_loop(
     }
     out.get_ref().sync_all().map_err(io)?;
     Ok(totals)
+}
+
+/// Hands `chunk` to the tap's reader, or counts it skipped when the reader is behind or gone.
+fn hand(tap: &ChunkTap, chunk: Vec<u8>) {
+    if tap.tx.try_send(chunk).is_err() {
+        tap.skipped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

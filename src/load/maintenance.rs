@@ -31,8 +31,11 @@ pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usiz
                 (timed(&ctx, Q::script(Verb::Promote), None, promote).await, JobCounter::Promoted)
             }
             Chore::Clean => {
+                // A call that removed `limit` jobs may have left more that are due: the chore
+                // calls again until the set is clean (or the run stops), so retention keeps up
+                // with any finishing rate, not `limit` per interval.
                 for set in FinishedSet::BOTH {
-                    clean(&ctx, &mut ops, queue, set).await;
+                    while clean(&ctx, &mut ops, queue, set).await == limit as usize && ctx.phase() != Phase::Stop {}
                 }
                 continue;
             }
@@ -45,8 +48,9 @@ pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usiz
 
 /// One `clean` of `queue`'s finished `set`: every id it removed is recorded in the history
 /// as retired (the check then knows the row is gone on purpose), and a call whose outcome is
-/// unknown is recorded as one that may have removed jobs nobody saw.
-async fn clean<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, set: FinishedSet) {
+/// unknown is recorded as one that may have removed jobs nobody saw. Returns how many it
+/// removed (0 after an error).
+async fn clean<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, set: FinishedSet) -> usize {
     let plan = &ctx.plan;
     let age_ms = plan.maintenance.retain.as_millis() as u64;
     let request = ops.clean(queue, set, age_ms, plan.maintenance.limit);
@@ -61,6 +65,7 @@ async fn clean<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, set: Fin
             for id in ids.iter().filter(|id| job_tag(id) == tag) {
                 history.push(job_number(id), Kind::Retire, Outcome::Ok, set.bit(), None, span.sent, span.service_us);
             }
+            ids.len()
         }
         Err(err) => {
             let outcome = Outcome::of_error(err.code());
@@ -68,6 +73,7 @@ async fn clean<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, set: Fin
                 let token = (queue as u32) << 1 | set.bit();
                 history.push(UNKNOWN_JOB, Kind::Retire, outcome, token, None, span.sent, span.service_us);
             }
+            0
         }
     }
 }

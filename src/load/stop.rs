@@ -126,6 +126,9 @@ pub enum Interruption {
     ThreadDied,
     /// The server could not be read at the end of the run: the check cannot run.
     EndUnreadable(String),
+    /// `--fail-fast`: the live check found a violation (named here) and the load stopped; the
+    /// check ran, the run's keys were kept as the evidence.
+    FailFast(String),
 }
 
 impl Interruption {
@@ -138,6 +141,7 @@ impl Interruption {
             Interruption::Connect(_) => "connect",
             Interruption::ThreadDied => "thread_died",
             Interruption::EndUnreadable(_) => "end_unreadable",
+            Interruption::FailFast(_) => "fail_fast",
         }
     }
 }
@@ -159,6 +163,7 @@ impl std::fmt::Display for Interruption {
             Interruption::EndUnreadable(err) => {
                 write!(f, "the server could not be read at the end of the run: {err}")
             }
+            Interruption::FailFast(violation) => write!(f, "stopped at the first violation (--fail-fast): {violation}"),
         }
     }
 }

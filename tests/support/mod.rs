@@ -119,6 +119,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         quiet: true,
         json: false,
         no_check: false,
+        fail_fast: false,
         check_memory: emq_bench::cli::DEFAULT_CHECK_MEMORY_MB,
         repeat: 1,
         threads: 1,

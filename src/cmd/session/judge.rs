@@ -117,14 +117,17 @@ pub struct KeysEnd {
     pub folder_incomplete: bool,
     /// The invariant check was asked for and could not run.
     pub check_not_run: bool,
+    /// `--fail-fast` stopped the run at a violation the live check found.
+    pub failed_fast: bool,
 }
 
 /// The keys' fate as the end of a run decides it, before the folder is written: kept for the
 /// first reason in [`KeysEnd`]'s order, else [`KeysFate::Deleting`]: the deletion runs once
 /// the folder is written, and only its end makes the fate `deleted`.
 ///
-/// The order: the user's wish first; then what makes any deletion unsafe (an abort, a server
-/// not read, a lock lost: the keys may be another run's now); then a fleet's shard, whose keys
+/// The order: the user's wish first; then what makes any deletion unsafe (an abort; a run
+/// `--fail-fast` stopped at a violation, whose keys are the evidence; a server not read, a lock
+/// lost: the keys may be another run's now); then a fleet's shard, whose keys
 /// the merge needs; then what leaves the keys the only evidence (a folder incomplete, a check
 /// not run).
 pub fn keys_fate(end: &KeysEnd) -> KeysFate {
@@ -132,6 +135,8 @@ pub fn keys_fate(end: &KeysEnd) -> KeysFate {
         KeptBecause::Keep
     } else if end.aborted {
         KeptBecause::Aborted
+    } else if end.failed_fast {
+        KeptBecause::Violation
     } else if end.end_unreadable {
         KeptBecause::EndUnreadable
     } else if end.lock_lost {

@@ -44,8 +44,11 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Without a terminal, a progress line this often.
     pub progress_every: Duration,
-    /// Run the invariant check after the run (`--no-check` turns it off).
+    /// Run the invariant check after the run, and the live check during it (`--no-check`
+    /// turns both off).
     pub check: bool,
+    /// Stop at the first violation the live check finds, keeping the keys (`--fail-fast`).
+    pub fail_fast: bool,
     /// The memory the check gives the history at once, bytes (`--check-memory`).
     pub check_memory_bytes: u64,
     /// Delete keys the run's queues already have instead of refusing to start.
@@ -289,6 +292,7 @@ impl RunOptions {
             quiet: args.quiet,
             progress_every: args.progress_every,
             check: !args.no_check,
+            fail_fast: args.fail_fast,
             check_memory_bytes: args.check_memory.saturating_mul(1 << 20),
             force: args.force,
             keep: args.keep,

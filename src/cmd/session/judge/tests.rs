@@ -200,12 +200,14 @@ fn the_keys_are_deleted_only_when_nothing_keeps_them_and_kept_for_the_first_reas
         fleet_check: true,
         folder_incomplete: true,
         check_not_run: true,
+        failed_fast: true,
     };
     // Each reason in turn, with every later one present too: the first decides.
     let order = [
         (KeysEnd { ..every }, KeptBecause::Keep),
         (KeysEnd { keep: false, ..every }, KeptBecause::Aborted),
-        (KeysEnd { keep: false, aborted: false, ..every }, KeptBecause::EndUnreadable),
+        (KeysEnd { keep: false, aborted: false, ..every }, KeptBecause::Violation),
+        (KeysEnd { keep: false, aborted: false, failed_fast: false, ..every }, KeptBecause::EndUnreadable),
         (
             KeysEnd { end_unreadable: false, lock_lost: true, fleet_check: true, ..KeysEnd::default() },
             KeptBecause::LockLost,

@@ -1,0 +1,388 @@
+//! The live check: the invariants a job's history alone shows, checked while the run goes, one
+//! job at a time as its history closes, so a violation is known minutes (or hours) before the
+//! run ends, and its memory holds the open jobs only.
+//!
+//! The history writer hands each chunk it wrote to a thread of its own ([`LiveCheck::spawn`]).
+//! A job's history closes when its last event can be told: when `clean` retired it (with
+//! retention), else at its terminal outcome (an accepted `complete`, a final `fail`). The other
+//! load threads hand over their chunks at least once a second, so the job is checked
+//! [`SETTLE`] after that, with every event recorded by then, and forgotten. A call that comes
+//! later (a stale worker's, after the settle) is checked by the end check only, which reads
+//! the whole history as before: the live check finds a subset of what the end check finds,
+//! sooner.
+//!
+//! Findings go to [`LiveFindings`]: a counter per invariant (the metrics endpoint's
+//! `emq_violations_total`), a line on stderr each (the first [`PRINTED`]), `invariants.json`
+//! rewritten with those found so far (at most once a second; the end check writes it whole),
+//! and the first one to a callback (`--fail-fast` stops the run there).
+
+use super::history::history_findings;
+use super::report::{InvariantsReport, INVARIANTS_FILE};
+use super::violation::{Invariant, Violation};
+use crate::history::buffer::decode_version;
+use crate::history::spool::ChunkTap;
+use crate::history::{Event, HistoryHeader, Kind, Outcome, UNKNOWN_JOB};
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long after a job's history closes it is checked: the load threads hand over their
+/// chunks at least once a second, so by then every event recorded before the close has come.
+pub const SETTLE: Duration = Duration::from_secs(5);
+
+/// How long a job with no enqueue seen is kept without a new event: the late calls of a job
+/// already checked and forgotten (the end check judges them).
+const IDLE: Duration = Duration::from_secs(60);
+
+/// Chunks waiting for the live check: at 1 MiB each, what it may lag by before it skips some.
+const CHUNKS_QUEUED: usize = 64;
+
+/// Violations printed on stderr as they are found; the rest are counted (and in the file).
+pub const PRINTED: usize = 20;
+
+/// Violations kept for `invariants.json` while the run goes; the end check writes them all.
+const KEPT: usize = 1000;
+
+/// What is called with the first violation found (`--fail-fast`'s stop).
+type OnFirst = Box<dyn FnOnce(&Violation) + Send>;
+
+/// What the live check found so far, shared with the run (the metrics endpoint reads the
+/// counts, `--fail-fast` the first).
+pub struct LiveFindings {
+    counts: [AtomicU64; 8],
+    kept: Mutex<Vec<Violation>>,
+    first: OnceLock<Violation>,
+    on_first: Mutex<Option<OnFirst>>,
+    checked: AtomicU64,
+    skipped: Arc<AtomicU64>,
+    folder: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for LiveFindings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveFindings")
+            .field("counts", &self.counts())
+            .field("checked", &self.checked())
+            .field("skipped", &self.skipped())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveFindings {
+    /// No findings yet; `folder` is the results folder whose `invariants.json` is rewritten as
+    /// they come (none: no file).
+    pub fn new(folder: Option<PathBuf>) -> LiveFindings {
+        LiveFindings {
+            counts: Default::default(),
+            kept: Mutex::new(Vec::new()),
+            first: OnceLock::new(),
+            on_first: Mutex::new(None),
+            checked: AtomicU64::new(0),
+            skipped: Arc::new(AtomicU64::new(0)),
+            folder,
+        }
+    }
+
+    /// Calls `then` with the first violation found (at once when one was found already).
+    pub fn on_first(&self, then: impl FnOnce(&Violation) + Send + 'static) {
+        if let Some(first) = self.first.get() {
+            then(first);
+        } else {
+            *self.on_first.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(then));
+            // Found between the test and the store: the callback must still run.
+            if let Some(first) = self.first.get() {
+                if let Some(then) = self.on_first.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    then(first);
+                }
+            }
+        }
+    }
+
+    /// Violations found so far, per invariant (every invariant, in [`Invariant::ALL`] order).
+    pub fn counts(&self) -> [(Invariant, u64); 8] {
+        std::array::from_fn(|i| (Invariant::ALL[i], self.counts[i].load(Ordering::Relaxed)))
+    }
+
+    /// Violations found so far, over every invariant.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The first violation found, if any.
+    pub fn first(&self) -> Option<&Violation> {
+        self.first.get()
+    }
+
+    /// Jobs whose closed history was checked.
+    pub fn checked(&self) -> u64 {
+        self.checked.load(Ordering::Relaxed)
+    }
+
+    /// Chunks the live check skipped because it was behind (their jobs are checked at the end
+    /// only).
+    pub fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    fn report(&self, v: Violation) {
+        let index = Invariant::ALL.iter().position(|i| *i == v.invariant).unwrap_or(0);
+        let seen = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum::<u64>();
+        self.counts[index].fetch_add(1, Ordering::Relaxed);
+        if seen < PRINTED as u64 {
+            let job = v.job.as_deref().unwrap_or("-");
+            eprintln!(
+                "emq-bench: violation {} ({}) in queue {}, job {job}: expected {}; found {}",
+                v.invariant.id(),
+                v.invariant.name(),
+                v.queue,
+                v.expected,
+                v.found
+            );
+        } else if seen == PRINTED as u64 {
+            eprintln!("emq-bench: more violations: counted in emq_violations_total, listed in invariants.json");
+        }
+        if self.first.set(v.clone()).is_ok() {
+            if let Some(then) = self.on_first.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                then(&v);
+            }
+        }
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() < KEPT {
+            kept.push(v);
+        }
+    }
+
+    /// Rewrites the folder's `invariants.json` with the violations kept so far (atomically: a
+    /// reader sees the old file or the new one). A failed write is left to the end check's.
+    fn write(&self) {
+        let Some(folder) = &self.folder else { return };
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let report = InvariantsReport::new(self.checked() as usize, kept);
+        let _ = (|| -> std::io::Result<()> {
+            let mut file = tempfile::NamedTempFile::new_in(folder)?;
+            serde_json::to_writer_pretty(&mut file, &report)?;
+            file.persist(folder.join(INVARIANTS_FILE))?;
+            Ok(())
+        })();
+    }
+}
+
+/// One job of the live check: its events so far.
+struct OpenJob {
+    events: Vec<Event>,
+    /// Its history closed: it is queued for its check.
+    closing: bool,
+    /// When its last event came.
+    last: Instant,
+}
+
+/// The live check's state, owned by its thread.
+pub struct LiveCheck {
+    header: HistoryHeader,
+    /// True when the run retires finished jobs (`clean`): a job's history closes at its
+    /// retirement, else at its terminal outcome.
+    retention: bool,
+    jobs: HashMap<u32, OpenJob>,
+    closing: VecDeque<(Instant, u32)>,
+    last_sweep: Instant,
+}
+
+impl LiveCheck {
+    /// A check of the run whose history has `header` (what its writer starts the file with).
+    pub fn new(header: HistoryHeader, retention: bool) -> LiveCheck {
+        LiveCheck { header, retention, jobs: HashMap::new(), closing: VecDeque::new(), last_sweep: Instant::now() }
+    }
+
+    /// Starts the check's thread: it reads the chunks the history writer hands to the returned
+    /// tap, reports to `findings`, and ends when the writer does.
+    ///
+    /// Errors: the thread could not be started.
+    pub fn spawn(mut self, findings: Arc<LiveFindings>) -> std::io::Result<(ChunkTap, JoinHandle<()>)> {
+        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(CHUNKS_QUEUED);
+        let tap = ChunkTap { tx, skipped: findings.skipped.clone() };
+        let thread = std::thread::Builder::new().name("live-check".into()).spawn(move || {
+            let mut written = Instant::now();
+            let mut dirty = false;
+            loop {
+                match rx.recv_timeout(Duration::from_millis(250)) {
+                    Ok(chunk) => match decode_version(&chunk, self.header.event_version) {
+                        Ok(events) => self.feed(events, Instant::now()),
+                        Err(_) => {
+                            findings.skipped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+                let now = Instant::now();
+                let (violations, jobs) = self.due(now);
+                findings.checked.fetch_add(jobs, Ordering::Relaxed);
+                dirty |= !violations.is_empty();
+                violations.into_iter().for_each(|v| findings.report(v));
+                if dirty && now.duration_since(written) >= Duration::from_secs(1) {
+                    findings.write();
+                    (written, dirty) = (now, false);
+                }
+            }
+            if dirty {
+                findings.write();
+            }
+        })?;
+        Ok((tap, thread))
+    }
+
+    /// Takes in one chunk's events, which came at `now`.
+    pub fn feed(&mut self, events: Vec<Event>, now: Instant) {
+        for e in events.into_iter().filter(|e| e.job != UNKNOWN_JOB) {
+            let job =
+                self.jobs.entry(e.job).or_insert_with(|| OpenJob { events: Vec::new(), closing: false, last: now });
+            job.last = now;
+            let closes = if self.retention {
+                e.kind == Kind::Retire && e.outcome == Outcome::Ok
+            } else {
+                (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
+                    || (e.kind == Kind::Fail && e.outcome == Outcome::Alt)
+            };
+            if closes && !job.closing {
+                job.closing = true;
+                self.closing.push_back((now + SETTLE, e.job));
+            }
+            job.events.push(e);
+        }
+    }
+
+    /// Checks and forgets every job whose history closed [`SETTLE`] before `now`; returns the
+    /// violations found and the jobs checked. Jobs of which no enqueue was seen (late calls of
+    /// a job already forgotten) are not checked, and are dropped once idle for [`IDLE`].
+    pub fn due(&mut self, now: Instant) -> (Vec<Violation>, u64) {
+        let mut found = Vec::new();
+        let mut checked = 0;
+        while let Some(&(at, number)) = self.closing.front() {
+            if at > now {
+                break;
+            }
+            self.closing.pop_front();
+            let Some(mut job) = self.jobs.remove(&number) else { continue };
+            if !job.events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup)) {
+                continue;
+            }
+            job.events.sort_unstable_by_key(|e| (e.sent_us, e.done_us));
+            found.extend(history_findings(&job.events, &self.header));
+            checked += 1;
+        }
+        if now.duration_since(self.last_sweep) >= IDLE {
+            self.jobs.retain(|_, job| {
+                job.closing
+                    || now.duration_since(job.last) < IDLE
+                    || job.events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup))
+            });
+            self.last_sweep = now;
+        }
+        (found, checked)
+    }
+
+    /// Jobs held (open, or closed and waiting for their check).
+    pub fn open_jobs(&self) -> usize {
+        self.jobs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(job: u32, kind: Kind, outcome: Outcome, token: u32, sent_us: u64, worker: u32) -> Event {
+        Event {
+            job,
+            kind,
+            outcome,
+            token,
+            queue: 0,
+            id_ms: if matches!(kind, Kind::Enqueue) { 1_700_000_000_000 } else { 0 },
+            sent_us,
+            done_us: sent_us + 10,
+            worker: (!matches!(kind, Kind::Enqueue | Kind::Retire)).then_some(worker),
+            shard: None,
+        }
+    }
+
+    /// A job whose stale worker's complete is accepted after the next token was handed out
+    /// (the events split over two chunks, out of order) is found once its history closes and
+    /// the settle passed, then forgotten; a clean job beside it is checked and forgotten too.
+    #[test]
+    fn a_stale_complete_is_found_after_the_settle_and_the_job_forgotten() {
+        let mut live = LiveCheck::new(HistoryHeader::for_tests(2), false);
+        let t0 = Instant::now();
+        live.feed(
+            vec![
+                event(1, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
+                event(1, Kind::Claim, Outcome::Ok, 1, 100, 1),
+                event(1, Kind::Complete, Outcome::Ok, 1, 10_000, 1),
+                event(2, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
+                event(2, Kind::Claim, Outcome::Ok, 1, 100, 1),
+                event(2, Kind::Complete, Outcome::Ok, 1, 200, 1),
+            ],
+            t0,
+        );
+        live.feed(
+            vec![event(1, Kind::Claim, Outcome::Ok, 2, 5_000, 2), event(1, Kind::Complete, Outcome::Ok, 2, 5_100, 2)],
+            t0 + Duration::from_secs(1),
+        );
+        assert_eq!(live.due(t0 + Duration::from_secs(1)), (Vec::new(), 0), "nothing before the settle");
+        let (found, checked) = live.due(t0 + SETTLE);
+        assert_eq!(checked, 2);
+        assert!(found.iter().all(|v| v.invariant == Invariant::I6), "{found:#?}");
+        assert!(found.iter().any(|v| v.found.contains("2 accepted")), "{found:#?}");
+        assert_eq!(live.open_jobs(), 0);
+    }
+
+    /// With retention a job's history closes at its retirement, not at its complete: a stale
+    /// call refused with EMQNOJOB after the retirement is no finding.
+    #[test]
+    fn with_retention_a_job_closes_at_its_retirement() {
+        let mut live = LiveCheck::new(HistoryHeader::for_tests(1), true);
+        let t0 = Instant::now();
+        live.feed(
+            vec![
+                event(0, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
+                event(0, Kind::Claim, Outcome::Ok, 1, 100, 1),
+                event(0, Kind::Complete, Outcome::Ok, 1, 200, 1),
+            ],
+            t0,
+        );
+        assert_eq!(live.due(t0 + SETTLE * 2), (Vec::new(), 0), "open until retired");
+        live.feed(
+            vec![
+                event(0, Kind::Retire, Outcome::Ok, 0, 300, 0),
+                event(0, Kind::Complete, Outcome::Refused(crate::lua::ErrorCode::NoJob), 1, 400, 2),
+            ],
+            t0 + SETTLE * 2,
+        );
+        assert_eq!(live.due(t0 + SETTLE * 3), (Vec::new(), 1));
+    }
+
+    /// The callback sees the first violation once; the counts follow every report.
+    #[test]
+    fn the_first_finding_is_handed_over_once_and_counted() {
+        let findings = Arc::new(LiveFindings::new(None));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        findings.on_first(move |v| into.lock().unwrap().push(v.found.clone()));
+        let v = |found: &str| Violation {
+            invariant: Invariant::I6,
+            queue: "q".into(),
+            job: None,
+            expected: "e".into(),
+            found: found.into(),
+            at_us: None,
+        };
+        findings.report(v("one"));
+        findings.report(v("two"));
+        assert_eq!(*seen.lock().unwrap(), ["one"]);
+        assert_eq!(findings.total(), 2);
+        assert_eq!(findings.counts()[5], (Invariant::I6, 2));
+    }
+}
