@@ -1,0 +1,72 @@
+//! Errors that tell a new user what to do: each runs the binary as a user would and checks that
+//! the message names the fix (the flag, variable, URL or name to use), with exit code 2.
+
+mod support;
+
+use emq_bench::server::{EmbeddedServer, ServerOptions};
+use std::process::{Command, Output};
+
+/// `emq-bench ARGS` from the project's root, with `env` set and no password in the
+/// environment unless `env` gives one.
+fn emq_bench<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_emq-bench"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("EMQ_PASSWORD");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    cmd.output().expect("run emq-bench")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_target_that_wants_a_password_names_where_one_comes_from_and_never_shows_it() {
+    let server = EmbeddedServer::start(&ServerOptions {
+        config: vec![("requirepass".into(), "s3cret-pw".into())],
+        ..Default::default()
+    })
+    .expect("start valkey-server (run scripts/setup)");
+    let url = server.url();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out = tmp.path().join(name);
+        let mut args = vec!["run", "smoke", "--url", &url, "--duration", "1s", "--quiet", "--out"];
+        args.push(out.to_str().unwrap());
+        args.extend(extra);
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+
+    let none = emq_bench(&run("none", &[]), &[]);
+    assert_eq!(none.status.code(), Some(2), "{}", stderr(&none));
+    assert!(stderr(&none).contains("NOAUTH"), "{}", stderr(&none));
+    assert!(stderr(&none).contains("set $EMQ_PASSWORD (or give --pass"), "{}", stderr(&none));
+
+    for (how, env, extra) in [
+        ("$EMQ_PASSWORD", vec![("EMQ_PASSWORD", "hunter2-wrong")], vec![]),
+        ("--pass", vec![], vec!["--pass", "hunter2-wrong"]),
+        ("--user", vec![("EMQ_PASSWORD", "s3cret-pw")], vec!["--user", "nobody"]),
+    ] {
+        let out = emq_bench(&run(how, &extra), &env);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{how}: {err}");
+        assert!(err.contains("refused the user and password given: check --user and the password"), "{how}: {err}");
+        assert!(!err.contains("hunter2") && !err.contains("s3cret"), "{how}: a password leaked: {err}");
+    }
+}
+
+#[test]
+fn a_url_without_its_scheme_is_offered_with_one() {
+    for (url, says) in [
+        ("127.0.0.1:7601", "did you mean redis://127.0.0.1:7601? (rediss://127.0.0.1:7601 for TLS)"),
+        ("localhost:7601", "did you mean redis://localhost:7601?"),
+        ("u:hunter2@127.0.0.1:7601", "did you mean redis://u:***@127.0.0.1:7601?"),
+    ] {
+        let out = emq_bench(&["run", "smoke", "--url", url, "--quiet"], &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(!err.contains("hunter2"), "{url}: the password leaked: {err}");
+    }
+}
