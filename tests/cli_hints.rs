@@ -70,3 +70,30 @@ fn a_url_without_its_scheme_is_offered_with_one() {
         assert!(!err.contains("hunter2"), "{url}: the password leaked: {err}");
     }
 }
+
+#[test]
+fn a_scenario_path_that_does_not_exist_offers_the_shipped_names_close_to_it() {
+    let out = emq_bench(&["run", "scenarios/soak.toml", "--quiet"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("scenarios/soak.toml: cannot read the scenario file"), "{err}");
+    assert!(
+        err.contains(
+            "did you mean the shipped fencing-soak or bullmq-fencing-soak? shipped scenarios run by their name: \
+             `emq-bench run fencing-soak`"
+        ),
+        "{err}"
+    );
+    // Nothing close: every shipped name.
+    let out = emq_bench(&["run", "scenarios/latency.toml", "--quiet"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("shipped scenarios run by their name: bullmq-fencing-soak, "), "{err}");
+    assert!(err.contains("smoke, throughput"), "{err}");
+    // A bare name lists them all, and the close ones.
+    let out = emq_bench(&["run", "soak", "--quiet"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nor is it a shipped scenario: bullmq-fencing-soak, "), "{err}");
+    assert!(err.contains("; did you mean fencing-soak or bullmq-fencing-soak?"), "{err}");
+}
