@@ -97,3 +97,43 @@ fn a_scenario_path_that_does_not_exist_offers_the_shipped_names_close_to_it() {
     assert!(err.contains("nor is it a shipped scenario: bullmq-fencing-soak, "), "{err}");
     assert!(err.contains("; did you mean fencing-soak or bullmq-fencing-soak?"), "{err}");
 }
+
+#[test]
+fn a_misspelt_objective_names_the_scripts_and_any_percentile_is_accepted() {
+    let out = emq_bench(&["capacity", "smoke", "--slo", "claimm.p99 < 5ms"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"claimm\" is not a script name; did you mean claim?"), "{err}");
+    assert!(err.contains("EchoMQ's scripts: enqueue, enqueue_delayed, claim, complete, fail,"), "{err}");
+    assert!(err.contains("BullMQ's: addStandardJob,"), "{err}");
+    let out = emq_bench(&["capacity", "smoke", "--slo", "claim.p100 < 5ms"], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("expected a percentile, `p` and a number above 0 and below 100"), "{err}");
+
+    // p95 end to end: one probe (the budget fits one), its reading taken from the merged
+    // histogram, between the probe's own p90 and p99.
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = tmp.path().join("p95.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"p95\"\nseed = 3\nduration = \"10s\"\nwarmup = \"0s\"\ndrain = \"2s\"\nqueues = \"p95\"\n\
+         [producers]\ncount = 2\nrate = 300.0\n[consumers]\ncount = 2\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("cap");
+    let args = ["capacity", scenario.to_str().unwrap(), "--slo", "enqueue.p95 < 1s", "--budget", "14s", "--out"];
+    let out = emq_bench(&[&args[..], &[dir.to_str().unwrap()]].concat(), &[]);
+    let err = stderr(&out);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("capacity.json")).unwrap()).unwrap();
+    let probe = &report["probes"][0];
+    let reading = &probe["slos"][0];
+    assert_eq!(reading["slo"], "enqueue.p95 < 1s", "{report}");
+    assert!((reading["allowed"].as_f64().unwrap() - 0.05).abs() < 1e-9, "{report}");
+    let (p95, latency) = (reading["value_us"].as_u64().unwrap(), &probe["latency_us"]["enqueue"]);
+    let (p90, p99) = (latency["p90"].as_u64().unwrap(), latency["p99"].as_u64().unwrap());
+    assert!(p90 <= p95 && p95 <= p99, "p90 {p90} p95 {p95} p99 {p99}");
+    assert!(reading["hi_us"].as_u64().is_some_and(|hi| hi >= p95), "{report}");
+}
