@@ -137,3 +137,18 @@ fn a_misspelt_objective_names_the_scripts_and_any_percentile_is_accepted() {
     assert!(p90 <= p95 && p95 <= p99, "p90 {p90} p95 {p95} p99 {p99}");
     assert!(reading["hi_us"].as_u64().is_some_and(|hi| hi >= p95), "{report}");
 }
+
+#[test]
+fn an_objective_on_a_script_the_scenario_never_calls_is_refused_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cap");
+    let started = std::time::Instant::now();
+    let out = emq_bench(&["capacity", "throughput", "--slo", "fail.p99 < 5ms", "--out", dir.to_str().unwrap()], &[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--slo \"fail.p99 < 5ms\": throughput: the scenario never calls fail"), "{err}");
+    assert!(err.contains("(its load calls enqueue, claim, complete, reap, promote)"), "{err}");
+    assert!(!err.contains("probe"), "no probe ran: {err}");
+    assert!(!dir.exists(), "a refused search leaves no folder");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "refused at once");
+}
