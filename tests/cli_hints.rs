@@ -152,3 +152,21 @@ fn an_objective_on_a_script_the_scenario_never_calls_is_refused_before_anything_
     assert!(!dir.exists(), "a refused search leaves no folder");
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "refused at once");
 }
+
+#[test]
+fn without_a_terminal_the_first_progress_line_comes_as_the_load_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let started = std::time::Instant::now();
+    // stderr is a pipe: the progress goes to the log as lines, every 10 s by default.
+    let out = emq_bench(&["run", "smoke", "--duration", "3s", "--no-check", "--out", dir.to_str().unwrap()], &[]);
+    let wall = started.elapsed().as_secs();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("emq-bench: 20") && l.contains("s | ")).collect();
+    assert!(!lines.is_empty(), "no progress line in a 3 s run:\n{err}");
+    // `emq-bench: 2026-12-06T01:02:03Z    0s | ... jobs pending ...`: in the load's first second.
+    let elapsed = lines[0].split_whitespace().nth(2).unwrap();
+    assert!(matches!(elapsed, "0s" | "1s"), "the first line came at {elapsed}:\n{err}");
+    assert!(lines.len() as u64 <= 1 + wall / 10, "then one every 10 s, not more:\n{err}");
+}
