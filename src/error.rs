@@ -49,6 +49,12 @@ pub enum AppError {
 }
 
 impl AppError {
+    /// What to do about this error, when its message alone does not say (a target that wants
+    /// a password, or refuses the one given: the flags and variable it comes from).
+    pub fn hint(&self) -> Option<String> {
+        crate::net::AuthRefusal::in_message(&self.to_string()).map(crate::net::AuthRefusal::hint)
+    }
+
     /// The process exit code for this error: 2 for usage and input errors, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {

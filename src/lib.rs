@@ -10,6 +10,7 @@
 //! - [`side_thread`]: a thread with a runtime of its own, for work beside the run.
 //! - [`server`]: the embedded `valkey-server` (find, start on a free loopback port, stop).
 //! - [`verdict`]: a run's typed end (verdict, findings, the keys' fate).
+//! - [`names`]: names close to a misspelt one (a shipped scenario, a script), for messages.
 //! - [`net`]: endpoint, TLS, connector and stream, the control connection, slots, topology, INFO.
 //! - [`lua`]: the scripts by identity: EchoMQ's and BullMQ's catalog, protocols, outcome codes,
 //!   EchoMQ's built-in sources.
@@ -71,6 +72,7 @@ pub mod keyspace;
 pub mod load;
 pub mod lua;
 pub mod metrics;
+pub mod names;
 pub mod net;
 pub mod output;
 pub mod payload;

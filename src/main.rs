@@ -182,6 +182,9 @@ fn main() -> ExitCode {
         Ok(Outcome::Inconclusive) => ExitCode::from(3),
         Err(err) => {
             eprintln!("emq-bench: {err}");
+            if let Some(hint) = err.hint() {
+                eprintln!("emq-bench: {hint}");
+            }
             ExitCode::from(err.exit_code())
         }
     }

@@ -202,6 +202,13 @@ impl<W: Wire> QueueOps for BullOps<W> {
         self.step(token, args).script()
     }
 
+    /// Every script a failure may run, whatever the share: a job stalled past its limit is
+    /// failed anyway ([`QueueOps::must_fail`]), and the client picks a retry, a delay or a
+    /// final failure per attempt.
+    fn fail_scripts(_fail: crate::scenario::Fraction) -> Vec<Script> {
+        vec![Script::MoveToFinished, Script::RetryJob, Script::MoveToDelayed]
+    }
+
     fn must_fail(token: &BullToken) -> bool {
         token.deferred
     }

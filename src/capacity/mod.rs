@@ -79,7 +79,7 @@ impl ProbeRecord {
         run: &RunMetrics,
         slos: &[Slo],
     ) -> ProbeRecord {
-        let slo_readings: Vec<SloReading> = slos.iter().map(|s| s.read(&summary.scripts, run)).collect();
+        let slo_readings: Vec<SloReading> = slos.iter().map(|s| s.read(run)).collect();
         let steady = summary.steady.as_ref().and_then(|s| s.steady);
         let not_steady = summary.steady.as_ref().map(|s| s.failures()).unwrap_or_default();
         let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();

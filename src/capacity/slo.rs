@@ -12,12 +12,42 @@
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::RunMetrics;
-use crate::report::ScriptSummary;
+use crate::report::percentile_bounds::PercentileBound;
 use crate::stats::ratio::share_interval;
 
-/// The percentiles an objective may name, with their quantiles (the ones every summary carries
-/// with an interval).
-const PERCENTILES: [(&str, f64); 5] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999), ("p99.99", 0.9999)];
+/// `"claimm" is not a script name`, with the close names and every one, by protocol.
+fn not_a_script(name: &str) -> String {
+    use crate::lua::Protocol;
+    let all: Vec<&str> = crate::lua::Script::ALL.iter().map(|s| s.name()).collect();
+    let close = crate::names::close(name, &all);
+    let list = |p: Protocol| p.scripts().iter().map(|s| s.name()).collect::<Vec<_>>().join(", ");
+    let mut out = format!("{name:?} is not a script name");
+    if !close.is_empty() {
+        out.push_str(&format!("; did you mean {}?", close.join(" or ")));
+    }
+    out.push_str(&format!(" (EchoMQ's scripts: {}; BullMQ's: {})", list(Protocol::EchoMqV1), list(Protocol::BullMq)));
+    out
+}
+
+/// The most decimals a percentile may have (`p99.9999`): the merged histogram keeps three
+/// significant digits of each latency, and no probe has the calls to tell a finer quantile.
+const MAX_DECIMALS: usize = 4;
+
+/// The quantile of percentile `name` (`p95` → 0.95, `p99.9` → 0.999): `p` then a number above
+/// 0 and below 100, with at most [`MAX_DECIMALS`] decimals.
+fn quantile_of(name: &str) -> Option<f64> {
+    let number = name.strip_prefix('p')?;
+    let (whole, decimals) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(decimals) || decimals.len() > MAX_DECIMALS {
+        return None;
+    }
+    if number.ends_with('.') {
+        return None;
+    }
+    let percent: f64 = number.parse().ok()?;
+    (percent > 0.0 && percent < 100.0).then_some(percent / 100.0)
+}
 
 /// One latency objective: a script's percentile below a limit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,7 +56,7 @@ pub struct Slo {
     pub text: String,
     /// The script's name.
     pub script: String,
-    /// The percentile's name: `p50`, `p90`, `p99`, `p99.9` or `p99.99`.
+    /// The percentile's name: `p` and a number above 0 and below 100 (`p50`, `p95`, `p99.9`).
     pub percentile: String,
     /// The limit, µs.
     pub limit_us: f64,
@@ -98,16 +128,17 @@ impl SloReading {
 }
 
 impl Slo {
-    /// The percentile's quantile (0.99 for p99).
+    /// The percentile's quantile (0.99 for p99, 0.95 for p95).
     pub fn quantile(&self) -> f64 {
-        PERCENTILES.iter().find(|(name, _)| *name == self.percentile).map_or(0.99, |(_, q)| *q)
+        quantile_of(&self.percentile).unwrap_or(0.99)
     }
 
     /// Parses `<script>.<percentile> <|<= <duration>`, e.g. `claim.p99 < 5ms`.
     ///
     /// # Errors
-    /// A message naming the text and what was expected (an unknown script, a percentile other
-    /// than p50/p90/p99/p99.9/p99.99, an operator other than `<`/`<=`, a limit without a unit).
+    /// A message naming the text and what was expected (an unknown script, with the close
+    /// names and every name; a percentile that is not `p` and a number in (0, 100); an
+    /// operator other than `<`/`<=`; a limit without a unit).
     pub fn parse(text: &str) -> Result<Slo, String> {
         let bad = |what: &str| format!("--slo {text:?}: {what}");
         let (key, rest) = match text.find(['<', '>', '=']) {
@@ -123,12 +154,13 @@ impl Slo {
         };
         let (script, percentile) =
             key.split_once('.').ok_or_else(|| bad("expected `<script>.<percentile>` before the operator"))?;
-        let script = crate::lua::Script::from_name(script)
-            .ok_or_else(|| bad(&format!("{script:?} is not a script name")))?
-            .name()
-            .to_string();
-        if !PERCENTILES.iter().any(|(name, _)| *name == percentile) {
-            return Err(bad(&format!("{percentile:?}: expected one of p50, p90, p99, p99.9, p99.99")));
+        let script =
+            crate::lua::Script::from_name(script).ok_or_else(|| bad(&not_a_script(script)))?.name().to_string();
+        if quantile_of(percentile).is_none() {
+            return Err(bad(&format!(
+                "{percentile:?}: expected a percentile, `p` and a number above 0 and below 100 with at most \
+                 {MAX_DECIMALS} decimals, e.g. p50, p95, p99, p99.9"
+            )));
         }
         let limit = humantime::parse_duration(limit.trim())
             .map_err(|_| bad(&format!("{:?}: expected a duration with a unit, e.g. 5ms or 750us", limit.trim())))?;
@@ -153,15 +185,18 @@ impl Slo {
         }
     }
 
-    /// The reading of this objective on a probe whose scripts are `scripts` and per-second
-    /// series `run`. It **holds** when the share of calls at or over the limit is below the
-    /// allowed share (1 − q) over the whole 95 % interval of that share (seconds as units) and
-    /// the percentile's order-statistic interval lies under the limit; it is **violated** when
-    /// the share's whole interval is at or above the allowed share, or the script had no ok
-    /// call; else **undecided** (too few calls or seconds, or an interval across the line).
-    pub fn read(&self, scripts: &[ScriptSummary], run: &RunMetrics) -> SloReading {
-        let allowed = 1.0 - self.quantile();
-        let Some(s) = scripts.iter().find(|s| s.script == self.script && s.ok > 0) else {
+    /// The reading of this objective on a probe's measurement `run`: the percentile and its
+    /// interval from the script's merged histogram, the share over the limit from its
+    /// per-second series. It **holds** when the share of calls at or over the limit is below
+    /// the allowed share (1 − q) over the whole 95 % interval of that share (seconds as units)
+    /// and the percentile's order-statistic interval lies under the limit; it is **violated**
+    /// when the share's whole interval is at or above the allowed share, or the script had no
+    /// ok call; else **undecided** (too few calls or seconds, or an interval across the line).
+    pub fn read(&self, run: &RunMetrics) -> SloReading {
+        let q = self.quantile();
+        let allowed = 1.0 - q;
+        let totals = crate::lua::Script::from_name(&self.script).and_then(|script| run.script(script));
+        let Some(latency) = totals.filter(|t| t.ok > 0 && !t.latency.is_empty()).map(|t| &t.latency) else {
             return SloReading {
                 slo: self.text.clone(),
                 value_us: None,
@@ -175,15 +210,9 @@ impl Slo {
                 decision: SloDecision::Violated,
             };
         };
-        let l = &s.latency_us;
-        let i = &l.intervals;
-        let (value, bound) = match self.percentile.as_str() {
-            "p50" => (l.p50, &i.p50),
-            "p90" => (l.p90, &i.p90),
-            "p99" => (l.p99, &i.p99),
-            "p99.9" => (l.p999, &i.p999),
-            _ => (l.p9999, &i.p9999),
-        };
+        // The same histogram and rules summary.json's percentiles come from, at any quantile.
+        let value = latency.value_at_quantile(q);
+        let bound = PercentileBound::of(latency, q);
         let (over, calls) = self.over_limit_per_second(run);
         let share = share_interval(&over, &calls, 0.95);
         let rank_holds = bound.hi_us.is_some_and(|hi| self.meets(hi as f64));
@@ -237,6 +266,10 @@ mod tests {
             (s.script.as_str(), s.percentile.as_str(), s.limit_us, s.inclusive),
             ("claim", "p99", 5000.0, false)
         );
+        let s = Slo::parse("claim.p95 < 5ms").unwrap();
+        assert_eq!((s.percentile.as_str(), s.quantile()), ("p95", 0.95));
+        let s = Slo::parse("claim.p99.95 < 5ms").unwrap();
+        assert!((s.quantile() - 0.9995).abs() < 1e-12, "{}", s.quantile());
         let s = Slo::parse(" enqueue.p99.9<=750us ").unwrap();
         assert_eq!((s.percentile.as_str(), s.limit_us, s.inclusive), ("p99.9", 750.0, true));
         assert!(s.meets(750.0) && !s.meets(750.5));
@@ -248,8 +281,13 @@ mod tests {
             ("claim.p99", "expected `<script>.<percentile> < <limit>`"),
             ("claim.p99 > 5ms", "the operator must be < or <="),
             ("clam.p99 < 5ms", "\"clam\" is not a script name"),
-            ("claim.p95 < 5ms", "expected one of p50"),
-            ("claim.max < 5ms", "expected one of p50"),
+            ("claimm.p99 < 5ms", "\"claimm\" is not a script name; did you mean claim? (EchoMQ's scripts: enqueue, "),
+            ("claim.p100 < 5ms", "expected a percentile"),
+            ("claim.p0 < 5ms", "expected a percentile"),
+            ("claim.p99.99999 < 5ms", "at most 4 decimals"),
+            ("claim.p99. < 5ms", "expected a percentile"),
+            ("claim.p-5 < 5ms", "expected a percentile"),
+            ("claim.max < 5ms", "expected a percentile"),
             ("claim.p99 < 5", "expected a duration with a unit"),
             ("claim.p99 < 0ms", "at least 1us"),
             ("claim.p99 < 1ns", "at least 1us"),

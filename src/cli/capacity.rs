@@ -6,8 +6,8 @@ use super::RunArgs;
 /// `--lua-dir`, `--out`, threads, ...) and the search's own.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CapacityArgs {
-    /// A latency objective, `<script>.<p50|p90|p99|p99.9|p99.99> < <limit>` (or `<=`), e.g.
-    /// "claim.p99 < 5ms"; repeatable: every one must hold.
+    /// A latency objective, `<script>.p<N> < <limit>` (or `<=`), N above 0 and below 100 (p50,
+    /// p95, p99, p99.9, ...), e.g. "claim.p99 < 5ms"; repeatable: every one must hold.
     #[arg(env = "EMQ_SLO", long = "slo", value_name = "OBJECTIVE", required = true, value_delimiter = ';')]
     pub slos: Vec<String>,
     /// The whole search's wall-time budget; it stops with what it knows when the next probe

@@ -224,7 +224,7 @@ pub struct RunArgs {
     #[arg(env = "EMQ_TRANSPORT", long, value_enum, default_value_t = Transport::Pipe)]
     pub transport: Transport,
     /// Without a terminal (a pod's log, nohup, CI), the progress is one timestamped line on
-    /// stderr this often (1s..=1h).
+    /// stderr after the load's first second, then one this often (1s..=1h).
     #[arg(env = "EMQ_PROGRESS_EVERY", long, value_parser = parse_progress_every, default_value = "10s")]
     pub progress_every: std::time::Duration,
     /// Run as one shard of a fleet of N processes (1..=1024) on the same target: each takes its

@@ -82,6 +82,19 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         return Err(AppError::Usage(format!("capacity: {why}")));
     }
     let base = RunOptions::resolve(&args.run)?;
+    // An objective on a script the load never calls could only fail after a whole probe: the
+    // plan says which scripts its load calls, so it is refused before anything starts.
+    let called = crate::load::calls::scripts_called(&base.plan);
+    if let Some(slo) = slos.iter().find(|slo| !called.iter().any(|s| s.name() == slo.script)) {
+        return Err(AppError::Usage(format!(
+            "--slo {:?}: {}: the scenario never calls {} (its load calls {}); an objective needs a script the \
+             scenario calls",
+            slo.text,
+            args.run.scenario.display(),
+            slo.script,
+            called.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+        )));
+    }
     if !base.plan.faults.is_empty() {
         return Err(AppError::Usage(format!(
             "{}: capacity: the scenario has [[faults]]; a fault makes a probe unsteady by design, so no rate would \

@@ -1,6 +1,7 @@
 //! The load driver: producers, consumers and maintenance over pipelined connections, paced
 //! open or closed loop, each request timed on its own.
 
+pub mod calls;
 pub mod consumer;
 pub mod context;
 pub mod coordinator;

@@ -10,6 +10,42 @@ use std::path::PathBuf;
 /// one, so it never has to sit on a command line or in a scenario file.
 pub const PASSWORD_ENV: &str = "EMQ_PASSWORD";
 
+/// The two ways a target turns a connection away for its credentials, each with what the user
+/// can do about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthRefusal {
+    /// `NOAUTH`: the target wants a password and none was given.
+    Missing,
+    /// `WRONGPASS` (or AUTH refused at connect): the user name and password do not match.
+    Wrong,
+}
+
+impl AuthRefusal {
+    /// The refusal an error's message reports: the server's reply code as a word of it
+    /// (`NOAUTH`, `WRONGPASS`), or redis-rs' `AuthenticationFailed` for an AUTH refused at
+    /// connect. The code is all the server sends, so the message is where it is found.
+    pub fn in_message(text: &str) -> Option<AuthRefusal> {
+        text.split(|c: char| !c.is_ascii_alphanumeric()).find_map(|word| match word {
+            "NOAUTH" => Some(AuthRefusal::Missing),
+            "WRONGPASS" | "AuthenticationFailed" => Some(AuthRefusal::Wrong),
+            _ => None,
+        })
+    }
+
+    /// What to do, naming the flags and variable a password comes from (never a password).
+    pub fn hint(self) -> String {
+        match self {
+            AuthRefusal::Missing => {
+                format!("the target wants a password: set ${PASSWORD_ENV} (or give --pass; --user too for an ACL user)")
+            }
+            AuthRefusal::Wrong => format!(
+                "the target refused the user and password given: check --user and the password (from --pass, \
+                 else the URL, else ${PASSWORD_ENV})"
+            ),
+        }
+    }
+}
+
 /// A password: kept out of `Debug`, `Display` and every serialisation.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -111,8 +147,19 @@ impl Endpoint {
     ///
     /// Errors: [`NetError::BadUrl`] naming what is wrong (the password masked).
     pub fn resolve(url: &str, flags: &TargetFlags, env: impl Fn(&str) -> Option<String>) -> Result<Endpoint, NetError> {
+        // Without a scheme, `host:port` reads as a relative URL or as the scheme `host:`: the
+        // message then offers the URL with `redis://` put in front, the password masked as the
+        // URL would mask it.
+        let schemeless = !url.contains("://");
         let shown = redact_url(url);
         let bad = |reason: &str| NetError::BadUrl { url: shown.clone(), reason: reason.to_string() };
+        if schemeless {
+            return Err(bad(&if shown.contains(char::is_whitespace) || shown.is_empty() {
+                "no scheme (expected redis://host:port, or rediss://host:port for TLS)".to_string()
+            } else {
+                format!("no scheme: did you mean redis://{shown}? (rediss://{shown} for TLS)")
+            }));
+        }
         let parsed = url::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
         let tls_scheme = match parsed.scheme() {
             "redis" | "valkey" => false,
@@ -167,10 +214,12 @@ impl Endpoint {
 }
 
 /// Replaces the password of `scheme://user:password@host...` with `***` (for a URL that did
-/// not parse, which cannot become a [`Endpoint`]).
+/// not parse, which cannot become a [`Endpoint`]); also of `user:password@host...` given
+/// without its scheme.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+        let masked = redact_url(&format!("redis://{url}"));
+        return masked.strip_prefix("redis://").map_or(masked.clone(), str::to_owned);
     };
     // The userinfo ends at the last `@` (a password may hold `/`, `?`, `#` or `@`; a host, port
     // or db number holds none of them).
@@ -244,12 +293,25 @@ mod tests {
             ("http://h", "scheme http"),
             ("redis://:secret@h/x", "database number"),
             ("redis://:secret@h/-1", "database number"),
-            ("not a url", "relative URL"),
+            ("not a url", "no scheme"),
+            ("127.0.0.1:7601", "did you mean redis://127.0.0.1:7601? (rediss://127.0.0.1:7601 for TLS)"),
+            ("localhost:7601", "did you mean redis://localhost:7601?"),
+            ("u:secret@h:1", "did you mean redis://u:***@h:1?"),
         ] {
             let err = Endpoint::resolve(url, &TargetFlags::default(), no_env).unwrap_err().to_string();
             assert!(err.contains(why), "{url}: {err}");
             assert!(!err.contains("secret"), "{err}");
         }
+    }
+
+    #[test]
+    fn auth_refusals_are_read_from_the_message() {
+        let missing = "cannot prepare the target: server error: built-in/enqueue.lua: NOAUTH Authentication required.";
+        assert_eq!(AuthRefusal::in_message(missing), Some(AuthRefusal::Missing));
+        let wrong = "target: server error: redis://:***@h:1/0: Password authentication failed - AuthenticationFailed";
+        assert_eq!(AuthRefusal::in_message(wrong), Some(AuthRefusal::Wrong));
+        assert_eq!(AuthRefusal::in_message("WRONGPASS invalid username-password pair"), Some(AuthRefusal::Wrong));
+        assert_eq!(AuthRefusal::in_message("NOAUTHX NOPERM"), None);
     }
 
     #[test]
@@ -260,5 +322,7 @@ mod tests {
         assert_eq!(redact_url("redis://user@h"), "redis://user@h");
         assert_eq!(redact_url("redis://u:pa/ss@h:1/0"), "redis://u:***@h:1/0", "a / in the password");
         assert_eq!(redact_url("redis://u:p@ss@h"), "redis://u:***@h", "an @ in the password");
+        assert_eq!(redact_url("u:pw@h:1"), "u:***@h:1", "no scheme");
+        assert_eq!(redact_url("h:1"), "h:1");
     }
 }

@@ -27,7 +27,7 @@ pub mod topology;
 
 pub use connector::{Connector, Stream};
 pub use control::Control;
-pub use endpoint::{redact_url, Endpoint, Secret, TargetFlags, PASSWORD_ENV};
+pub use endpoint::{redact_url, AuthRefusal, Endpoint, Secret, TargetFlags, PASSWORD_ENV};
 pub use info::{info, parse_info, CommandStat, InfoSnapshot};
 pub use options::{ConnectOptions, Durability, Transport};
 pub use tls::{TlsInfo, TlsSettings};

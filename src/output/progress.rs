@@ -29,10 +29,11 @@ pub enum Progress {
 }
 
 impl Progress {
-    /// The progress for stderr as it is: a line in place on a terminal, else a line every
-    /// `every`; nothing when `quiet`.
+    /// The progress for stderr as it is: a line in place on a terminal, else a line at the
+    /// first update (the load's first second: a log shows at once that the load started, and
+    /// how it goes) and then every `every`; nothing when `quiet`.
     pub fn new(quiet: bool, every: Duration) -> Progress {
-        Progress::first_after(quiet, every, every)
+        Progress::first_after(quiet, every, Duration::ZERO)
     }
 
     /// As [`Progress::new`], with a log's first line due after `first` instead of `every`.

@@ -43,6 +43,15 @@ pub trait QueueOps: Clone + 'static {
     /// The script a failure of the attempt held with `token` runs with `args` (BullMQ's client
     /// decides between retry, delay and a final failure before it calls).
     fn fail_script(&self, token: &Self::Token, args: &FailArgs<'_>) -> Script;
+    /// The scripts a failed attempt may run when consumers fail `fail` of their attempts:
+    /// the fail verb's, or none when the scenario fails none.
+    fn fail_scripts(fail: crate::scenario::Fraction) -> Vec<Script> {
+        if fail.get() > 0.0 {
+            vec![Self::script(Verb::Fail)]
+        } else {
+            Vec::new()
+        }
+    }
     /// True when a claim with `token` must be failed at once, unprocessed (BullMQ: the
     /// stalled check deferred the failure of a job stalled past its limit, `defa`).
     fn must_fail(_token: &Self::Token) -> bool {

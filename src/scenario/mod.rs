@@ -126,14 +126,34 @@ pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
     if let Some(text) = name.and_then(shipped::shipped) {
         return Ok(text.to_owned());
     }
-    let source = match name {
-        Some(_) => std::io::Error::new(
-            err.kind(),
-            format!("{err} (nor is it a shipped scenario: {})", shipped::names().join(", ")),
-        ),
-        None => err,
+    let source = match (name, err.kind()) {
+        (Some(_), _) | (None, std::io::ErrorKind::NotFound) => {
+            std::io::Error::new(err.kind(), format!("{err} ({})", shipped_near(path, name.is_some())))
+        }
+        (None, _) => err,
     };
     Err(ScenarioError::Read { path: path.to_owned(), source })
+}
+
+/// What a missing scenario `path` may have meant: the shipped scenarios whose names are close
+/// to its file's (all of them when none is). `bare`: the path is a bare name, itself tried as
+/// a shipped one (then all are listed, and the close ones offered).
+fn shipped_near(path: &Path, bare: bool) -> String {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let all = shipped::names();
+    let close = crate::names::close(stem, &all);
+    match (bare, close.is_empty()) {
+        (true, true) => format!("nor is it a shipped scenario: {}", all.join(", ")),
+        (true, false) => {
+            format!("nor is it a shipped scenario: {}; did you mean {}?", all.join(", "), close.join(" or "))
+        }
+        (false, true) => format!("shipped scenarios run by their name: {}", all.join(", ")),
+        (false, false) => format!(
+            "did you mean the shipped {}? shipped scenarios run by their name: `emq-bench run {}`",
+            close.join(" or "),
+            close[0]
+        ),
+    }
 }
 
 /// Parses and resolves scenario `text`; `path` is used only in messages and
