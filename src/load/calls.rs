@@ -45,9 +45,10 @@ fn called<Q: QueueOps>(plan: &Plan) -> Vec<Script> {
             out.push(Q::script(Verb::Progress));
         }
     }
-    out.extend(Q::CHORES.iter().map(|chore| match chore {
+    out.extend(Q::CHORES.iter().filter(|chore| chore.every(&plan.maintenance).is_some()).map(|chore| match chore {
         Chore::Reap => Q::script(Verb::Reap),
         Chore::Promote => Q::script(Verb::Promote),
+        Chore::Clean => Q::script(Verb::Clean),
     }));
     out
 }
@@ -70,6 +71,8 @@ mod tests {
             names(&busy),
             ["enqueue", "enqueue_delayed", "claim", "complete", "fail", "extend", "progress", "reap", "promote"]
         );
+        let retained = format!("{base}[maintenance]\nclean = \"1s\"\n");
+        assert_eq!(names(&retained), ["enqueue", "claim", "complete", "reap", "promote", "clean"]);
         let bull = format!("{base}protocol = \"bullmq\"\n");
         assert_eq!(
             names(&bull),

@@ -23,6 +23,7 @@
 
 pub mod fleet;
 pub mod gates;
+pub mod growth;
 pub mod hlog;
 pub mod intervals_csv;
 mod json;

@@ -172,6 +172,11 @@ pub struct RunSummary {
     /// second, and the backlog's start, end and slope (absent in older folders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<super::steady::SystemRates>,
+    /// The soak's growth over the load: server memory, harness RSS and results folder, each a
+    /// Theil–Sen slope (MB/h) and what a 24-hour run would reach (absent for a load shorter
+    /// than 40 s, and in older folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub growth: Option<super::growth::Growth>,
     /// Whether the run reached a steady state: the rate held, no growing backlog, no trend in
     /// throughput or p99, each check with its statistic (absent in older folders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -328,6 +333,7 @@ mod tests {
         };
         let verdict = Verdict::of(vec![Finding::new(FindingKind::FaultNotApplied, "fault pause not applied")]);
         RunSummary {
+            growth: None,
             running: false,
             schema_version: SCHEMA_VERSION,
             tool: "emq-bench 0.1.0".into(),

@@ -273,6 +273,8 @@ pub(super) fn merge_shards(
     let fleet = fleet(shards, group, count);
     let shared = first.shard.as_ref().is_some_and(|r| r.queues == crate::scenario::QueueMode::Shared.name());
     RunSummary {
+        // Each shard's growth is its own process's: a fleet has no one harness to measure.
+        growth: None,
         running: false,
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),

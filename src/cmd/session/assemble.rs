@@ -37,6 +37,8 @@ pub(super) struct Observed<'a> {
     pub(super) queue_time: Option<&'a hdrhistogram::Histogram<u64>>,
     /// The history's encoded size, bytes (what history.bin holds of it).
     pub(super) history_bytes: u64,
+    /// The soak's growth over the load (server memory, harness RSS, results folder).
+    pub(super) growth: Option<crate::report::growth::Growth>,
 }
 
 /// summary.json of a finished run, assembled once: the drive's figures, what the end observed,
@@ -49,7 +51,8 @@ pub(super) fn summarize(
     observed: Observed,
     keys: KeysFate,
 ) -> RunSummary {
-    let Observed { target, before, after, jobs, server, checked, shard, depths, queue_time, history_bytes } = observed;
+    let Observed { target, before, after, jobs, server, checked, shard, depths, queue_time, history_bytes, growth } =
+        observed;
     let metrics = &driven.metrics;
     let mut scenario = plan.scenario.clone();
     scenario.target = scenario.target.redacted();
@@ -87,6 +90,7 @@ pub(super) fn summarize(
     let steady = Some(steady::judge(&series, producers.as_ref(), shaped));
     let system = Some(series.system_rates());
     RunSummary {
+        growth,
         running: false,
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),

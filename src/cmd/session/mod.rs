@@ -33,6 +33,7 @@ use crate::net::{ConnectOptions, Connector, Endpoint, Topology};
 use crate::output::Progress;
 use crate::plane::{self, Plane, PlaneError, RunLock};
 use crate::probe::Probe;
+use crate::report::growth::{folder_bytes, own_rss, GrowthSample, GrowthSampler};
 use crate::report::live::LiveFolder;
 use crate::report::run_summary::{all_jobs, RunSummary, TargetInfo};
 use crate::report::{write_all, DepthSample, RunResults};
@@ -394,6 +395,10 @@ impl Session {
         }
         let mut last_tick: Option<Tick> = None;
         let mut depth_log: Vec<DepthSample> = Vec::new();
+        // The soak's growth: the server's memory (the probe's latest round), the harness's and
+        // the results folder's, sampled every few seconds from the loop's once-a-second call.
+        let mut growth = GrowthSampler::default();
+        let server_rows = probe.latest();
         let drive_options = DriveOptions {
             registry: registry.clone(),
             threads: opts.threads,
@@ -417,6 +422,18 @@ impl Session {
         };
         let mut driven =
             drive(plan.clone(), drive_options, self.plane.clone(), queues.clone(), stop.clone(), |live, depths| {
+                let t_s = live.elapsed.as_secs_f64();
+                growth.offer(t_s, || GrowthSample {
+                    t_s,
+                    server_memory: {
+                        let rows = server_rows.borrow();
+                        let up: Vec<u64> =
+                            rows.iter().filter_map(|r| Some(r.figures.as_ref()?.level.used_memory)).collect();
+                        (!up.is_empty()).then(|| up.iter().sum())
+                    },
+                    client_rss: own_rss(),
+                    results: folder_bytes(dir),
+                });
                 if let Some(depths) = depths {
                     depth_log.push(DepthSample { t_s: crate::probe::epoch_secs(SystemTime::now()), depths });
                     let _ = live_depths.send(DepthSample { t_s: live.elapsed.as_secs_f64(), depths });
@@ -591,6 +608,7 @@ impl Session {
             depths: &depth_log,
             queue_time: queue_time.as_ref(),
             history_bytes,
+            growth: growth.growth(driven.metrics.warmup_intervals as f64, driven.load_secs),
         };
         let mut summary = assemble::summarize(&plan, &opts, &driven, observed, keys);
         let rules = judge::Rules::of(&plan, keep);
