@@ -136,10 +136,10 @@ enum Rows<'a> {
 /// the checks of the end check that need no server state (I1 an enqueue answered "exists",
 /// I4 a claim that returned changed bytes, I5 a token handed out twice, I6 every fenced call
 /// and terminal outcome, I8 a repeated id accepted, and a retirement's own rules), as the live
-/// check runs them on a job once its history is closed. `header` is the run's.
-pub fn history_findings(events: &[Event], header: &crate::history::HistoryHeader) -> Vec<Violation> {
-    let history = History { header: header.clone(), events: Vec::new(), encoded_bytes: 0 };
-    check_job(events, Rows::NotRead, &history, true, None)
+/// check runs them on a job once its history is closed.
+/// `run` is the run's history without events (its header is what counts).
+pub fn history_findings(events: &[Event], run: &History) -> Vec<Violation> {
+    check_job(events, Rows::NotRead, run, true, None)
 }
 
 /// Checks one job's events (sorted by send time) against its row.
@@ -210,20 +210,25 @@ fn check_job(
     }
     // Retention (`clean`): a job removed on purpose has no row, and must have finished first.
     let retires: Vec<&Event> = of(Kind::Retire).filter(|e| e.outcome == Outcome::Ok).collect();
+    let removable = removable_from(events, history, unknown_claims);
     if !retires.is_empty() {
         let row = found.map(|f| f.row);
-        check_retired(events, &retires, row, history.header.max_attempts, &mut push);
+        check_retired(events, &retires, row, history.header.max_attempts, unknown_claims, &mut push);
     }
     if found.is_none() && retires.is_empty() && rows_read {
-        if created && !maybe_cleaned(events, history) {
-            push(
-                creation.map(|e| e.done_us),
-                Invariant::I7,
-                "the accepted job to end in one location".into(),
-                "no row on the server: the job was lost".into(),
-            );
+        // Removed by a `clean` whose reply was lost, perhaps: not lost, and still held to what
+        // its history shows below. Otherwise lost, or never created.
+        if !created || removable.is_none() {
+            if created {
+                push(
+                    creation.map(|e| e.done_us),
+                    Invariant::I7,
+                    "the accepted job to end in one location".into(),
+                    "no row on the server: the job was lost".into(),
+                );
+            }
+            return out;
         }
-        return out;
     }
     if let Some(found) = found {
         check_row(events, found, history, unknown_claims, now_ms, &mut push);
@@ -233,23 +238,46 @@ fn check_job(
     tokens.sort_unstable();
     check_tokens(events, &tokens, unknown_claims, &mut push);
     let row = found.map(|f| f.row);
-    check_fencing(events, &tokens, row, drained, history.header.max_attempts, history.header.protocol, &mut push);
+    let header = &history.header;
+    let fencing = Fencing { drained, max_attempts: header.max_attempts, protocol: header.protocol, removable };
+    check_fencing(events, &tokens, row, &fencing, &mut push);
     out
 }
 
-/// True when a `clean` call whose outcome is unknown may have removed this job: one on its
-/// queue (either set) sent after the job's terminal call was sent.
-fn maybe_cleaned(events: &[Event], history: &History) -> bool {
-    let Some(queue) = events.iter().find(|e| e.kind == Kind::Enqueue).map(|e| u32::from(e.queue)) else {
-        return false;
-    };
-    let finished = events
+/// The earliest time (µs since the run start) `clean` may have removed this job: the send of
+/// an accepted retirement of it, or of a `clean` call whose outcome is unknown, on its queue and
+/// the set of a way it may have finished, that ran at least the run's retention after that
+/// finish could have happened (`clean` removes only members finished `retain` before it runs).
+/// `None`: nothing may have removed it.
+fn removable_from(events: &[Event], history: &History, unknown_claims: bool) -> Option<u64> {
+    let retired = events.iter().filter(|e| e.kind == Kind::Retire && e.outcome == Outcome::Ok).map(|e| e.sent_us).min();
+    let queue = events.iter().find(|e| e.kind == Kind::Enqueue).map(|e| u32::from(e.queue))?;
+    let retain_us = history.header.retain_ms.unwrap_or(0).saturating_mul(1000);
+    // Each way it may have finished: the set it ended in, and the earliest time it could have.
+    let mut finishes: Vec<(u32, u64)> = events
         .iter()
-        .filter(|e| matches!(e.kind, Kind::Complete | Kind::Fail) && e.outcome != Outcome::Refused(ErrorCode::NoJob))
-        .map(|e| e.sent_us)
+        .filter_map(|e| match (e.kind, e.outcome) {
+            (Kind::Complete, Outcome::Ok | Outcome::Alt | Outcome::Unknown) => Some((0, e.sent_us)),
+            (Kind::Fail, Outcome::Alt | Outcome::Unknown) => Some((1, e.sent_us)),
+            _ => None,
+        })
+        .collect();
+    // `reap` fails a job whose last attempt's lease expired, with no call of ours.
+    let max_attempts = history.header.max_attempts;
+    let claims: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Claim && e.outcome.accepted()).collect();
+    if max_attempts > 0 && (unknown_claims || claims.len() >= max_attempts as usize) {
+        finishes.push((1, claims.last().map_or(0, |c| c.sent_us)));
+    }
+    let unknown = history
+        .unknown_calls()
+        .filter(|c| c.kind == Kind::Retire && c.token >> 1 == queue)
+        .filter(|c| finishes.iter().any(|&(set, at)| c.token & 1 == set && at + retain_us <= c.done_us))
+        .map(|c| c.sent_us)
         .min();
-    let Some(finished) = finished else { return false };
-    history.unknown_calls().any(|c| c.kind == Kind::Retire && c.token >> 1 == queue && c.sent_us > finished)
+    match (retired, unknown) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Retention: `clean` removes a row once, from the set of the state the job ended in, and the
@@ -259,6 +287,7 @@ fn check_retired(
     retires: &[&Event],
     row: Option<&Row>,
     max_attempts: u32,
+    unknown_claims: bool,
     push: &mut impl FnMut(Option<u64>, Invariant, String, String),
 ) {
     let first = retires[0];
@@ -297,8 +326,25 @@ fn check_retired(
         could(Kind::Complete, Outcome::Ok)
     } else {
         // `reap` fails a lease that expired on the last attempt without a call of ours.
-        could(Kind::Fail, Outcome::Alt) || (max_attempts > 0 && claims >= max_attempts as usize)
+        could(Kind::Fail, Outcome::Alt) || (max_attempts > 0 && (unknown_claims || claims >= max_attempts as usize))
     };
+    // The set it was removed from is the state it ended in: it contradicts an accepted
+    // terminal call of the other kind, as a row's state would.
+    let accepted = |kind: Kind, outcome: Outcome| events.iter().find(|e| e.kind == kind && e.outcome == outcome);
+    let contradicted = if first.token == 0 {
+        accepted(Kind::Fail, Outcome::Alt).map(|e| (e, "a failed job to stay failed", "completed after a final fail"))
+    } else {
+        accepted(Kind::Complete, Outcome::Ok)
+            .map(|e| (e, "a completed job to stay completed", "failed after an accepted complete"))
+    };
+    if let Some((evidence, want, got)) = contradicted {
+        push(
+            Some(evidence.done_us),
+            Invariant::I6,
+            want.into(),
+            format!("clean removed it from {} at {}: it ended {got}", set(first), seconds(first.done_us)),
+        );
+    }
     if !explained {
         let (want, what) = if first.token == 0 {
             ("an accepted complete", "completed")
@@ -480,6 +526,20 @@ fn handed_again<'a>(events: &'a [Event], e: &Event) -> Option<(&'a Event, &'a Ev
     Some((own, other))
 }
 
+/// What [`check_fencing`] needs of the run and of the job beside its events.
+#[derive(Clone, Copy)]
+struct Fencing {
+    /// The run drained (an end state must then be explained by an accepted terminal call).
+    drained: bool,
+    /// The run's `max_attempts` (0: unknown).
+    max_attempts: u32,
+    /// The protocol (which calls are fenced).
+    protocol: Protocol,
+    /// When `clean` may have removed the job ([`removable_from`]): a stale call refused
+    /// `EMQNOJOB` after that is a refusal, not a finding.
+    removable: Option<u64>,
+}
+
 /// I6: every accepted fenced call carried the then-current token, at most one terminal outcome;
 /// the end state of the job's `row` (none once `clean` removed it) is explained by an accepted
 /// terminal call.
@@ -487,11 +547,10 @@ fn check_fencing(
     events: &[Event],
     tokens: &[u32],
     row: Option<&Row>,
-    drained: bool,
-    max_attempts: u32,
-    protocol: Protocol,
+    run: &Fencing,
     push: &mut impl FnMut(Option<u64>, Invariant, String, String),
 ) {
+    let Fencing { drained, max_attempts, protocol, removable } = *run;
     // BullMQ's updateProgress takes no lock token (docs/bullmq-mapping.md): a stale worker's
     // progress is accepted by design, so only its other calls are fenced.
     let fenced = |kind: Kind| match kind {
@@ -526,8 +585,7 @@ fn check_fencing(
         if let Outcome::Refused(code) = e.outcome {
             // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE, or EMQNOJOB
             // once `clean` may have removed the job before the call ran.
-            let retired =
-                code == ErrorCode::NoJob && events.iter().any(|r| r.kind == Kind::Retire && r.sent_us < e.done_us);
+            let retired = code == ErrorCode::NoJob && removable.is_some_and(|at| at < e.done_us);
             if (next_handed.is_some() || again.is_some()) && !code.is_stale() && !retired {
                 push(
                     None,
@@ -679,5 +737,82 @@ fn check_fencing(
             "state completed after a final fail".into(),
         ),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{HistoryHeader, UNKNOWN_JOB};
+
+    fn event(job: u32, kind: Kind, outcome: Outcome, token: u32, sent_us: u64) -> Event {
+        Event {
+            job,
+            kind,
+            outcome,
+            token,
+            queue: 0,
+            id_ms: if kind == Kind::Enqueue { 1_700_000_000_000 } else { 0 },
+            sent_us,
+            done_us: sent_us + 10,
+            worker: (!matches!(kind, Kind::Enqueue | Kind::Retire)).then_some(1),
+            shard: None,
+        }
+    }
+
+    /// Job 0 enqueued, claimed and completed at 1 s (acknowledged), then its row is gone.
+    fn finished_then_gone(retain_ms: u64, unknown_clean_at_us: Option<(u32, u64)>) -> Vec<Violation> {
+        let mut events = vec![
+            event(0, Kind::Enqueue, Outcome::Ok, 7, 0),
+            event(0, Kind::Claim, Outcome::Ok, 1, 500_000),
+            event(0, Kind::Complete, Outcome::Ok, 1, 1_000_000),
+        ];
+        if let Some((set, at)) = unknown_clean_at_us {
+            events.push(event(UNKNOWN_JOB, Kind::Retire, Outcome::Unknown, set, at));
+        }
+        let header = HistoryHeader { retain_ms: Some(retain_ms), ..HistoryHeader::for_tests(1) };
+        let history = History { header, events, encoded_bytes: 0 };
+        let state = ServerState { queues: vec![QueueState { queue: "q".into(), ..Default::default() }], now_ms: None };
+        check_history(&HistoryParts::from(history), &state).unwrap()
+    }
+
+    /// A lost job is excused only by a `clean` of unknown outcome that could have removed it:
+    /// on its queue and set, run at least `retain` after it finished.
+    #[test]
+    fn an_unknown_clean_excuses_only_the_jobs_it_could_have_removed() {
+        let lost = |v: &[Violation]| v.iter().any(|v| v.invariant == Invariant::I7 && v.found.contains("lost"));
+        assert!(lost(&finished_then_gone(5_000, None)), "no clean: lost");
+        assert!(!lost(&finished_then_gone(5_000, Some((0, 7_000_000)))), "a clean 6 s later may have removed it");
+        assert!(lost(&finished_then_gone(5_000, Some((0, 2_000_000)))), "a clean 1 s later could not (retain 5 s)");
+        assert!(lost(&finished_then_gone(5_000, Some((1, 7_000_000)))), "a clean of the failed set could not");
+        assert!(lost(&finished_then_gone(5_000, Some((1 << 1, 7_000_000)))), "a clean of another queue could not");
+    }
+
+    /// A retired job is still held to its history: removed from `completed` after a final
+    /// `fail` is I6, as a row in `completed` would be; a second accepted terminal is I6 too.
+    #[test]
+    fn a_retired_job_is_held_to_its_history() {
+        let events = [
+            event(0, Kind::Enqueue, Outcome::Ok, 7, 0),
+            event(0, Kind::Claim, Outcome::Ok, 1, 100),
+            event(0, Kind::Fail, Outcome::Alt, 1, 200),
+            event(0, Kind::Complete, Outcome::Unknown, 1, 300),
+            event(0, Kind::Retire, Outcome::Ok, 0, 400),
+        ];
+        let run = History { header: HistoryHeader::for_tests(1), events: Vec::new(), encoded_bytes: 0 };
+        let found = history_findings(&events, &run);
+        assert!(
+            found.iter().any(|v| v.invariant == Invariant::I6 && v.found.contains("completed after a final fail")),
+            "{found:#?}"
+        );
+        let twice = [
+            event(0, Kind::Enqueue, Outcome::Ok, 7, 0),
+            event(0, Kind::Claim, Outcome::Ok, 1, 100),
+            event(0, Kind::Complete, Outcome::Ok, 1, 200),
+            event(0, Kind::Complete, Outcome::Ok, 1, 300),
+            event(0, Kind::Retire, Outcome::Ok, 0, 400),
+        ];
+        let found = history_findings(&twice, &run);
+        assert!(found.iter().any(|v| v.found.starts_with("2 accepted")), "{found:#?}");
     }
 }

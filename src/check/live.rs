@@ -21,7 +21,7 @@ use super::report::{InvariantsReport, INVARIANTS_FILE};
 use super::violation::{Invariant, Violation};
 use crate::history::buffer::decode_version;
 use crate::history::spool::ChunkTap;
-use crate::history::{Event, HistoryHeader, Kind, Outcome, UNKNOWN_JOB};
+use crate::history::{Event, History, HistoryHeader, Kind, Outcome, UNKNOWN_JOB};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,9 +33,18 @@ use std::time::{Duration, Instant};
 /// chunks at least once a second, so by then every event recorded before the close has come.
 pub const SETTLE: Duration = Duration::from_secs(5);
 
-/// How long a job with no enqueue seen is kept without a new event: the late calls of a job
-/// already checked and forgotten (the end check judges them).
+/// How long a job that cannot close is kept without a new event: the late calls of a job
+/// already checked and forgotten, an enqueue refused (the end check judges them).
 const IDLE: Duration = Duration::from_secs(60);
+
+/// How long any job is kept without a new event: one that never closes (a job `reap` failed
+/// for good, with no call of ours; one stuck) is the end check's.
+const IDLE_OPEN: Duration = Duration::from_secs(600);
+
+/// After a chunk was skipped, how long jobs first seen are not checked: their events may have
+/// been in it (a thread's chunk holds up to a second of its events; the others' come within
+/// a second or two).
+const BLIND: Duration = Duration::from_secs(3);
 
 /// Chunks waiting for the live check: at 1 MiB each, what it may lag by before it skips some.
 const CHUNKS_QUEUED: usize = 64;
@@ -175,25 +184,40 @@ struct OpenJob {
     events: Vec<Event>,
     /// Its history closed: it is queued for its check.
     closing: bool,
+    /// Some of its events may be in a skipped chunk: it is not checked.
+    partial: bool,
     /// When its last event came.
     last: Instant,
 }
 
 /// The live check's state, owned by its thread.
 pub struct LiveCheck {
-    header: HistoryHeader,
-    /// True when the run retires finished jobs (`clean`): a job's history closes at its
-    /// retirement, else at its terminal outcome.
-    retention: bool,
+    /// The run's header, no events: what the checks read of the run.
+    run: History,
     jobs: HashMap<u32, OpenJob>,
     closing: VecDeque<(Instant, u32)>,
     last_sweep: Instant,
+    /// Jobs first seen before this are not checked (a chunk was skipped).
+    blind_until: Option<Instant>,
 }
 
 impl LiveCheck {
     /// A check of the run whose history has `header` (what its writer starts the file with).
-    pub fn new(header: HistoryHeader, retention: bool) -> LiveCheck {
-        LiveCheck { header, retention, jobs: HashMap::new(), closing: VecDeque::new(), last_sweep: Instant::now() }
+    pub fn new(header: HistoryHeader) -> LiveCheck {
+        LiveCheck {
+            run: History { header, events: Vec::new(), encoded_bytes: 0 },
+            jobs: HashMap::new(),
+            closing: VecDeque::new(),
+            last_sweep: Instant::now(),
+            blind_until: None,
+        }
+    }
+
+    /// A chunk was skipped at `now`: no job open now, nor any first seen within [`BLIND`], is
+    /// checked (any may miss events, and a check of part of a history can accuse a correct run).
+    pub fn skipped(&mut self, now: Instant) {
+        self.jobs.values_mut().for_each(|job| job.partial = true);
+        self.blind_until = Some(now + BLIND);
     }
 
     /// Starts the check's thread: it reads the chunks the history writer hands to the returned
@@ -206,9 +230,10 @@ impl LiveCheck {
         let thread = std::thread::Builder::new().name("live-check".into()).spawn(move || {
             let mut written = Instant::now();
             let mut dirty = false;
+            let mut seen_skipped = 0;
             loop {
                 match rx.recv_timeout(Duration::from_millis(250)) {
-                    Ok(chunk) => match decode_version(&chunk, self.header.event_version) {
+                    Ok(chunk) => match decode_version(&chunk, self.run.header.event_version) {
                         Ok(events) => self.feed(events, Instant::now()),
                         Err(_) => {
                             findings.skipped.fetch_add(1, Ordering::Relaxed);
@@ -218,6 +243,12 @@ impl LiveCheck {
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 }
                 let now = Instant::now();
+                // The writer counts what it could not hand over; a chunk lost either way blinds.
+                let skipped = findings.skipped();
+                if skipped > seen_skipped {
+                    seen_skipped = skipped;
+                    self.skipped(now);
+                }
                 let (violations, jobs) = self.due(now);
                 findings.checked.fetch_add(jobs, Ordering::Relaxed);
                 dirty |= !violations.is_empty();
@@ -236,16 +267,21 @@ impl LiveCheck {
 
     /// Takes in one chunk's events, which came at `now`.
     pub fn feed(&mut self, events: Vec<Event>, now: Instant) {
+        let blind = self.blind_until.is_some_and(|until| now < until);
         for e in events.into_iter().filter(|e| e.job != UNKNOWN_JOB) {
-            let job =
-                self.jobs.entry(e.job).or_insert_with(|| OpenJob { events: Vec::new(), closing: false, last: now });
+            // A retirement names a job checked and forgotten, unless it came within the settle.
+            if e.kind == Kind::Retire && !self.jobs.contains_key(&e.job) {
+                continue;
+            }
+            let job = self.jobs.entry(e.job).or_insert_with(|| OpenJob {
+                events: Vec::new(),
+                closing: false,
+                partial: blind,
+                last: now,
+            });
             job.last = now;
-            let closes = if self.retention {
-                e.kind == Kind::Retire && e.outcome == Outcome::Ok
-            } else {
-                (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
-                    || (e.kind == Kind::Fail && e.outcome == Outcome::Alt)
-            };
+            let closes = (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
+                || (e.kind == Kind::Fail && e.outcome == Outcome::Alt);
             if closes && !job.closing {
                 job.closing = true;
                 self.closing.push_back((now + SETTLE, e.job));
@@ -256,7 +292,9 @@ impl LiveCheck {
 
     /// Checks and forgets every job whose history closed [`SETTLE`] before `now`; returns the
     /// violations found and the jobs checked. Jobs of which no enqueue was seen (late calls of
-    /// a job already forgotten) are not checked, and are dropped once idle for [`IDLE`].
+    /// a job already forgotten) and jobs that may miss events (a chunk skipped) are not
+    /// checked. Jobs that cannot close are dropped once idle for [`IDLE`], any job once idle for
+    /// [`IDLE_OPEN`].
     pub fn due(&mut self, now: Instant) -> (Vec<Violation>, u64) {
         let mut found = Vec::new();
         let mut checked = 0;
@@ -266,18 +304,19 @@ impl LiveCheck {
             }
             self.closing.pop_front();
             let Some(mut job) = self.jobs.remove(&number) else { continue };
-            if !job.events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup)) {
+            let enqueued = job.events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup));
+            if !enqueued || job.partial {
                 continue;
             }
             job.events.sort_unstable_by_key(|e| (e.sent_us, e.done_us));
-            found.extend(history_findings(&job.events, &self.header));
+            found.extend(history_findings(&job.events, &self.run));
             checked += 1;
         }
         if now.duration_since(self.last_sweep) >= IDLE {
             self.jobs.retain(|_, job| {
-                job.closing
-                    || now.duration_since(job.last) < IDLE
-                    || job.events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup))
+                let idle = now.duration_since(job.last);
+                let accepted = job.events.iter().any(|e| e.kind == Kind::Enqueue && e.outcome.accepted());
+                job.closing || idle < IDLE || (accepted && idle < IDLE_OPEN)
             });
             self.last_sweep = now;
         }
@@ -314,7 +353,7 @@ mod tests {
     /// the settle passed, then forgotten; a clean job beside it is checked and forgotten too.
     #[test]
     fn a_stale_complete_is_found_after_the_settle_and_the_job_forgotten() {
-        let mut live = LiveCheck::new(HistoryHeader::for_tests(2), false);
+        let mut live = LiveCheck::new(HistoryHeader::for_tests(2));
         let t0 = Instant::now();
         live.feed(
             vec![
@@ -339,12 +378,13 @@ mod tests {
         assert_eq!(live.open_jobs(), 0);
     }
 
-    /// With retention a job's history closes at its retirement, not at its complete: a stale
-    /// call refused with EMQNOJOB after the retirement is no finding.
+    /// A retirement that comes within the settle is checked with the job (a stale call refused
+    /// EMQNOJOB after it is no finding, a second stale call is); one after the check is dropped.
     #[test]
-    fn with_retention_a_job_closes_at_its_retirement() {
-        let mut live = LiveCheck::new(HistoryHeader::for_tests(1), true);
+    fn a_retirement_within_the_settle_is_checked_with_its_job() {
+        let mut live = LiveCheck::new(HistoryHeader::for_tests(2));
         let t0 = Instant::now();
+        let nojob = Outcome::Refused(crate::lua::ErrorCode::NoJob);
         live.feed(
             vec![
                 event(0, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
@@ -353,15 +393,53 @@ mod tests {
             ],
             t0,
         );
-        assert_eq!(live.due(t0 + SETTLE * 2), (Vec::new(), 0), "open until retired");
         live.feed(
             vec![
+                event(0, Kind::Claim, Outcome::Ok, 2, 150, 2),
                 event(0, Kind::Retire, Outcome::Ok, 0, 300, 0),
-                event(0, Kind::Complete, Outcome::Refused(crate::lua::ErrorCode::NoJob), 1, 400, 2),
+                event(0, Kind::Complete, nojob, 1, 400, 3),
             ],
-            t0 + SETTLE * 2,
+            t0 + Duration::from_secs(1),
         );
-        assert_eq!(live.due(t0 + SETTLE * 3), (Vec::new(), 1));
+        let (found, checked) = live.due(t0 + SETTLE);
+        assert_eq!(checked, 1);
+        // The token-1 complete after token 2 was handed out: found; the refusal is not.
+        assert!(found.iter().all(|v| !v.found.contains("EMQNOJOB")), "{found:#?}");
+        assert!(found.iter().any(|v| v.found.contains("after token 2 was handed out")), "{found:#?}");
+        live.feed(vec![event(0, Kind::Retire, Outcome::Ok, 0, 300, 0)], t0 + SETTLE);
+        assert_eq!(live.open_jobs(), 0, "a late retirement is dropped");
+    }
+
+    /// After a skipped chunk the jobs open then, and those first seen within BLIND, are not
+    /// checked: a history cut by the skip must not accuse a correct run.
+    #[test]
+    fn a_skipped_chunk_leaves_its_jobs_unchecked() {
+        let mut live = LiveCheck::new(HistoryHeader::for_tests(3));
+        let t0 = Instant::now();
+        live.feed(vec![event(1, Kind::Enqueue, Outcome::Ok, 7, 0, 0)], t0);
+        live.skipped(t0);
+        // Job 1's claim was in the skipped chunk; job 2's enqueue too.
+        live.feed(
+            vec![
+                event(1, Kind::Complete, Outcome::Ok, 1, 200, 1),
+                event(2, Kind::Claim, Outcome::Ok, 1, 100, 1),
+                event(2, Kind::Complete, Outcome::Ok, 1, 200, 1),
+            ],
+            t0 + Duration::from_secs(1),
+        );
+        live.feed(vec![event(2, Kind::Enqueue, Outcome::Ok, 7, 0, 0)], t0 + Duration::from_secs(2));
+        assert_eq!(live.due(t0 + SETTLE * 2), (Vec::new(), 0));
+        // Past the blind window a job is checked again.
+        let later = t0 + BLIND + Duration::from_secs(1);
+        live.feed(
+            vec![
+                event(3, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
+                event(3, Kind::Claim, Outcome::Ok, 1, 100, 1),
+                event(3, Kind::Complete, Outcome::Ok, 1, 200, 1),
+            ],
+            later,
+        );
+        assert_eq!(live.due(later + SETTLE), (Vec::new(), 1));
     }
 
     /// The callback sees the first violation once; the counts follow every report.

@@ -46,6 +46,14 @@ pub enum HistoryFileError {
         /// The file.
         path: PathBuf,
     },
+    /// Written by a newer emq-bench, in an event encoding this build cannot read.
+    #[error("{}: written by a newer emq-bench (event encoding {version}; this build reads up to {}): check it with that version", path.display(), super::EVENT_VERSION)]
+    Newer {
+        /// The file.
+        path: PathBuf,
+        /// The encoding its header names.
+        version: u8,
+    },
     /// The header JSON is malformed.
     #[error("{}: bad history header: {source}", path.display())]
     Header {
@@ -212,6 +220,9 @@ fn load_streamed(
             RECORD_HEADER => {
                 let read: HistoryHeader = serde_json::from_slice(&bytes)
                     .map_err(|source| HistoryFileError::Header { path: path.to_path_buf(), source })?;
+                if read.event_version > super::EVENT_VERSION {
+                    return Err(HistoryFileError::Newer { path: path.to_path_buf(), version: read.event_version });
+                }
                 header = Some(read);
             }
             _ => sink(super::EVENT_VERSION, bytes)?,

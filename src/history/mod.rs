@@ -61,6 +61,11 @@ pub struct HistoryHeader {
     /// (`issued` unbounded, not drained). True in files written whole.
     #[serde(default = "complete_file")]
     pub complete: bool,
+    /// The run's retention (`[maintenance] retain`, ms) when it ran `clean`; `None` without
+    /// retention and in older files. A `clean` call whose outcome is unknown may have removed
+    /// only jobs finished at least this long before it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_ms: Option<u64>,
 }
 
 impl HistoryHeader {
@@ -80,6 +85,7 @@ impl HistoryHeader {
             stream_shards: Vec::new(),
             event_version: EVENT_VERSION,
             complete: true,
+            retain_ms: None,
         }
     }
 }

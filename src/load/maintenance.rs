@@ -6,10 +6,16 @@
 use super::context::{timed, timed_span, Phase, ThreadCtx};
 use crate::history::{Kind, Outcome, UNKNOWN_JOB};
 use crate::keyspace::ids::{job_number, job_tag, run_tag};
+use crate::lua::ErrorCode;
 use crate::metrics::JobCounter;
 use crate::queue::{Chore, FinishedSet, QueueOps, Verb};
+use crate::resp::CallError;
 use std::rc::Rc;
 use std::time::Duration;
+
+/// Most `clean` calls per set in one tick: what one tick may remove is `limit` times this, and
+/// the tick after goes on.
+const CLEAN_ROUNDS: usize = 64;
 
 /// Runs `chore` on `queue` every `every` until the run stops. A missed tick is skipped, not
 /// bunched (the interval is a pacing, not a rate to catch up with).
@@ -21,6 +27,10 @@ pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usiz
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     while ctx.phase() != Phase::Stop {
         ticker.tick().await;
+        // A tick after the stop sends nothing: the thread may have handed over its history.
+        if ctx.phase() == Phase::Stop {
+            break;
+        }
         let (moved, counter) = match chore {
             Chore::Reap => {
                 let reap = ops.reap(queue, limit, max_attempts);
@@ -32,10 +42,24 @@ pub async fn chore_loop<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, queue: usiz
             }
             Chore::Clean => {
                 // A call that removed `limit` jobs may have left more that are due: the chore
-                // calls again until the set is clean (or the run stops), so retention keeps up
-                // with any finishing rate, not `limit` per interval.
-                for set in FinishedSet::BOTH {
-                    while clean(&ctx, &mut ops, queue, set).await == limit as usize && ctx.phase() != Phase::Stop {}
+                // calls again, the two sets in turn, until both are clean (or the run stops, or
+                // CLEAN_ROUNDS), so retention keeps up with any finishing rate, not `limit` per
+                // interval, and a busy set does not starve the other.
+                let mut full = FinishedSet::BOTH.to_vec();
+                for _ in 0..CLEAN_ROUNDS {
+                    let mut still = Vec::new();
+                    for &set in &full {
+                        if ctx.phase() == Phase::Stop {
+                            break;
+                        }
+                        if clean(&ctx, &mut ops, queue, set).await == limit as usize {
+                            still.push(set);
+                        }
+                    }
+                    if still.is_empty() || ctx.phase() == Phase::Stop {
+                        break;
+                    }
+                    full = still;
                 }
                 continue;
             }
@@ -68,10 +92,16 @@ async fn clean<Q: QueueOps>(ctx: &ThreadCtx, ops: &mut Q, queue: usize, set: Fin
             ids.len()
         }
         Err(err) => {
-            let outcome = Outcome::of_error(err.code());
-            if outcome == Outcome::Unknown {
+            // The script may have run, and removed rows nobody saw: no reply (a timeout, a lost
+            // connection), a reply that does not read, a Lua error after some deletions, a WAIT
+            // that came short. The other errors refuse before any write.
+            let code = err.code();
+            let ran = Outcome::of_error(code) == Outcome::Unknown
+                || (matches!(code, ErrorCode::Server | ErrorCode::Reply | ErrorCode::WaitShort)
+                    && !matches!(err, CallError::Redirect(_)));
+            if ran {
                 let token = (queue as u32) << 1 | set.bit();
-                history.push(UNKNOWN_JOB, Kind::Retire, outcome, token, None, span.sent, span.service_us);
+                history.push(UNKNOWN_JOB, Kind::Retire, Outcome::Unknown, token, None, span.sent, span.service_us);
             }
             0
         }

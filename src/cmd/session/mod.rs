@@ -8,6 +8,7 @@ mod clean_up;
 mod effects;
 mod folder;
 pub mod judge;
+mod live_check;
 mod observe;
 pub mod options;
 pub(crate) mod render;
@@ -18,7 +19,6 @@ pub use options::RunOptions;
 
 use super::Outcome;
 use crate::bullmq::release;
-use crate::check::live::{LiveCheck, LiveFindings};
 use crate::error::AppError;
 use crate::exposition::{Board, Tick};
 use crate::faults::{Nemesis, Processes};
@@ -26,7 +26,7 @@ use crate::history::spool::HistorySpool;
 use crate::history::HistoryParts;
 use crate::keyspace::QueueKeys;
 use crate::load::coordinator::{drive, DriveOptions, FleetDrain};
-use crate::load::stop::{Interruption, StopSignal};
+use crate::load::stop::StopSignal;
 use crate::lua::Protocol;
 use crate::metrics::{Cumulative, JobCounter, RunMetrics};
 use crate::net::{ConnectOptions, Connector, Endpoint, Topology};
@@ -328,40 +328,11 @@ impl Session {
         // and a run killed outright leaves all of it up to about a second before the kill.
         let history_path = dir.join(HISTORY_FILE);
         let header_at_start = observe::history_header(&plan, None);
-        // The live check reads each chunk the history writer wrote and checks every job whose
-        // history closed, as the run goes. A `shared` fleet's shard sees a part of each job's
-        // history only: the merge checks those.
-        let live_check = (opts.check && !plan.shares_queues()).then(|| {
-            let findings = Arc::new(LiveFindings::new(Some(dir.to_path_buf())));
-            let retention = plan.maintenance.clean.is_some();
-            (findings.clone(), LiveCheck::new(header_at_start.clone(), retention).spawn(findings))
-        });
-        let (findings, live_thread, tap) = match live_check {
-            Some((findings, Ok((tap, thread)))) => (Some(findings), Some(thread), Some(tap)),
-            Some((_, Err(err))) => return Err(AppError::Io { path: "the live check's thread".into(), source: err }),
-            None => (None, None, None),
-        };
+        let live = live_check::start(&opts, &plan, dir, &header_at_start)?;
+        let (live, tap) = live.map_or((None, None), |(live, tap)| (Some(live), Some(tap)));
         let spool = HistorySpool::start_tapped(&history_path, &header_at_start, tap)
             .map_err(|e| AppError::Usage(e.to_string()))?;
-        // `--fail-fast`: the first violation found stops the load as a stop signal would, on a
-        // signal of the run's own that also follows the caller's.
-        let stop = match (&findings, opts.fail_fast) {
-            (Some(findings), true) => {
-                let (trigger, own) = StopSignal::new();
-                let trigger = Arc::new(trigger);
-                let on_violation = trigger.clone();
-                findings.on_first(move |_| on_violation.stop());
-                let outer = stop.clone();
-                tokio::spawn(async move {
-                    outer.stopped().await;
-                    trigger.stop();
-                    outer.aborted().await;
-                    trigger.abort();
-                });
-                own
-            }
-            _ => stop,
-        };
+        let stop = live_check::stop_signal(stop, live.as_ref(), opts.fail_fast);
         // The per-second files and a running summary.json as the run goes, so a run killed
         // outright leaves a folder that renders.
         let live_folder = {
@@ -389,8 +360,8 @@ impl Session {
         let board = self.board.clone();
         if let Some(board) = &board {
             board.watch_server(probe.latest());
-            if let Some(findings) = &findings {
-                board.watch_violations(findings.clone());
+            if let Some(live) = &live {
+                board.watch_violations(live.findings.clone());
             }
         }
         let mut last_tick: Option<Tick> = None;
@@ -508,28 +479,10 @@ impl Session {
         let header = observe::history_header(&plan, Some(&driven));
         // The history's last chunks and its final header: history.bin is whole from here on.
         let spooled = spool.finish(std::mem::take(&mut driven.streams), &header);
-        // The writer has ended, so has the live check's input: its last write of
-        // invariants.json comes before the end check's, which holds every violation.
-        if let Some(thread) = live_thread {
-            let _ = thread.join();
-        }
-        let failed_fast = match (&findings, opts.fail_fast) {
-            (Some(findings), true) => findings.first().cloned(),
-            _ => None,
-        };
-        if let Some(first) = &failed_fast {
-            if matches!(driven.interrupted, None | Some(Interruption::Stopped)) {
-                let job = first.job.as_deref().unwrap_or("-");
-                driven.interrupted = Some(Interruption::FailFast(format!(
-                    "{} in queue {}, job {job}: expected {}; found {}",
-                    first.invariant.id(),
-                    first.queue,
-                    first.expected,
-                    first.found
-                )));
-            }
-        }
         let history_bytes = spooled.as_ref().map_or(0, |totals| totals.stream_bytes);
+        // The writer has ended, so has the live check's input: its last write of
+        // invariants.json comes before the end check's.
+        let failed_fast = live.is_some_and(|live| live.finish(opts.fail_fast, &mut driven.interrupted));
         // A `shared` fleet's check needs every shard's history: the merge runs it.
         let no_check = !opts.check || plan.shares_queues();
         // The history for the check and the time each job waited in the queue, read back from
@@ -591,7 +544,7 @@ impl Session {
             fleet_check: plan.shares_queues(),
             folder_incomplete: spooled.is_err() || !streamed_errors.is_empty(),
             check_not_run: check_error.is_some(),
-            failed_fast: failed_fast.is_some(),
+            failed_fast,
         });
 
         // Assemble and judge: summary.json says everything, its verdict included.

@@ -28,6 +28,7 @@ pub(super) fn history_header(plan: &Plan, driven: Option<&Driven>) -> HistoryHea
         stream_shards: Vec::new(),
         event_version: crate::history::EVENT_VERSION,
         complete: driven.is_some(),
+        retain_ms: plan.maintenance.clean.map(|_| plan.maintenance.retain.as_millis() as u64),
     }
 }
 
