@@ -80,7 +80,10 @@ fn main() -> ExitCode {
         // same way (see `stop_signal`). Only the commands that run something catch them;
         // `check` and `compare` keep the defaults.
         match cli.command {
-            Command::Run(args) => {
+            Command::Run(mut args) => {
+                // Only `run` is a fleet's shard: a capacity search or an A/B inside a Slurm array
+                // stays one process.
+                args.array = emq_bench::cli::ArrayTask::read(|name| std::env::var(name).ok());
                 let json = args.json;
                 let result = cmd::run::run(args, stop_signal()).await?;
                 if json {

@@ -290,6 +290,43 @@ fn a_split_that_cannot_work_is_refused_before_anything_starts() {
     assert!(stderr(&out).contains("a fleet needs --url"), "{}", stderr(&out));
 }
 
+/// A shard killed outright mid-run (a lost node) leaves only the summary.json it rewrites while
+/// it runs: the others end on their own and do not merge, and the merge by hand names it
+/// missing and fails the fleet (exit 1), rather than refusing its folder as no shard's.
+#[test]
+fn a_shard_killed_mid_run_is_missing_at_the_merge() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    // Longer than `shard`'s 3 s: time to see shard 1 running and kill it before it ends.
+    let start = |i: u32| {
+        Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+            .args(["run", "fencing-soak", "--quiet", "--duration", "8s", "--url", &server.url()])
+            .args(["--shards", "3", "--group", "lost", "--out"])
+            .arg(tmp.path())
+            .env("JOB_COMPLETION_INDEX", i.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut children: Vec<Child> = (0..3).map(start).collect();
+    let running = tmp.path().join("shard-001/summary.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !running.is_file() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(running.is_file(), "shard 1 never wrote its running summary");
+    children[1].kill().unwrap();
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for i in [0, 2] {
+        assert_eq!(outputs[i].status.code(), Some(0), "shard {i}: {}", stderr(&outputs[i]));
+    }
+    assert!(!tmp.path().join("merged").exists(), "no shard merges without shard 1");
+    let out = merge(tmp.path(), &tmp.path().join("merged"));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("shard(s) 1 of 3 missing"), "{}", stderr(&out));
+}
+
 /// `shared` queues on the 3-primary cluster: shard 0 runs every producer, shards 1 and 2 the
 /// consumers, all on the same three queues. No shard checks on its own; the last one's merge
 /// joins the three histories (each event keeps its shard), checks once with zero violations,

@@ -229,17 +229,24 @@ pub struct RunArgs {
     pub progress_every: std::time::Duration,
     /// Run as one shard of a fleet of N processes (1..=1024) on the same target: each takes its
     /// exact share of the producers, consumers, connections and rate, and owns its queues
-    /// (prefixed `s<I>.`); all start together at a barrier on the target. Needs --url.
-    #[arg(env = "EMQ_SHARDS", long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub shards: u32,
-    /// This process's index in the fleet, 0..N; default $JOB_COMPLETION_INDEX (a Kubernetes
-    /// Indexed Job's pods), else pass it (Slurm: $SLURM_PROCID, Nomad: $NOMAD_ALLOC_INDEX).
+    /// (prefixed `s<I>.`); all start together at a barrier on the target. Needs --url. Default
+    /// $SLURM_ARRAY_TASK_COUNT in a Slurm job array (`--shards 1` runs alone there), else 1.
+    #[arg(env = "EMQ_SHARDS", long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shards: Option<u32>,
+    /// This process's index in the fleet, 0..N. Default, in this order: $JOB_COMPLETION_INDEX
+    /// (a Kubernetes Indexed Job's pods), then $SLURM_ARRAY_TASK_ID (a Slurm job array's tasks,
+    /// `--array=0-<N-1>`); else pass it (Nomad: $NOMAD_ALLOC_INDEX, srun: $SLURM_PROCID).
     #[arg(env = "JOB_COMPLETION_INDEX", long, value_name = "I")]
     pub shard: Option<u32>,
     /// The fleet's name (1-64 bytes of [A-Za-z0-9_.-]): its barrier's keys (`emq-fleet:{G}:*`)
-    /// and its results folder; default the scenario's name.
+    /// and its results folder; default `<scenario name>-<$SLURM_ARRAY_JOB_ID>` in a Slurm job
+    /// array (a new group for every array), else the scenario's name.
     #[arg(env = "EMQ_GROUP", long, value_name = "G")]
     pub group: Option<String>,
+    /// The Slurm job array this process runs in, if any: the defaults of --shard, --shards and
+    /// --group. Not a flag: the binary reads it from the environment for `run` only.
+    #[arg(skip)]
+    pub array: ArrayTask,
     /// How long a shard waits at the start barrier for the others (1s..=1d); then it exits 2
     /// naming the indices that never arrived.
     #[arg(env = "EMQ_BARRIER_TIMEOUT", long, value_parser = parse_barrier_timeout, default_value = "120s")]
@@ -383,6 +390,34 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 /// `--set`: KEY=VALUE.
 fn parse_setting(text: &str) -> Result<crate::scenario::settings::Setting, String> {
     crate::scenario::settings::Setting::parse(text)
+}
+
+/// A Slurm job array's task as its environment gives it, the values unparsed (the run resolves
+/// them and says which variable is wrong). Every field is `None` outside an array.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArrayTask {
+    /// `SLURM_ARRAY_TASK_ID`: this task's index in the array.
+    pub task_id: Option<String>,
+    /// `SLURM_ARRAY_TASK_COUNT`: the array's number of tasks.
+    pub task_count: Option<String>,
+    /// `SLURM_ARRAY_JOB_ID`: the array's job id, the same in every task.
+    pub job_id: Option<String>,
+}
+
+impl ArrayTask {
+    /// The variables Slurm sets in every task of a job array.
+    pub const VARIABLES: [&'static str; 3] = ["SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_JOB_ID"];
+
+    /// Reads the array's variables through `var` (the process's environment, or a test's map);
+    /// an empty value counts as unset, as clap treats its own variables.
+    pub fn read(var: impl Fn(&str) -> Option<String>) -> ArrayTask {
+        let get = |name: &str| var(name).filter(|v| !v.is_empty());
+        ArrayTask {
+            task_id: get(Self::VARIABLES[0]),
+            task_count: get(Self::VARIABLES[1]),
+            job_id: get(Self::VARIABLES[2]),
+        }
+    }
 }
 
 /// `--queue-mode`: `sharded` or `shared`.

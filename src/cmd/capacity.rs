@@ -69,7 +69,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         (args.run.rate.is_some(), "--rate: the search sets the rate (give --start-rate)"),
         (args.run.duration.is_some(), "--duration: the search sets each probe's length (give --probe)"),
         (args.run.repeat != 1, "--repeat: each probe is one run"),
-        (args.run.shards != 1, "--shards: a capacity search runs in one process"),
+        (args.run.shards.is_some_and(|n| n != 1), "--shards: a capacity search runs in one process"),
         (args.run.keep, "--keep: every probe deletes its keys before the next"),
         (args.run.no_check, "--no-check: a probe is sustained only when its invariant check passes"),
         (args.run.metrics.metrics_addr.is_some(), "--metrics-addr: only `run` serves the metrics endpoint"),

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod slurm;
 
 use emq_bench::keyspace::{QueueKeys, QueueName};
 use emq_bench::lua::Script;
@@ -127,9 +128,10 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         give_up: emq_bench::cli::DEFAULT_GIVE_UP,
         progress_every: emq_bench::cli::DEFAULT_PROGRESS_EVERY,
         transport: emq_bench::net::Transport::Pipe,
-        shards: 1,
+        shards: None,
         shard: None,
         group: None,
+        array: Default::default(),
         barrier_timeout: emq_bench::cli::DEFAULT_BARRIER_TIMEOUT,
         queue_mode: emq_bench::scenario::QueueMode::Sharded,
         roles: None,

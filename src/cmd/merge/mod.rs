@@ -97,6 +97,12 @@ fn read_shard(dir: &Path) -> Result<Option<ShardFolder>, AppError> {
         return Ok(None);
     }
     let summary = RunSummary::read(&path).map_err(|e| AppError::Usage(e.to_string()))?;
+    // A shard killed mid-run (a lost node, a task killed by its scheduler) leaves the summary
+    // it rewrites while it runs, which is not its end: the shard is missing, as one killed
+    // before its first summary.
+    if summary.running && !dir.join(SHARD_DONE).is_file() {
+        return Ok(None);
+    }
     if summary.shard.is_none() {
         let what = if summary.fleet.is_some() { "a fleet's merged folder" } else { "a run of one process" };
         return Err(AppError::Usage(format!("{}: {what}, not a fleet's shard (run with --shards N)", path.display())));

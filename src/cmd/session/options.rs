@@ -111,7 +111,9 @@ fn fleet_config(plan: &Plan, layout: &crate::scenario::FleetLayout, url: &str, a
 fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan, Option<FleetOptions>), AppError> {
     let scenario = args.scenario.display();
     let usage = |message: String| AppError::Usage(format!("{scenario}: {message}"));
-    if args.shards <= 1 {
+    let array = ArrayFleet::parse(&args.array).map_err(usage)?;
+    let shards = args.shards.or(array.count).unwrap_or(1);
+    if shards <= 1 {
         let fleet_only = [
             (args.queue_mode == crate::scenario::QueueMode::Shared, "--queue-mode shared"),
             (args.roles.is_some(), "--roles"),
@@ -124,34 +126,40 @@ fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan,
     }
     let Some(url) = url else {
         return Err(usage(format!(
-            "--shards {}: a fleet needs --url (or [target] url): every shard must drive the same server, and \
-             each would start an embedded server of its own (scripts/fleet starts one for a local fleet)",
-            args.shards
+            "--shards {shards}: a fleet needs --url (or [target] url): every shard must drive the same server, and \
+             each would start an embedded server of its own (scripts/fleet starts one for a local fleet)"
         )));
     };
-    let Some(index) = args.shard else {
+    let Some(index) = args.shard.or(array.index) else {
         return Err(usage(format!(
-            "--shards {}: which shard is this? Pass --shard I (0..{}) or set JOB_COMPLETION_INDEX",
-            args.shards, args.shards
+            "--shards {shards}: which shard is this? Pass --shard I (0..{shards}) or set JOB_COMPLETION_INDEX or \
+             SLURM_ARRAY_TASK_ID"
         )));
     };
-    if index >= args.shards {
-        return Err(usage(format!("--shard {index}: expected an index below --shards {}", args.shards)));
+    if index >= shards {
+        // An index from the array that is out of range means the array's indices do not start
+        // at 0 (`--array=1-3`): say how to number it.
+        let hint = if args.shard.is_none() { " (a Slurm array of N shards is --array=0-<N-1>)" } else { "" };
+        return Err(usage(format!("--shard {index}: expected an index below --shards {shards}{hint}")));
     }
     if args.repeat > 1 {
         return Err(usage("--repeat with --shards: a fleet runs once; run the fleet again instead".into()));
     }
     if !plan.faults.is_empty() {
         return Err(usage(format!(
-            "[[faults]] with --shards {}: every shard would inject them; run the nemesis from one process",
-            args.shards
+            "[[faults]] with --shards {shards}: every shard would inject them; run the nemesis from one process"
         )));
     }
-    let group = args.group.clone().unwrap_or_else(|| plan.name.clone());
+    // A Slurm array's job id is new for every submission, so an array's fleet never finds the
+    // barrier of an earlier one under the same name.
+    let group = args.group.clone().unwrap_or_else(|| match &array.job_id {
+        Some(job) => format!("{}-{job}", plan.name),
+        None => plan.name.clone(),
+    });
     if !crate::scenario::validate::is_valid_name(&group) {
         return Err(usage(format!("--group {group:?}: expected 1-64 bytes of [A-Za-z0-9_.-]")));
     }
-    let mut layout = crate::scenario::FleetLayout::new(args.shards, args.queue_mode);
+    let mut layout = crate::scenario::FleetLayout::new(shards, args.queue_mode);
     if let Some(roles) = &args.roles {
         layout.roles = roles.0.clone();
     }
@@ -160,13 +168,41 @@ fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan,
     let barrier = crate::plane::barrier::Arrival {
         group,
         index,
-        shards: args.shards,
+        shards,
         config,
         margin: START_MARGIN,
         timeout: args.barrier_timeout,
     };
     let producing_shards = layout.roles.iter().filter(|r| r.produces).count() as u32;
     Ok((plan, Some(FleetOptions { barrier, mixed_scripts: args.mixed_scripts, producing_shards })))
+}
+
+/// A Slurm job array's task, parsed: the fallbacks of `--shard`, `--shards` and `--group`.
+#[derive(Debug, Default)]
+struct ArrayFleet {
+    index: Option<u32>,
+    count: Option<u32>,
+    job_id: Option<String>,
+}
+
+impl ArrayFleet {
+    /// Parses the variables; an error names the variable and its value.
+    fn parse(task: &crate::cli::ArrayTask) -> Result<ArrayFleet, String> {
+        let number = |name: &str, value: &Option<String>, range: std::ops::RangeInclusive<u32>| {
+            value
+                .as_deref()
+                .map(|text| match text.parse::<u32>() {
+                    Ok(n) if range.contains(&n) => Ok(n),
+                    _ => Err(format!("{name}={text:?}: expected a number in {}..={}", range.start(), range.end())),
+                })
+                .transpose()
+        };
+        Ok(ArrayFleet {
+            index: number("SLURM_ARRAY_TASK_ID", &task.task_id, 0..=u32::MAX)?,
+            count: number("SLURM_ARRAY_TASK_COUNT", &task.task_count, 1..=1024)?,
+            job_id: task.job_id.clone(),
+        })
+    }
 }
 
 impl RunOptions {
