@@ -7,10 +7,9 @@ mod support;
 use emq_bench::cmd::run::run;
 use emq_bench::cmd::Outcome;
 use emq_bench::verdict::{KeptBecause, KeysFate};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::endpoint::http_get;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_fast_stops_a_long_soak_at_its_first_violation_and_keeps_the_keys() {
@@ -41,16 +40,6 @@ async fn fail_fast_stops_a_long_soak_at_its_first_violation_and_keeps_the_keys()
     assert!(check.by_invariant.get("I6").is_some_and(|&n| n > 0), "{check:?}");
 }
 
-/// A plain HTTP/1.0 GET on loopback: the body.
-fn get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut text = String::new();
-    conn.read_to_string(&mut text)?;
-    Ok(text.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default())
-}
-
 #[test]
 fn the_metrics_endpoint_counts_a_violation_before_the_run_ends() {
     let tmp = tempfile::tempdir().unwrap();
@@ -65,24 +54,10 @@ fn the_metrics_endpoint_counts_a_violation_before_the_run_ends() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(run.stderr.take().unwrap());
-    let mut said = String::new();
-    let endpoint: SocketAddr = loop {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "emq-bench ended before serving: {said}");
-        said.push_str(&line);
-        if let Some(rest) = line.split("serving http://").nth(1) {
-            break rest.trim().trim_end_matches("/metrics").parse().unwrap();
-        }
-    };
-    let rest = std::thread::spawn(move || {
-        let mut text = String::new();
-        stderr.read_to_string(&mut text).unwrap();
-        text
-    });
+    let (endpoint, said, rest) = support::endpoint::serving(&mut run);
     let deadline = Instant::now() + Duration::from_secs(50);
     let counted = loop {
-        let body = get(endpoint, "/metrics").unwrap_or_default();
+        let body = http_get(endpoint, "/metrics").map(|(_, body)| body).unwrap_or_default();
         let i6 = body
             .lines()
             .find(|l| l.starts_with("emq_violations_total{invariant=\"I6\"}"))

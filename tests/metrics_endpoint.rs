@@ -6,14 +6,14 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use emq_bench::metrics::cumulative::BOUNDS_US;
 use serde_json::Value;
+use support::endpoint::http_get;
 
 fn emq_bench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_emq-bench")).args(args).output().expect("run emq-bench")
@@ -63,18 +63,6 @@ fn prometheus_bin() -> Option<PathBuf> {
     found
 }
 
-/// A plain HTTP/1.0 GET on loopback: status and body.
-fn get(addr: SocketAddr, path_and_query: &str) -> std::io::Result<(u16, String)> {
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    conn.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(conn, "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut text = String::new();
-    conn.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    Ok((status, body.to_string()))
-}
-
 /// A free loopback port (released for the process that binds it next).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -108,7 +96,7 @@ impl Prometheus {
             .expect("start prometheus");
         let prometheus = Prometheus { child, addr };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(get(addr, "/-/ready"), Ok((200, _))) {
+        while !matches!(http_get(addr, "/-/ready"), Ok((200, _))) {
             assert!(Instant::now() < deadline, "prometheus not ready within 30 s: see {}", dir.display());
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -118,7 +106,7 @@ impl Prometheus {
     /// An instant query's vector result at `at` (s since the Unix epoch).
     fn query(&self, promql: &str, at: f64) -> Vec<Value> {
         let q = percent_encoding::utf8_percent_encode(promql, percent_encoding::NON_ALPHANUMERIC);
-        let (status, body) = get(self.addr, &format!("/api/v1/query?query={q}&time={at:.3}")).unwrap();
+        let (status, body) = http_get(self.addr, &format!("/api/v1/query?query={q}&time={at:.3}")).unwrap();
         assert_eq!(status, 200, "{promql}: {body}");
         let v: Value = serde_json::from_str(&body).unwrap();
         v["data"]["result"].as_array().cloned().unwrap_or_default()
@@ -208,21 +196,7 @@ fn prometheus_sees_the_rates_quantiles_and_final_counts_summary_json_holds() {
         .spawn()
         .unwrap();
     // The address bound is the first thing said on stderr.
-    let mut stderr = BufReader::new(run.stderr.take().unwrap());
-    let mut said = String::new();
-    let endpoint: SocketAddr = loop {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "emq-bench ended before serving: {said}");
-        said.push_str(&line);
-        if let Some(rest) = line.split("serving http://").nth(1) {
-            break rest.trim().trim_end_matches("/metrics").parse().unwrap();
-        }
-    };
-    let rest = std::thread::spawn(move || {
-        let mut text = String::new();
-        stderr.read_to_string(&mut text).unwrap();
-        text
-    });
+    let (endpoint, said, rest) = support::endpoint::serving(&mut run);
     let prometheus = Prometheus::start(&bin, tmp.path(), endpoint);
     let status = run.wait().unwrap();
     let said = said + &rest.join().unwrap();
@@ -290,7 +264,7 @@ fn prometheus_sees_the_rates_quantiles_and_final_counts_summary_json_holds() {
     );
 
     // Every metric the dashboard asks for is one a real scrape served.
-    let (status, body) = get(prometheus.addr, "/api/v1/label/__name__/values").unwrap();
+    let (status, body) = http_get(prometheus.addr, "/api/v1/label/__name__/values").unwrap();
     assert_eq!(status, 200);
     let served: BTreeSet<String> = serde_json::from_str::<Value>(&body).unwrap()["data"]
         .as_array()

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod endpoint;
 pub mod slurm;
 
 use emq_bench::keyspace::{QueueKeys, QueueName};
