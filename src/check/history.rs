@@ -746,18 +746,7 @@ mod tests {
     use crate::history::{HistoryHeader, UNKNOWN_JOB};
 
     fn event(job: u32, kind: Kind, outcome: Outcome, token: u32, sent_us: u64) -> Event {
-        Event {
-            job,
-            kind,
-            outcome,
-            token,
-            queue: 0,
-            id_ms: if kind == Kind::Enqueue { 1_700_000_000_000 } else { 0 },
-            sent_us,
-            done_us: sent_us + 10,
-            worker: (!matches!(kind, Kind::Enqueue | Kind::Retire)).then_some(1),
-            shard: None,
-        }
+        Event::for_tests(job, kind, outcome, token, sent_us, 1)
     }
 
     /// Job 0 enqueued, claimed and completed at 1 s (acknowledged), then its row is gone.

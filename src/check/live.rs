@@ -334,18 +334,7 @@ mod tests {
     use super::*;
 
     fn event(job: u32, kind: Kind, outcome: Outcome, token: u32, sent_us: u64, worker: u32) -> Event {
-        Event {
-            job,
-            kind,
-            outcome,
-            token,
-            queue: 0,
-            id_ms: if matches!(kind, Kind::Enqueue) { 1_700_000_000_000 } else { 0 },
-            sent_us,
-            done_us: sent_us + 10,
-            worker: (!matches!(kind, Kind::Enqueue | Kind::Retire)).then_some(worker),
-            shard: None,
-        }
+        Event::for_tests(job, kind, outcome, token, sent_us, worker)
     }
 
     /// A job whose stale worker's complete is accepted after the next token was handed out

@@ -167,3 +167,24 @@ impl Event {
         self.shard != other.shard || matches!((self.worker, other.worker), (Some(a), Some(b)) if a != b)
     }
 }
+
+#[cfg(test)]
+impl Event {
+    /// A checker test's event: job `job`'s `kind` call sent at `sent_us` and answered 10 µs
+    /// later, in queue 0, by `worker` (none for enqueues and retirements); an enqueue carries
+    /// an id time part, so the check names the job by its id.
+    pub(crate) fn for_tests(job: u32, kind: Kind, outcome: Outcome, token: u32, sent_us: u64, worker: u32) -> Event {
+        Event {
+            job,
+            kind,
+            outcome,
+            token,
+            queue: 0,
+            id_ms: if kind == Kind::Enqueue { 1_700_000_000_000 } else { 0 },
+            sent_us,
+            done_us: sent_us + 10,
+            worker: (!matches!(kind, Kind::Enqueue | Kind::Retire)).then_some(worker),
+            shard: None,
+        }
+    }
+}
