@@ -319,6 +319,7 @@ fn a_truncated_history_names_the_section_it_cut() {
         event_version: emq_bench::history::EVENT_VERSION,
         complete: true,
         retain_ms: None,
+        keep: Default::default(),
     };
     file::save(&path, &header, &buf.take()).unwrap();
     let bytes = std::fs::read(&path).unwrap();

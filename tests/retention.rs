@@ -78,3 +78,78 @@ async fn a_clean_that_names_rows_it_keeps_is_caught() {
     let found = &result.summary.check.as_ref().expect("a check").by_invariant;
     assert!(found.get("I1").is_some_and(|&n| n > 0), "no row kept after its retirement named: {found:?}");
 }
+
+/// The distinct jobs `history.bin` (every segment) keeps events of, and those of them with an
+/// enqueue and an accepted retirement.
+fn kept_jobs(out: &Path) -> (usize, usize) {
+    use emq_bench::history::{History, Kind};
+    let (header, streams) = emq_bench::history::file::load(&out.join("history.bin")).unwrap();
+    let history = History::merge(header, &streams).unwrap();
+    let jobs: Vec<&[emq_bench::history::Event]> = history.per_job().collect();
+    let retired = jobs
+        .iter()
+        .filter(|events| {
+            events.iter().any(|e| e.kind == Kind::Enqueue)
+                && events.iter().any(|e| e.kind == Kind::Retire && e.outcome.accepted())
+        })
+        .count();
+    (jobs.len(), retired)
+}
+
+/// `--keep-history violations`: the run checks clean, and its history keeps no job the live
+/// check passed once retired (every retired job of this run), only the others.
+#[tokio::test(flavor = "current_thread")]
+async fn keeping_only_violations_drops_every_retired_job_that_passed_and_still_checks_clean() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let args = RunArgs {
+        keep_history: emq_bench::history::KeepHistory::Violations,
+        ..args(dir.path(), RETAINED, server.url(), None)
+    };
+    let result = run(args, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    let jobs = &result.summary.jobs;
+    let (enqueued, retired) = (jobs["enqueued"], jobs["retired"]);
+    assert!(retired > 0, "clean removed nothing: {jobs:?}");
+    let (kept, kept_retired) = kept_jobs(&dir.path().join("out"));
+    assert_eq!(kept_retired, 0, "a retired job that passed was kept");
+    assert!((kept as u64) < enqueued, "nothing was dropped: {kept} jobs kept of {enqueued}");
+    assert_eq!(job_rows(&server).await as u64, enqueued - retired, "{jobs:?}");
+    let check = result.summary.check.as_ref().expect("a check");
+    assert_eq!(check.violations_total, 0, "{check:?}");
+}
+
+/// A `clean` that names rows it keeps passes the live check (the history alone looks right),
+/// so its jobs' events are dropped; the rows left are still found at the end.
+#[tokio::test(flavor = "current_thread")]
+async fn keeping_only_violations_still_catches_a_clean_that_names_rows_it_keeps() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let lua =
+        lua_copy(dir.path(), "keeping-clean", "clean", |source| source.replace("    redis.call('DEL', key)\n", ""));
+    let args = RunArgs {
+        keep_history: emq_bench::history::KeepHistory::Violations,
+        ..args(dir.path(), RETAINED, server.url(), Some(lua))
+    };
+    let result = run(args, std::future::pending()).await.unwrap();
+    assert_eq!(result.outcome, Outcome::Failed, "a row kept after its retirement passed");
+    let found = &result.summary.check.as_ref().expect("a check").by_invariant;
+    assert!(found.get("I1").is_some_and(|&n| n > 0), "no row kept after its retirement named: {found:?}");
+}
+
+/// Without retention nothing is ever retired, so nothing could be dropped: refused before
+/// anything starts.
+#[tokio::test(flavor = "current_thread")]
+async fn keeping_only_violations_without_retention_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = RETAINED.replace("clean = \"20ms\"\n", "");
+    let args = RunArgs {
+        keep_history: emq_bench::history::KeepHistory::Violations,
+        ..args(dir.path(), &scenario, "redis://127.0.0.1:1".into(), None)
+    };
+    let Err(err) = run(args, std::future::pending()).await else {
+        panic!("--keep-history violations ran without retention")
+    };
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("set [maintenance] clean"), "{err}");
+}

@@ -5,7 +5,7 @@
 use super::state::{Location, QueueState, Row, ServerState, StateField};
 use super::violation::{Invariant, Violation};
 use crate::history::file::HistoryFileError;
-use crate::history::{Event, History, HistoryParts, Kind, Outcome};
+use crate::history::{Event, History, HistoryParts, KeepHistory, Kind, Outcome};
 use crate::keyspace::ids::{job_id, job_number, job_tag};
 use crate::keyspace::JobId;
 use crate::lua::{ErrorCode, Protocol};
@@ -81,11 +81,15 @@ fn check_part(history: &History, state: &ServerState, in_part: impl Fn(u32) -> b
         }
     }
     let jobs: Vec<&[Event]> = history.per_job().collect();
+    let dropped_passed = history.header.keep == KeepHistory::Violations;
     let per_job: Vec<Violation> = jobs
         .par_iter()
         .flat_map_iter(|events| {
             let number = events[0].job;
             let found = rows.get(&number);
+            if dropped_passed && !events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup)) {
+                return check_remnant(events, found);
+            }
             let rows = Rows::Read { found, member: member_ids.get(&number) };
             check_job(events, rows, history, unknown_claims, state.now_ms)
         })
@@ -105,7 +109,10 @@ fn check_part(history: &History, state: &ServerState, in_part: impl Fn(u32) -> b
                 found.queue,
                 Some(&found.id),
                 "a row only for an id the harness enqueued",
-                "a row no enqueue of this run created",
+                match dropped_passed {
+                    true => "a row of no job the history keeps: one no enqueue of this run created, or one the live check passed as retired by clean (--keep-history violations dropped its events)",
+                    false => "a row no enqueue of this run created",
+                },
             ));
         }
     }
@@ -130,6 +137,42 @@ enum Rows<'a> {
     /// The server was not read (the live check, as events arrive): only what the history
     /// alone shows is checked.
     NotRead,
+}
+
+/// A job the live check passed once `clean` retired it, whose events were dropped
+/// (`--keep-history violations`), seen again in the history by calls that came after: no row
+/// of it may be left, no call on it accepted, and no second retirement.
+fn check_remnant(events: &[Event], found: Option<&Found>) -> Vec<Violation> {
+    let queue = found.map_or_else(|| "-".to_string(), |f| f.queue.queue.clone());
+    let job = found.map_or_else(|| format!("job number {}", events[0].job), |f| f.id.to_string());
+    let retired =
+        "(passed by the live check and retired by clean: --keep-history violations dropped its earlier events)";
+    let mut out = Vec::new();
+    let mut push = |invariant, expected: &str, found: String, at_us| {
+        out.push(Violation {
+            invariant,
+            queue: queue.clone(),
+            job: Some(job.clone()),
+            expected: format!("{expected} {retired}"),
+            found,
+            at_us,
+        })
+    };
+    if let Some(found) = found {
+        push(Invariant::I1, "no row left of a retired job", format!("a row in queue {}", found.queue.queue), None);
+    }
+    for e in events.iter().filter(|e| e.outcome.accepted()) {
+        let call = format!("{} with token {} accepted{}", e.kind.name(), e.token, e.holder());
+        match e.kind {
+            Kind::Retire => push(Invariant::I1, "a job removed once", "removed again by clean".into(), Some(e.done_us)),
+            Kind::Claim => push(Invariant::I1, "a retired job never handed out again", call, Some(e.done_us)),
+            Kind::Complete | Kind::Fail | Kind::Extend | Kind::Progress => {
+                push(Invariant::I6, "a call on a retired job to be refused", call, Some(e.done_us))
+            }
+            Kind::Enqueue | Kind::EnqueueDup => {}
+        }
+    }
+    out
 }
 
 /// What a finished job's `events` alone show (sorted by send time; every event of the job):
@@ -750,6 +793,21 @@ mod tests {
     }
 
     /// Job 0 enqueued, claimed and completed at 1 s (acknowledged), then its row is gone.
+    /// A job whose events were dropped once it passed and was retired, seen again: a late call
+    /// refused is nothing, one accepted is a finding, and so is a second retirement.
+    #[test]
+    fn a_dropped_jobs_late_calls_must_be_refused() {
+        let nojob = Outcome::Refused(crate::lua::ErrorCode::NoJob);
+        assert!(check_remnant(&[event(4, Kind::Complete, nojob, 1, 900)], None).is_empty());
+        let found = check_remnant(
+            &[event(4, Kind::Complete, Outcome::Ok, 1, 900), event(4, Kind::Retire, Outcome::Ok, 0, 950)],
+            None,
+        );
+        let invariants: Vec<Invariant> = found.iter().map(|v| v.invariant).collect();
+        assert_eq!(invariants, [Invariant::I6, Invariant::I1], "{found:#?}");
+        assert!(found[0].expected.contains("--keep-history violations"), "{found:#?}");
+    }
+
     fn finished_then_gone(retain_ms: u64, unknown_clean_at_us: Option<(u32, u64)>) -> Vec<Violation> {
         let mut events = vec![
             event(0, Kind::Enqueue, Outcome::Ok, 7, 0),

@@ -19,8 +19,8 @@
 use super::history::history_findings;
 use super::report::{InvariantsReport, INVARIANTS_FILE};
 use super::violation::{Invariant, Violation};
-use crate::history::buffer::decode_version;
-use crate::history::spool::ChunkTap;
+use crate::history::buffer::{decode_version, encode_events};
+use crate::history::spool::{ChunkFilter, ChunkTap};
 use crate::history::{Event, History, HistoryHeader, Kind, Outcome, UNKNOWN_JOB};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -179,6 +179,69 @@ impl LiveFindings {
     }
 }
 
+/// Hands what the check found to its findings, and rewrites `invariants.json` at most once a
+/// second while there is something new.
+struct Reporting {
+    findings: Arc<LiveFindings>,
+    written: Instant,
+    dirty: bool,
+}
+
+impl Reporting {
+    fn new(findings: Arc<LiveFindings>) -> Reporting {
+        Reporting { findings, written: Instant::now(), dirty: false }
+    }
+
+    fn report(&mut self, (violations, jobs): (Vec<Violation>, u64), now: Instant) {
+        self.findings.checked.fetch_add(jobs, Ordering::Relaxed);
+        self.dirty |= !violations.is_empty();
+        violations.into_iter().for_each(|v| self.findings.report(v));
+        if self.dirty && now.duration_since(self.written) >= Duration::from_secs(1) {
+            self.findings.write();
+            (self.written, self.dirty) = (now, false);
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.dirty {
+            self.findings.write();
+            self.dirty = false;
+        }
+    }
+}
+
+/// The live check inside the history writer (`--keep-history violations`): what it is given
+/// of each chunk is what the history keeps ([`LiveCheck::keeping`]).
+pub struct KeptHistory {
+    check: LiveCheck,
+    reporting: Reporting,
+}
+
+impl ChunkFilter for KeptHistory {
+    fn chunk(&mut self, chunk: Vec<u8>, now: Instant) -> Vec<Vec<u8>> {
+        match decode_version(&chunk, self.check.run.header.event_version) {
+            Ok(events) => self.check.feed(events, now),
+            // Kept as it came: the end check names what does not decode.
+            Err(_) => return vec![chunk],
+        }
+        self.check.take_kept()
+    }
+
+    fn tick(&mut self, now: Instant) -> Vec<Vec<u8>> {
+        let found = self.check.due(now);
+        self.reporting.report(found, now);
+        self.check.take_kept()
+    }
+
+    fn finish(&mut self) -> Vec<Vec<u8>> {
+        let now = Instant::now();
+        let found = self.check.close_all(now);
+        self.reporting.report(found, now);
+        self.reporting.flush();
+        self.check.take_kept()
+    }
+}
+
 /// One job of the live check: its events so far.
 struct OpenJob {
     events: Vec<Event>,
@@ -199,6 +262,9 @@ pub struct LiveCheck {
     last_sweep: Instant,
     /// Jobs first seen before this are not checked (a chunk was skipped).
     blind_until: Option<Instant>,
+    /// With `--keep-history violations`: the events to write, those of every job not passed
+    /// and retired (its jobs close at their retirement, not at their terminal outcome).
+    kept: Option<Vec<Event>>,
 }
 
 impl LiveCheck {
@@ -210,7 +276,32 @@ impl LiveCheck {
             closing: VecDeque::new(),
             last_sweep: Instant::now(),
             blind_until: None,
+            kept: None,
         }
+    }
+
+    /// A check that also decides what the history keeps (`--keep-history violations`): a job
+    /// closes when `clean` retires it, and is dropped once it passed; the events of every other
+    /// job (a finding, no enqueue seen, never retired, a late call of a job dropped, a call
+    /// whose outcome is unknown) are handed back by [`take_kept`](Self::take_kept).
+    pub fn keeping(header: HistoryHeader) -> LiveCheck {
+        LiveCheck { kept: Some(Vec::new()), ..LiveCheck::new(header) }
+    }
+
+    /// The events to write so far (see [`keeping`](Self::keeping)), encoded as streams; none
+    /// for a check that keeps nothing.
+    pub fn take_kept(&mut self) -> Vec<Vec<u8>> {
+        self.kept.as_mut().map_or_else(Vec::new, |kept| encode_events(&std::mem::take(kept)))
+    }
+
+    /// The run's last chunk came: every closed job is checked now (nothing more can come), and
+    /// every job still open is kept whole. Returns the violations found and the jobs checked.
+    pub fn close_all(&mut self, now: Instant) -> (Vec<Violation>, u64) {
+        let found = self.due(now + SETTLE);
+        if let Some(kept) = self.kept.as_mut() {
+            self.jobs.drain().for_each(|(_, job)| kept.extend(job.events));
+        }
+        found
     }
 
     /// A chunk was skipped at `now`: no job open now, nor any first seen within [`BLIND`], is
@@ -228,8 +319,7 @@ impl LiveCheck {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(CHUNKS_QUEUED);
         let tap = ChunkTap { tx, skipped: findings.skipped.clone() };
         let thread = std::thread::Builder::new().name("live-check".into()).spawn(move || {
-            let mut written = Instant::now();
-            let mut dirty = false;
+            let mut reporting = Reporting::new(findings.clone());
             let mut seen_skipped = 0;
             loop {
                 match rx.recv_timeout(Duration::from_millis(250)) {
@@ -249,28 +339,32 @@ impl LiveCheck {
                     seen_skipped = skipped;
                     self.skipped(now);
                 }
-                let (violations, jobs) = self.due(now);
-                findings.checked.fetch_add(jobs, Ordering::Relaxed);
-                dirty |= !violations.is_empty();
-                violations.into_iter().for_each(|v| findings.report(v));
-                if dirty && now.duration_since(written) >= Duration::from_secs(1) {
-                    findings.write();
-                    (written, dirty) = (now, false);
-                }
+                reporting.report(self.due(now), now);
             }
-            if dirty {
-                findings.write();
-            }
+            reporting.flush();
         })?;
         Ok((tap, thread))
+    }
+
+    /// The check as the history writer's filter (`--keep-history violations`), reporting to
+    /// `findings`: it runs in the writer's thread and sees every chunk (none is skipped).
+    /// Make it with [`keeping`](Self::keeping).
+    pub fn into_filter(self, findings: Arc<LiveFindings>) -> KeptHistory {
+        KeptHistory { check: self, reporting: Reporting::new(findings) }
     }
 
     /// Takes in one chunk's events, which came at `now`.
     pub fn feed(&mut self, events: Vec<Event>, now: Instant) {
         let blind = self.blind_until.is_some_and(|until| now < until);
-        for e in events.into_iter().filter(|e| e.job != UNKNOWN_JOB) {
+        let keeping = self.kept.is_some();
+        for e in events {
+            if e.job == UNKNOWN_JOB {
+                self.kept.iter_mut().for_each(|kept| kept.push(e));
+                continue;
+            }
             // A retirement names a job checked and forgotten, unless it came within the settle.
             if e.kind == Kind::Retire && !self.jobs.contains_key(&e.job) {
+                self.kept.iter_mut().for_each(|kept| kept.push(e));
                 continue;
             }
             let job = self.jobs.entry(e.job).or_insert_with(|| OpenJob {
@@ -280,8 +374,15 @@ impl LiveCheck {
                 last: now,
             });
             job.last = now;
-            let closes = (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
-                || (e.kind == Kind::Fail && e.outcome == Outcome::Alt);
+            let closes = match keeping {
+                // Dropped only once retired: the end check needs a job's events while its row
+                // may be on the server.
+                true => e.kind == Kind::Retire && e.outcome == Outcome::Ok,
+                false => {
+                    (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
+                        || (e.kind == Kind::Fail && e.outcome == Outcome::Alt)
+                }
+            };
             if closes && !job.closing {
                 job.closing = true;
                 self.closing.push_back((now + SETTLE, e.job));
@@ -306,17 +407,27 @@ impl LiveCheck {
             let Some(mut job) = self.jobs.remove(&number) else { continue };
             let enqueued = job.events.iter().any(|e| matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup));
             if !enqueued || job.partial {
+                self.kept.iter_mut().for_each(|kept| kept.extend(&job.events));
                 continue;
             }
             job.events.sort_unstable_by_key(|e| (e.sent_us, e.done_us));
-            found.extend(history_findings(&job.events, &self.run));
+            let findings = history_findings(&job.events, &self.run);
+            if !findings.is_empty() {
+                self.kept.iter_mut().for_each(|kept| kept.extend(&job.events));
+            }
+            found.extend(findings);
             checked += 1;
         }
         if now.duration_since(self.last_sweep) >= IDLE {
+            let kept = &mut self.kept;
             self.jobs.retain(|_, job| {
                 let idle = now.duration_since(job.last);
                 let accepted = job.events.iter().any(|e| e.kind == Kind::Enqueue && e.outcome.accepted());
-                job.closing || idle < IDLE || (accepted && idle < IDLE_OPEN)
+                let held = job.closing || idle < IDLE || (accepted && idle < IDLE_OPEN);
+                if !held {
+                    kept.iter_mut().for_each(|kept| kept.extend(&job.events));
+                }
+                held
             });
             self.last_sweep = now;
         }
@@ -429,6 +540,54 @@ mod tests {
             later,
         );
         assert_eq!(live.due(later + SETTLE), (Vec::new(), 1));
+    }
+
+    /// The jobs `streams` hold events of, in order.
+    fn decoded(streams: Vec<Vec<u8>>) -> Vec<u32> {
+        let mut jobs: Vec<u32> =
+            streams.iter().flat_map(|s| crate::history::buffer::decode(s).unwrap()).map(|e| e.job).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        jobs
+    }
+
+    /// Keeping only violations: a job retired and passed is dropped; one with a finding, one
+    /// never retired (kept at the end), a call whose outcome is unknown and a late call of a
+    /// dropped job are kept; jobs close at their retirement, not at their completion.
+    #[test]
+    fn keeping_violations_drops_only_the_jobs_retired_and_passed() {
+        let mut live = LiveCheck::keeping(HistoryHeader::for_tests(4));
+        let t0 = Instant::now();
+        let finished = |job: u32, token: u32| {
+            vec![
+                event(job, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
+                event(job, Kind::Claim, Outcome::Ok, token, 100, 1),
+                event(job, Kind::Complete, Outcome::Ok, token, 200, 1),
+            ]
+        };
+        let mut events = finished(1, 1);
+        events.extend(finished(2, 1));
+        // Job 2 completed twice: a finding.
+        events.push(event(2, Kind::Complete, Outcome::Ok, 1, 250, 2));
+        events.extend(finished(3, 1));
+        events.push(event(UNKNOWN_JOB, Kind::Claim, Outcome::Unknown, 0, 300, 1));
+        live.feed(events, t0);
+        assert_eq!(decoded(live.take_kept()), [UNKNOWN_JOB], "only the unknown call, at once");
+        assert_eq!(live.due(t0 + SETTLE), (Vec::new(), 0), "completion does not close a job here");
+        let retire = |job| event(job, Kind::Retire, Outcome::Ok, 0, 1_000, 0);
+        live.feed(vec![retire(1), retire(2)], t0 + Duration::from_secs(1));
+        let (found, checked) = live.due(t0 + Duration::from_secs(1) + SETTLE);
+        assert_eq!(checked, 2);
+        assert!(!found.is_empty());
+        assert_eq!(decoded(live.take_kept()), [2], "the job with a finding is kept whole");
+        // A late stale call of job 1, checked and dropped, is kept on its own.
+        live.feed(vec![event(1, Kind::Complete, Outcome::Ok, 1, 2_000, 3)], t0 + Duration::from_secs(8));
+        live.due(t0 + Duration::from_secs(20));
+        // Job 3, never retired, is kept at the end; job 1's remnant with it.
+        let (found, _) = live.close_all(t0 + Duration::from_secs(21));
+        assert!(found.is_empty());
+        assert_eq!(decoded(live.take_kept()), [1, 3]);
+        assert_eq!(live.open_jobs(), 0);
     }
 
     /// The callback sees the first violation once; the counts follow every report.

@@ -194,6 +194,14 @@ pub struct RunArgs {
     /// Without it a violation found live is reported at once and the run goes on.
     #[arg(env = "EMQ_FAIL_FAST", long, conflicts_with = "no_check")]
     pub fail_fast: bool,
+    /// Which events history.bin keeps. `full`: every event (the history grows with every job).
+    /// `violations`: the live check keeps the events of every job it could not pass, and drops
+    /// those of a job once it passed and `clean` retired it, so a soak's history grows with its
+    /// findings, not its jobs (needs `[maintenance] clean` and the live check). Either way the
+    /// history is written in segments of at most 256 MiB (history.bin, history.1.bin, ...),
+    /// which `check --history` and `merge` read in turn.
+    #[arg(env = "EMQ_KEEP_HISTORY", long, value_enum, default_value = "full", conflicts_with = "no_check")]
+    pub keep_history: crate::history::KeepHistory,
     /// The memory the check gives the run's history at once, MiB (1..=1048576): a history
     /// larger than that is checked in parts by job number (up to 256), through temporary files
     /// in the results folder (about 2.5 times the history's size), so the check's memory does

@@ -47,6 +47,7 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         json: false,
         no_check: false,
         fail_fast: false,
+        keep_history: Default::default(),
         check_memory: crate::cli::DEFAULT_CHECK_MEMORY_MB,
         repeat: args.repeat,
         threads: args.threads,

@@ -154,6 +154,19 @@ impl HistoryBuf {
         self.put(job, kind, outcome, token, u64::from(queue), id_ms, sent, dur_us);
     }
 
+    /// Appends a decoded event again (its times counted from this buffer's start), as
+    /// [`push`](Self::push) or [`push_enqueue`](Self::push_enqueue) recorded it: what re-encodes
+    /// a history (a fleet's merge, the events the live check keeps).
+    pub fn push_event(&mut self, e: &Event) {
+        let sent = self.start + Duration::from_micros(e.sent_us);
+        let dur_us = e.done_us.saturating_sub(e.sent_us);
+        if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) {
+            self.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, e.id_ms, sent, dur_us);
+        } else {
+            self.push(e.job, e.kind, e.outcome, e.token, e.worker, sent, dur_us);
+        }
+    }
+
     /// Encodes one event: `place` is the queue of an enqueue kind, and for any other the worker
     /// plus one (0: no worker known).
     #[inline(always)]
@@ -240,6 +253,17 @@ impl HistoryBuf {
     pub fn events(&self) -> u64 {
         self.events
     }
+}
+
+/// `events` encoded as this build records them: streams of at most [`CHUNK`] bytes, each
+/// decoding on its own to the events in the order given (none when `events` is empty).
+pub fn encode_events(events: &[Event]) -> Vec<Vec<u8>> {
+    if events.is_empty() {
+        return Vec::new();
+    }
+    let mut buf = HistoryBuf::new(Instant::now());
+    events.iter().for_each(|e| buf.push_event(e));
+    buf.take()
 }
 
 /// Why a history stream could not be decoded.

@@ -13,6 +13,11 @@
 //! says the run has not ended (`complete: false`), the last record of a run that ended is its
 //! final header. A file cut inside a record (a run killed while it wrote) reads up to the last
 //! whole record.
+//!
+//! A streamed history is written in segments: `history.bin`, then `history.1.bin`,
+//! `history.2.bin`, ... beside it ([`segment_path`]), each a streamed file of its own (magic,
+//! header record, streams), so a week-long history is never one file. Readers read them in
+//! turn; the header that counts is the last one of the last segment.
 
 use super::HistoryHeader;
 use std::io::{BufReader, Read, Write};
@@ -145,7 +150,7 @@ pub fn each_stream(
     let version = match magic.as_slice() {
         m if m == MAGIC => super::EVENT_VERSION,
         m if m == MAGIC_V2 => 2,
-        m if m == STREAMED_MAGIC => return load_streamed(input, sink),
+        m if m == STREAMED_MAGIC => return load_segments(path, input, sink),
         _ => return Err(not_history()),
     };
     let at = input.at;
@@ -184,13 +189,84 @@ pub fn each_stream(
     Ok(header)
 }
 
-/// The records of a streamed file (after its magic), up to its end or to the record it cuts.
+/// The path of segment `k` of the streamed history whose first segment is `first`:
+/// `history.bin` itself for 0, then `history.1.bin`, `history.2.bin`, ... beside it.
+pub fn segment_path(first: &Path, k: u32) -> PathBuf {
+    if k == 0 {
+        return first.to_path_buf();
+    }
+    let stem = first.file_stem().map_or_else(Default::default, |s| s.to_string_lossy().into_owned());
+    let name = match first.extension() {
+        Some(ext) => format!("{stem}.{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{k}"),
+    };
+    first.with_file_name(name)
+}
+
+/// The bytes of the history whose first file is `path`, every segment of a streamed one
+/// included (what a check has to read).
 ///
-/// Errors: I/O; a malformed header; a record of an unknown kind; no header record whole.
-fn load_streamed(
+/// Errors: the first file's metadata cannot be read.
+pub fn history_bytes(path: &Path) -> Result<u64, HistoryFileError> {
+    let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
+    let mut total = std::fs::metadata(path).map_err(io)?.len();
+    for k in 1.. {
+        match std::fs::metadata(segment_path(path, k)) {
+            Ok(meta) => total += meta.len(),
+            Err(_) => break,
+        }
+    }
+    Ok(total)
+}
+
+/// A streamed history's segments in turn: the first (`input`, after its magic), then
+/// `history.1.bin`, ... while they exist. Each segment starts with its magic and a header
+/// record; the header that counts is the last segment's last one.
+///
+/// Errors: those of [`load_streamed`] for any segment; a later segment that is not a streamed
+/// history file.
+fn load_segments(
+    first: &Path,
     mut input: Sections,
     mut sink: impl FnMut(u8, Vec<u8>) -> Result<(), HistoryFileError>,
 ) -> Result<HistoryHeader, HistoryFileError> {
+    let at = input.at;
+    let mut header = load_streamed(&mut input, &mut sink)?
+        .ok_or_else(|| input.truncated(format!("a header record after the magic EMQHIST4 at byte {at}")))?;
+    for k in 1.. {
+        let path = segment_path(first, k);
+        let io = |source| HistoryFileError::Io { path: path.clone(), source };
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(io(e)),
+        };
+        let size = file.metadata().map_err(io)?.len();
+        let mut input = Sections { input: BufReader::new(file), at: 0, size, path: &path };
+        // A segment cut before its first whole header (a run killed as it rotated) adds
+        // nothing: the history ends with the segment before.
+        if size < 8 {
+            break;
+        }
+        if input.take(8, |_| String::new())? != STREAMED_MAGIC {
+            return Err(HistoryFileError::Magic { path: path.clone() });
+        }
+        match load_streamed(&mut input, &mut sink)? {
+            Some(read) => header = read,
+            None => break,
+        }
+    }
+    Ok(header)
+}
+
+/// The records of a streamed file (after its magic), up to its end or to the record it cuts;
+/// returns its last header (none when no header record is whole).
+///
+/// Errors: I/O; a malformed header; a record of an unknown kind.
+fn load_streamed(
+    input: &mut Sections,
+    mut sink: impl FnMut(u8, Vec<u8>) -> Result<(), HistoryFileError>,
+) -> Result<Option<HistoryHeader>, HistoryFileError> {
     let path = input.path;
     let mut header: Option<HistoryHeader> = None;
     while input.at < input.size {
@@ -228,10 +304,7 @@ fn load_streamed(
             _ => sink(super::EVENT_VERSION, bytes)?,
         }
     }
-    let mut header =
-        header.ok_or_else(|| input.truncated("a header record after the magic EMQHIST4 at byte 8".to_string()))?;
-    header.event_version = super::EVENT_VERSION;
-    Ok(header)
+    Ok(header.map(|header| HistoryHeader { event_version: super::EVENT_VERSION, ..header }))
 }
 
 /// A history file read section by section, each length checked against the file's size

@@ -66,6 +66,31 @@ pub struct HistoryHeader {
     /// only jobs finished at least this long before it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retain_ms: Option<u64>,
+    /// Which events the file keeps: every one (older files), or with
+    /// [`KeepHistory::Violations`] only those of the jobs the live check did not pass as
+    /// finished and retired (a job with no enqueue event in such a file is one it passed,
+    /// seen again by a late call).
+    #[serde(default, skip_serializing_if = "KeepHistory::is_full")]
+    pub keep: KeepHistory,
+}
+
+/// Which events a run's history keeps (`--keep-history`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum KeepHistory {
+    /// Every event: the history grows with every job the run ran.
+    #[default]
+    Full,
+    /// The events of the jobs the live check could not pass, and none of a job it passed once
+    /// `clean` retired it: the history grows with findings and faults, not with jobs.
+    Violations,
+}
+
+impl KeepHistory {
+    /// True for [`KeepHistory::Full`].
+    pub fn is_full(&self) -> bool {
+        *self == KeepHistory::Full
+    }
 }
 
 impl HistoryHeader {
@@ -86,6 +111,7 @@ impl HistoryHeader {
             event_version: EVENT_VERSION,
             complete: true,
             retain_ms: None,
+            keep: KeepHistory::Full,
         }
     }
 }

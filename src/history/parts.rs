@@ -87,7 +87,7 @@ impl HistoryParts {
             let at = at.to_path_buf();
             move |source| HistoryFileError::Io { path: at.clone(), source }
         };
-        let size = std::fs::metadata(path).map_err(io(path))?.len();
+        let size = file::history_bytes(path)?;
         let count = parts_for(size, budget_bytes);
         if count == 1 {
             let (header, streams) = file::load(path)?;

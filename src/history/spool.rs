@@ -7,7 +7,7 @@
 //! says the run has not ended (`complete: false`), the chunks as they come, and the final
 //! header at the end. A file without its final header is a run that ended without one.
 
-use super::file::{HistoryFileError, RECORD_HEADER, RECORD_STREAM, STREAMED_MAGIC};
+use super::file::{segment_path, HistoryFileError, RECORD_HEADER, RECORD_STREAM, STREAMED_MAGIC};
 use super::HistoryHeader;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -38,6 +38,42 @@ pub struct ChunkTap {
     pub skipped: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// What decides, in the writer's own thread, which events of each chunk are written: the
+/// history then keeps what the filter gives back instead of every chunk (`--keep-history
+/// violations`: the live check keeps the events of jobs it could not pass). The filter sees
+/// every chunk, in the order the load threads handed them over, and none is ever skipped.
+pub trait ChunkFilter: Send {
+    /// What to write of `chunk` (a stream in this build's encoding) that came at `now`:
+    /// streams in that encoding, none for nothing.
+    fn chunk(&mut self, chunk: Vec<u8>, now: Instant) -> Vec<Vec<u8>>;
+    /// What to write of what became due by `now`; called at least every [`TICK`].
+    fn tick(&mut self, now: Instant) -> Vec<Vec<u8>>;
+    /// What is left to write once the run's last chunk came (before the final header).
+    fn finish(&mut self) -> Vec<Vec<u8>>;
+}
+
+/// How often a filter's [`ChunkFilter::tick`] runs when no chunk comes.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// The most bytes one segment of the history holds before the writer starts the next one.
+pub const SEGMENT_BYTES: u64 = 256 << 20;
+
+/// How a run's history is written.
+pub struct SpoolOptions {
+    /// Where each chunk goes once written (the live check reading beside the file).
+    pub tap: Option<ChunkTap>,
+    /// What decides which events are written (the live check in the writer's thread).
+    pub filter: Option<Box<dyn ChunkFilter>>,
+    /// Bytes after which the next segment starts ([`SEGMENT_BYTES`]).
+    pub segment_bytes: u64,
+}
+
+impl Default for SpoolOptions {
+    fn default() -> SpoolOptions {
+        SpoolOptions { tap: None, filter: None, segment_bytes: SEGMENT_BYTES }
+    }
+}
+
 /// The load threads' side of the spool: cheap to clone, one per thread. A chunk sent after the
 /// spool ended is dropped (and counted nowhere: the spool ends after every load thread did).
 #[derive(Clone)]
@@ -62,6 +98,11 @@ pub struct SpoolTotals {
     pub stream_bytes: u64,
     /// Streams (chunks) written.
     pub streams: u64,
+    /// Encoded history the load threads handed over, bytes: `stream_bytes` unless a filter
+    /// kept less.
+    pub recorded_bytes: u64,
+    /// Files the history takes (`history.bin` and the segments after it).
+    pub segments: u32,
 }
 
 /// The writer of one run's `history.bin`.
@@ -77,30 +118,24 @@ impl HistorySpool {
     ///
     /// Errors: the file cannot be created or written ([`HistoryFileError::Io`], naming it).
     pub fn start(path: &Path, header: &HistoryHeader) -> Result<HistorySpool, HistoryFileError> {
-        HistorySpool::start_tapped(path, header, None)
+        HistorySpool::start_with(path, header, SpoolOptions::default())
     }
 
-    /// [`start`](Self::start), handing each chunk to `tap` once it is written.
+    /// [`start`](Self::start) with `options`: a tap, a filter, the segments' size.
     ///
     /// Errors: as [`start`](Self::start).
-    pub fn start_tapped(
+    pub fn start_with(
         path: &Path,
         header: &HistoryHeader,
-        tap: Option<ChunkTap>,
+        options: SpoolOptions,
     ) -> Result<HistorySpool, HistoryFileError> {
-        let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
-        let file = File::options().write(true).create_new(true).open(path).map_err(io)?;
-        let mut out = BufWriter::with_capacity(1 << 16, file);
-        out.write_all(STREAMED_MAGIC).map_err(io)?;
         let first = HistoryHeader { complete: false, ..header.clone() };
-        write_header(&mut out, &first).map_err(io)?;
-        out.flush().map_err(io)?;
+        let out = Segments::create(path, first, options.segment_bytes)?;
         let (tx, rx) = mpsc::channel();
-        let owned = path.to_path_buf();
         let thread = std::thread::Builder::new()
             .name("history-spool".into())
-            .spawn(move || write_loop(out, rx, &owned, tap))
-            .map_err(io)?;
+            .spawn(move || write_loop(out, rx, options.tap, options.filter))
+            .map_err(|source| HistoryFileError::Io { path: path.to_path_buf(), source })?;
         Ok(HistorySpool { tx, thread, path: path.to_path_buf() })
     }
 
@@ -130,6 +165,79 @@ impl HistorySpool {
     }
 }
 
+/// The history's files as the writer fills them: the segment being written, and what starts
+/// the next one (see [`super::file::segment_path`]).
+struct Segments {
+    first: PathBuf,
+    /// The header each segment starts with (the run's start header, marked incomplete).
+    header: HistoryHeader,
+    out: BufWriter<File>,
+    /// The segment being written (0: `first`).
+    index: u32,
+    written: u64,
+    limit: u64,
+}
+
+impl Segments {
+    /// Creates the first segment (refusing a file that exists) with its magic and header.
+    fn create(first: &Path, header: HistoryHeader, limit: u64) -> Result<Segments, HistoryFileError> {
+        let out = Segments::open(first, &header)?;
+        Ok(Segments { first: first.to_path_buf(), header, out, index: 0, written: 0, limit: limit.max(1) })
+    }
+
+    fn open(path: &Path, header: &HistoryHeader) -> Result<BufWriter<File>, HistoryFileError> {
+        let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
+        let file = File::options().write(true).create_new(true).open(path).map_err(io)?;
+        let mut out = BufWriter::with_capacity(1 << 16, file);
+        out.write_all(STREAMED_MAGIC).map_err(io)?;
+        write_header(&mut out, header).map_err(io)?;
+        out.flush().map_err(io)?;
+        Ok(out)
+    }
+
+    fn path(&self) -> PathBuf {
+        segment_path(&self.first, self.index)
+    }
+
+    fn io(&self, source: std::io::Error) -> HistoryFileError {
+        HistoryFileError::Io { path: self.path(), source }
+    }
+
+    /// Appends one stream record (`S` · u64 LE length · bytes), flushed at once (the page cache
+    /// holds it when the process is killed); starts the next segment first when this one is
+    /// full, syncing the one it closes.
+    fn stream(&mut self, chunk: &[u8]) -> Result<(), HistoryFileError> {
+        if self.written >= self.limit {
+            self.out.flush().and_then(|()| self.out.get_ref().sync_all()).map_err(|e| self.io(e))?;
+            self.index += 1;
+            self.out = Segments::open(&self.path(), &self.header)?;
+            self.written = 0;
+        }
+        (|| {
+            self.out.write_all(&[RECORD_STREAM])?;
+            self.out.write_all(&(chunk.len() as u64).to_le_bytes())?;
+            self.out.write_all(chunk)?;
+            self.out.flush()
+        })()
+        .map_err(|e| self.io(e))?;
+        self.written += chunk.len() as u64;
+        Ok(())
+    }
+
+    /// Appends the final header record.
+    fn end(&mut self, header: &HistoryHeader) -> Result<(), HistoryFileError> {
+        write_header(&mut self.out, header).and_then(|()| self.out.flush()).map_err(|e| self.io(e))
+    }
+
+    fn sync_data(&self) -> Result<(), HistoryFileError> {
+        self.out.get_ref().sync_data().map_err(|e| self.io(e))
+    }
+
+    fn sync_all(&self) -> Result<(), HistoryFileError> {
+        self.out.get_ref().sync_all().map_err(|e| self.io(e))
+    }
+}
+
 /// `H` · u32 LE length · the header's JSON.
 fn write_header(out: &mut impl Write, header: &HistoryHeader) -> std::io::Result<()> {
     let json = serde_json::to_vec(header).expect("a header serializes");
@@ -138,73 +246,89 @@ fn write_header(out: &mut impl Write, header: &HistoryHeader) -> std::io::Result
     out.write_all(&json)
 }
 
-/// The writer thread: appends every chunk as `S` · u64 LE length · bytes, flushed at once (the
-/// page cache holds it when the process is killed) and synced every [`SYNC_EVERY`]. After a
-/// failed write it keeps receiving (so the load threads never block or hold their chunks) and
-/// drops what it receives.
+/// The writer thread: appends every chunk (or what the filter keeps of it) as a stream record
+/// and syncs every [`SYNC_EVERY`]. After a failed write it keeps receiving (so the load
+/// threads never block or hold their chunks) and drops what it receives.
 fn write_loop(
-    mut out: BufWriter<File>,
+    mut out: Segments,
     rx: mpsc::Receiver<Spooled>,
-    path: &Path,
     tap: Option<ChunkTap>,
+    mut filter: Option<Box<dyn ChunkFilter>>,
 ) -> Result<SpoolTotals, HistoryFileError> {
-    let io = |source| HistoryFileError::Io { path: path.to_path_buf(), source };
-    let mut totals = SpoolTotals { stream_bytes: 0, streams: 0 };
-    let mut failed: Option<std::io::Error> = None;
+    let mut totals = SpoolTotals { stream_bytes: 0, streams: 0, recorded_bytes: 0, segments: 1 };
+    let mut failed: Option<HistoryFileError> = None;
     let mut synced = Instant::now();
-    for msg in rx {
-        let end = matches!(msg, Spooled::End(_));
-        let msg = match (msg, &tap) {
-            // The tap reads the chunk whether or not the disk took it.
-            (Spooled::Stream(chunk), Some(tap)) if failed.is_some() => {
-                hand(tap, chunk);
-                continue;
-            }
-            (msg, _) => msg,
+    let mut ticked = Instant::now();
+    loop {
+        let msg = match rx.recv_timeout(TICK) {
+            Ok(msg) => Some(msg),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            // Every sender gone without the end: the run was dropped (killed).
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        if failed.is_some() {
-            if end {
-                break;
-            }
-            continue;
-        }
-        let written = match &msg {
-            Spooled::Stream(chunk) => (|| {
-                out.write_all(&[RECORD_STREAM])?;
-                out.write_all(&(chunk.len() as u64).to_le_bytes())?;
-                out.write_all(chunk)?;
-                out.flush()
-            })(),
-            Spooled::End(header) => write_header(&mut out, header).and_then(|()| out.flush()),
-        };
-        match written {
-            Ok(()) => {
-                if let Spooled::Stream(chunk) = &msg {
-                    totals.stream_bytes += chunk.len() as u64;
-                    totals.streams += 1;
+        let now = Instant::now();
+        match msg {
+            Some(Spooled::Stream(chunk)) => {
+                totals.recorded_bytes += chunk.len() as u64;
+                match filter.as_mut() {
+                    Some(filter) => {
+                        filter.chunk(chunk, now).iter().for_each(|kept| put(&mut out, &mut totals, kept, &mut failed))
+                    }
+                    None => {
+                        put(&mut out, &mut totals, &chunk, &mut failed);
+                        // The tap reads the chunk whether or not the disk took it.
+                        if let Some(tap) = &tap {
+                            hand(tap, chunk);
+                        }
+                    }
                 }
             }
-            Err(err) => failed = Some(err),
+            Some(Spooled::End(header)) => {
+                if let Some(filter) = filter.as_mut() {
+                    filter.finish().iter().for_each(|kept| put(&mut out, &mut totals, kept, &mut failed));
+                }
+                if failed.is_none() {
+                    if let Err(err) = out.end(&header) {
+                        failed = Some(err);
+                    }
+                }
+                // The final header is the last record, whatever a sender still held sends after it.
+                break;
+            }
+            None => {}
         }
-        if synced.elapsed() >= SYNC_EVERY {
-            if let Err(err) = out.get_ref().sync_data() {
-                failed.get_or_insert(err);
+        if let Some(filter) = filter.as_mut().filter(|_| now.duration_since(ticked) >= TICK) {
+            filter.tick(now).iter().for_each(|kept| put(&mut out, &mut totals, kept, &mut failed));
+            ticked = now;
+        }
+        if failed.is_none() && synced.elapsed() >= SYNC_EVERY {
+            if let Err(err) = out.sync_data() {
+                failed = Some(err);
             }
             synced = Instant::now();
         }
-        if let (Spooled::Stream(chunk), Some(tap)) = (msg, &tap) {
-            hand(tap, chunk);
-        }
-        // The final header is the last record, whatever a sender still held sends after it.
-        if end {
-            break;
-        }
     }
     if let Some(err) = failed {
-        return Err(io(err));
+        return Err(err);
     }
-    out.get_ref().sync_all().map_err(io)?;
+    out.sync_all()?;
     Ok(totals)
+}
+
+/// Writes `bytes` as one stream record unless empty or a write failed before; a failure is kept
+/// in `failed`.
+fn put(out: &mut Segments, totals: &mut SpoolTotals, bytes: &[u8], failed: &mut Option<HistoryFileError>) {
+    if bytes.is_empty() || failed.is_some() {
+        return;
+    }
+    match out.stream(bytes) {
+        Ok(()) => {
+            totals.stream_bytes += bytes.len() as u64;
+            totals.streams += 1;
+            totals.segments = out.index + 1;
+        }
+        Err(err) => *failed = Some(err),
+    }
 }
 
 /// Hands `chunk` to the tap's reader, or counts it skipped when the reader is behind or gone.
@@ -251,6 +375,61 @@ mod tests {
         let events: Vec<u32> =
             streams.iter().flat_map(|s| crate::history::buffer::decode(s).unwrap()).map(|e| e.job).collect();
         assert_eq!(events, (1..=8).collect::<Vec<u32>>());
+    }
+
+    /// A history larger than a segment is written as several files (`history.bin`,
+    /// `history.1.bin`, ...); every reader reads them in turn, under the last header; a filter
+    /// decides what is written.
+    #[test]
+    fn a_history_in_segments_reads_back_whole() {
+        struct Evens;
+        impl ChunkFilter for Evens {
+            fn chunk(&mut self, chunk: Vec<u8>, _: Instant) -> Vec<Vec<u8>> {
+                let events = crate::history::buffer::decode(&chunk).unwrap();
+                let evens: Vec<_> = events.into_iter().filter(|e| e.job % 2 == 0).collect();
+                crate::history::buffer::encode_events(&evens)
+            }
+            fn tick(&mut self, _: Instant) -> Vec<Vec<u8>> {
+                Vec::new()
+            }
+            fn finish(&mut self) -> Vec<Vec<u8>> {
+                Vec::new()
+            }
+        }
+        for filter in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("history.bin");
+            let options = SpoolOptions {
+                segment_bytes: 40,
+                filter: filter.then(|| Box::new(Evens) as Box<dyn ChunkFilter>),
+                ..SpoolOptions::default()
+            };
+            let spool =
+                HistorySpool::start_with(&path, &HistoryHeader { drained: false, ..header() }, options).unwrap();
+            let start = std::time::Instant::now();
+            let spill = spool.spill();
+            for chunk in 0..6u32 {
+                let mut buf = HistoryBuf::new(start);
+                for job in chunk * 10..chunk * 10 + 10 {
+                    buf.push(job, Kind::Progress, Outcome::Ok, 1, None, start, 0);
+                }
+                buf.take().into_iter().for_each(|s| spill.send(s).unwrap());
+            }
+            let totals = spool.finish(Vec::new(), &header()).unwrap();
+            assert!(totals.segments >= 3, "{totals:?}");
+            assert!(dir.path().join("history.2.bin").exists());
+            assert_eq!(
+                crate::history::file::history_bytes(&path).unwrap(),
+                (0..totals.segments).map(|k| std::fs::metadata(segment_path(&path, k)).unwrap().len()).sum::<u64>()
+            );
+            let (read, streams) = load(&path).unwrap();
+            assert_eq!(read, header(), "the last segment's final header");
+            let jobs: Vec<u32> =
+                streams.iter().flat_map(|s| crate::history::buffer::decode(s).unwrap()).map(|e| e.job).collect();
+            let want: Vec<u32> = (0..60).filter(|j| !filter || j % 2 == 0).collect();
+            assert_eq!(jobs, want);
+            assert_eq!(totals.recorded_bytes > totals.stream_bytes, filter, "{totals:?}");
+        }
     }
 
     /// A file the run never finished (killed) reads up to its last whole record, under the

@@ -122,6 +122,7 @@ pub fn run_args(scenario: &Path, out: &Path) -> emq_bench::cli::RunArgs {
         json: false,
         no_check: false,
         fail_fast: false,
+        keep_history: Default::default(),
         check_memory: emq_bench::cli::DEFAULT_CHECK_MEMORY_MB,
         repeat: 1,
         threads: 1,

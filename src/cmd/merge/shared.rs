@@ -13,13 +13,13 @@
 
 use super::ShardFolder;
 use crate::check::{self, CheckOutcome};
-use crate::history::{self, History, HistoryBuf, HistoryHeader, HistoryParts, Kind};
+use crate::history::{self, Event, History, HistoryBuf, HistoryHeader, HistoryParts};
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::net::{ConnectOptions, Connector, Endpoint, TargetFlags};
 use crate::plane::{self, Plane, Route, RunLock};
 use crate::scenario::JobNumbers;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Where the merge reaches the fleet's server: `merge --url` with its flags, or the last
 /// shard's own target when it merges.
@@ -92,13 +92,7 @@ pub(super) fn union_history(shards: &[ShardFolder]) -> Result<(HistoryHeader, Ve
         let shift = |us: u64| (us as f64 * (1.0 + drift_per_us) + offset_us).round().max(0.0) as u64;
         let mut buf = HistoryBuf::new(base);
         for e in &decoded.events {
-            let (sent_us, done_us) = (shift(e.sent_us), shift(e.done_us));
-            let sent = base + Duration::from_micros(sent_us);
-            if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) {
-                buf.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, e.id_ms, sent, done_us - sent_us);
-            } else {
-                buf.push(e.job, e.kind, e.outcome, e.token, e.worker, sent, done_us - sent_us);
-            }
+            buf.push_event(&Event { sent_us: shift(e.sent_us), done_us: shift(e.done_us), ..*e });
         }
         for stream in buf.take() {
             streams.push(stream);

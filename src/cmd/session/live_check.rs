@@ -5,24 +5,27 @@
 use super::options::RunOptions;
 use crate::check::live::{LiveCheck, LiveFindings};
 use crate::error::AppError;
-use crate::history::spool::ChunkTap;
-use crate::history::HistoryHeader;
+use crate::history::spool::SpoolOptions;
+use crate::history::{HistoryHeader, KeepHistory};
 use crate::load::stop::{Interruption, StopSignal};
 use crate::scenario::Plan;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-/// A started live check: its findings, its thread, and the tap the history writer feeds.
+/// A started live check: its findings, and its thread (none when it runs inside the history
+/// writer, `--keep-history violations`).
 pub(super) struct Started {
     /// What it found so far (the metrics endpoint reads them).
     pub(super) findings: Arc<LiveFindings>,
-    thread: JoinHandle<()>,
+    thread: Option<JoinHandle<()>>,
 }
 
 /// Starts the live check of a run of `plan` writing its folder `dir` under `header`, unless the
 /// run checks nothing (`--no-check`) or is a `shared` fleet's shard (its history holds a part
-/// of each job's only: the merge checks those). Returns the check and the tap for the writer.
+/// of each job's only: the merge checks those). Returns the check and how the history is to be
+/// written: tapped by the check's own thread, or (`--keep-history violations`) filtered by the
+/// check inside the writer.
 ///
 /// Errors: the check's thread could not be started.
 pub(super) fn start(
@@ -30,15 +33,20 @@ pub(super) fn start(
     plan: &Plan,
     dir: &Path,
     header: &HistoryHeader,
-) -> Result<Option<(Started, ChunkTap)>, AppError> {
+) -> Result<(Option<Started>, SpoolOptions), AppError> {
     if !opts.check || plan.shares_queues() {
-        return Ok(None);
+        return Ok((None, SpoolOptions::default()));
     }
     let findings = Arc::new(LiveFindings::new(Some(dir.to_path_buf())));
+    if opts.keep_history == KeepHistory::Violations {
+        let filter = LiveCheck::keeping(header.clone()).into_filter(findings.clone());
+        let spool = SpoolOptions { filter: Some(Box::new(filter)), ..SpoolOptions::default() };
+        return Ok((Some(Started { findings, thread: None }), spool));
+    }
     let (tap, thread) = LiveCheck::new(header.clone())
         .spawn(findings.clone())
         .map_err(|source| AppError::Io { path: "the live check's thread".into(), source })?;
-    Ok(Some((Started { findings, thread }, tap)))
+    Ok((Some(Started { findings, thread: Some(thread) }), SpoolOptions { tap: Some(tap), ..SpoolOptions::default() }))
 }
 
 /// The stop signal the load follows: `stop` itself, or with `--fail-fast` a signal of the run's
@@ -65,7 +73,9 @@ impl Started {
     /// ([`Interruption::FailFast`]; a violation found after the load ended stops nothing and
     /// names nothing); returns true when one was found, whose keys are then the evidence.
     pub(super) fn finish(self, fail_fast: bool, interrupted: &mut Option<Interruption>) -> bool {
-        let _ = self.thread.join();
+        if let Some(thread) = self.thread {
+            let _ = thread.join();
+        }
         let Some(first) = self.findings.first().filter(|_| fail_fast) else { return false };
         if matches!(interrupted, Some(Interruption::Stopped)) {
             let job = first.job.as_deref().unwrap_or("-");

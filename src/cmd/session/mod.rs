@@ -327,10 +327,9 @@ impl Session {
         // The history goes to disk as it is recorded: the run's memory holds none it closed,
         // and a run killed outright leaves all of it up to about a second before the kill.
         let history_path = dir.join(HISTORY_FILE);
-        let header_at_start = observe::history_header(&plan, None);
-        let live = live_check::start(&opts, &plan, dir, &header_at_start)?;
-        let (live, tap) = live.map_or((None, None), |(live, tap)| (Some(live), Some(tap)));
-        let spool = HistorySpool::start_tapped(&history_path, &header_at_start, tap)
+        let header_at_start = observe::history_header(&plan, opts.keep_history, None);
+        let (live, spooling) = live_check::start(&opts, &plan, dir, &header_at_start)?;
+        let spool = HistorySpool::start_with(&history_path, &header_at_start, spooling)
             .map_err(|e| AppError::Usage(e.to_string()))?;
         let stop = live_check::stop_signal(stop, live.as_ref(), opts.fail_fast);
         // The per-second files and a running summary.json as the run goes, so a run killed
@@ -476,7 +475,7 @@ impl Session {
                 .flatten(),
             script_sha1: registry.scripts().map(|s| (s.name().to_string(), registry.sha(s).to_string())).collect(),
         };
-        let header = observe::history_header(&plan, Some(&driven));
+        let header = observe::history_header(&plan, opts.keep_history, Some(&driven));
         // The history's last chunks and its final header: history.bin is whole from here on.
         let spooled = spool.finish(std::mem::take(&mut driven.streams), &header);
         let history_bytes = spooled.as_ref().map_or(0, |totals| totals.stream_bytes);

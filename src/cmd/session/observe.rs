@@ -3,7 +3,7 @@
 
 use crate::check::{self, CheckOutcome};
 use crate::error::AppError;
-use crate::history::{HistoryHeader, HistoryParts};
+use crate::history::{HistoryHeader, HistoryParts, KeepHistory};
 use crate::keyspace::ids::run_tag;
 use crate::keyspace::{QueueKeys, QueueName};
 use crate::load::coordinator::Driven;
@@ -15,7 +15,8 @@ use crate::server::{EmbeddedServer, ServerOptions};
 /// The history's header for `driven`; without it (`None`), what the run's start knows: the
 /// header a run killed before its end leaves (not drained, any job number issued, no job that
 /// had to finish, incomplete).
-pub(super) fn history_header(plan: &Plan, driven: Option<&Driven>) -> HistoryHeader {
+/// `keep` is the run's `--keep-history`.
+pub(super) fn history_header(plan: &Plan, keep: KeepHistory, driven: Option<&Driven>) -> HistoryHeader {
     HistoryHeader {
         seed: plan.seed,
         run_tag: run_tag(plan.id_seed()),
@@ -29,6 +30,7 @@ pub(super) fn history_header(plan: &Plan, driven: Option<&Driven>) -> HistoryHea
         event_version: crate::history::EVENT_VERSION,
         complete: driven.is_some(),
         retain_ms: plan.maintenance.clean.map(|_| plan.maintenance.retain.as_millis() as u64),
+        keep,
     }
 }
 

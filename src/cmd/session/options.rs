@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub check: bool,
     /// Stop at the first violation the live check finds, keeping the keys (`--fail-fast`).
     pub fail_fast: bool,
+    /// Which events the history keeps (`--keep-history`).
+    pub keep_history: crate::history::KeepHistory,
     /// The memory the check gives the history at once, bytes (`--check-memory`).
     pub check_memory_bytes: u64,
     /// Delete keys the run's queues already have instead of refusing to start.
@@ -301,6 +303,7 @@ impl RunOptions {
         }
         check_durability(args, &plan, shape, cluster.as_ref())?;
         let (plan, fleet) = resolve_fleet(args, plan, url.as_deref())?;
+        check_keep_history(args, &plan)?;
         // Only a kill-connections fault needs the load's connections named (CLIENT SETNAME,
         // which a least-privilege user may not be allowed).
         let client_name =
@@ -329,6 +332,7 @@ impl RunOptions {
             progress_every: args.progress_every,
             check: !args.no_check,
             fail_fast: args.fail_fast,
+            keep_history: args.keep_history,
             check_memory_bytes: args.check_memory.saturating_mul(1 << 20),
             force: args.force,
             keep: args.keep,
@@ -399,6 +403,27 @@ impl RunOptions {
 /// (which sends no `WAIT`), on the embedded standalone server (no replica), or on an embedded
 /// cluster with fewer replicas per primary than asked. A `--url` deployment's replicas are
 /// counted when the session opens.
+/// `--keep-history violations` drops only what the live check passed of jobs `clean` retired:
+/// refused (exit 2) without retention, or where the run has no live check (a `shared` fleet's
+/// shard holds part of each job's history; the merge checks it whole).
+fn check_keep_history(args: &RunArgs, plan: &Plan) -> Result<(), AppError> {
+    if args.keep_history.is_full() {
+        return Ok(());
+    }
+    if plan.maintenance.clean.is_none() {
+        return Err(AppError::Usage(format!(
+            "{}: --keep-history violations drops the events of jobs `clean` retired, and this run retires none: set [maintenance] clean (e.g. --set maintenance.clean=\"1s\")",
+            args.scenario.display()
+        )));
+    }
+    if plan.shares_queues() {
+        return Err(AppError::Usage(
+            "--keep-history violations: a shared fleet's shard has no live check (the merge needs every shard's whole history)".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn check_durability(
     args: &RunArgs,
     plan: &Plan,
