@@ -179,7 +179,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
                 session.set_options(probe_options(probe.rate, probe.length)?);
                 let t = Instant::now();
                 let (result, metrics) = match session
-                    .rep(registry.clone(), registry.dir(), &dir.join(&folder), false, stop.clone())
+                    .rep(registry.clone(), &dir.join(&folder), false, stop.clone())
                     .await
                 {
                     Ok(done) => done,

@@ -65,8 +65,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let dir = results_dir(options.out.as_deref(), &session.plan().name)?;
         let repeat = options.repeat;
         if repeat == 1 {
-            let lua_dir = registry.dir().to_path_buf();
-            let mut result = session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0;
+            let mut result = session.rep(registry, &dir, options.keep, stop.clone()).await?.0;
             if let Some(fleet) = &options.fleet {
                 // The last shard of the fleet to finish merges, and its exit code is the worse of
                 // its own verdict and the fleet's: the fleet's check (a `shared` fleet has no
@@ -114,7 +113,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
             let name = format!("rep-{k:03}");
             let keep = options.keep && k == repeat;
             let (result, metrics) =
-                session.rep(registry.clone(), registry.dir(), &dir.join(&name), keep, stop.clone()).await?;
+                session.rep(registry.clone(), &dir.join(&name), keep, stop.clone()).await?;
             findings.extend(
                 result
                     .summary
