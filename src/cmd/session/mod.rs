@@ -18,14 +18,14 @@ pub mod writers;
 pub use folder::{check_out, results_dir};
 pub use options::RunOptions;
 
-use super::Outcome;
+use super::CommandOutcome;
 use crate::bullmq::release;
 use crate::check::CheckOutcome;
 use crate::error::AppError;
 use crate::exposition::Board;
 use crate::faults::{Nemesis, Processes};
-use crate::history::spool::{HistorySpool, SpoolTotals};
 use crate::history::file::HistoryFileError;
+use crate::history::spool::{HistorySpool, SpoolTotals};
 use crate::history::HistoryParts;
 use crate::keyspace::QueueKeys;
 use crate::load::coordinator::{drive, DriveOptions, Driven, FleetDrain};
@@ -56,7 +56,7 @@ use writers::run_writers;
 pub const HISTORY_FILE: &str = "history.bin";
 
 /// What one repetition prints and returns.
-pub struct RunResult {
+pub struct RepResult {
     /// The results folder.
     pub dir: PathBuf,
     /// summary.json's content.
@@ -64,7 +64,7 @@ pub struct RunResult {
     /// The table (stdout).
     pub table: String,
     /// Success or failure (interrupted, a violation, a failed threshold, ...).
-    pub outcome: Outcome,
+    pub outcome: CommandOutcome,
     /// Why the outcome is a failure, one line each.
     pub failures: Vec<String>,
     /// The run's `junit.xml` document (a repetition's, for `--repeat` to combine).
@@ -294,7 +294,7 @@ impl Session {
         dir: &Path,
         keep: bool,
         stop: StopSignal,
-    ) -> Result<(RunResult, RunMetrics), AppError> {
+    ) -> Result<(RepResult, RunMetrics), AppError> {
         plane::ensure_clean(&self.plane, &self.queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
         let mut target = self.target_info(&registry);
@@ -354,7 +354,11 @@ impl Session {
     /// configuration the shards agreed on; `None` outside a fleet.
     ///
     /// Errors: stopped at the barrier, the barrier refused this shard or failed on the server.
-    async fn wait_for_fleet(&self, registry: &ScriptRegistry, stop: &StopSignal) -> Result<Option<FleetStart>, AppError> {
+    async fn wait_for_fleet(
+        &self,
+        registry: &ScriptRegistry,
+        stop: &StopSignal,
+    ) -> Result<Option<FleetStart>, AppError> {
         let Some(fleet) = &self.options.fleet else { return Ok(None) };
         // Shards that run other scripts must not be merged as one fleet: the scripts'
         // SHA-1s join the configuration every shard must agree on.
@@ -396,8 +400,10 @@ impl Session {
         let header_at_start = observe::history_header(plan, None);
         let live = live_check::start(opts, plan, dir, &header_at_start)?;
         let (live, tap) = live.map_or((None, None), |(live, tap)| (Some(live), Some(tap)));
+        // A file that cannot be made in the folder just created is the machine's failure, not
+        // the user's input: exit 1, as the folder's own.
         let spool = HistorySpool::start_tapped(&history_path, &header_at_start, tap)
-            .map_err(|e| AppError::Usage(e.to_string()))?;
+            .map_err(|e| AppError::History(e.to_string()))?;
         let stop = live_check::stop_signal(stop, live.as_ref(), opts.fail_fast);
         Ok((Recording { history_path, spool, live }, stop))
     }
@@ -512,7 +518,12 @@ impl Session {
     /// The server after the run, into `target`: the slot map (a slot may have moved during
     /// the run: the check and cleanup need the map as it is now) and, when the run read them
     /// before (`read_before`), the nodes' INFO.
-    async fn observe_after(&self, read_before: bool, target: &mut TargetInfo, stop: &StopSignal) -> Option<InfoSnapshot> {
+    async fn observe_after(
+        &self,
+        read_before: bool,
+        target: &mut TargetInfo,
+        stop: &StopSignal,
+    ) -> Option<InfoSnapshot> {
         if let Some(Err(err)) = stop.unless_aborted(self.plane.refresh()).await {
             target.unavailable.push(format!("the slot map after the run: {err}"));
         }
@@ -613,8 +624,13 @@ impl Session {
     fn assemble(&self, ended: &Ended, keys: KeysFate, keep: bool) -> Assembled {
         let (opts, plan) = (&self.options, &self.options.plan);
         let driven = &ended.loaded.driven;
-        let shard =
-            assemble::shard_record(plan, ended.fleet_start.as_ref(), driven.metrics.start_wall, ended.end_clock, opts.check);
+        let shard = assemble::shard_record(
+            plan,
+            ended.fleet_start.as_ref(),
+            driven.metrics.start_wall,
+            ended.end_clock,
+            opts.check,
+        );
         let observed = assemble::Observed {
             target: ended.target.clone(),
             before: ended.before.clone(),
@@ -690,12 +706,18 @@ impl Session {
 
     /// The repetition's result: the table, then the verdict's lines (main prints them after
     /// FAIL), with the run's measurement.
-    fn render(&self, dir: &Path, ended: Ended, assembled: Assembled, junit: crate::ci::junit::Report) -> (RunResult, RunMetrics) {
+    fn render(
+        &self,
+        dir: &Path,
+        ended: Ended,
+        assembled: Assembled,
+        junit: crate::ci::junit::Report,
+    ) -> (RepResult, RunMetrics) {
         let summary = assembled.summary;
         let table = render::render_table(&summary, &self.options.plan, ended.checked.outcome.as_ref(), dir);
         let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();
-        let outcome = if summary.passed() == Some(true) { Outcome::Success } else { Outcome::Failed };
-        (RunResult { dir: dir.to_path_buf(), summary, table, outcome, failures, junit }, ended.loaded.driven.metrics)
+        let outcome = if summary.passed() == Some(true) { CommandOutcome::Success } else { CommandOutcome::Failed };
+        (RepResult { dir: dir.to_path_buf(), summary, table, outcome, failures, junit }, ended.loaded.driven.metrics)
     }
 }
 
