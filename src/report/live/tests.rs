@@ -1,8 +1,11 @@
 use super::readback::restore_series;
 use super::spill::{SecondsSpill, SpilledSecond, SECONDS_PREFIX};
 use super::*;
-use crate::lua::Script;
-use crate::metrics::{Recorder, Reporter};
+use crate::lua::{ErrorCode, Script};
+use crate::metrics::{CompactHistogram, IntervalScript, JobCounter, Recorder, Reporter, INTERVAL_US};
+use std::fs::File;
+use std::io::Write;
+use std::time::{Duration, Instant};
 
 /// A run whose reporter streams its seconds: the reporter finishes with no series,
 /// latency.hlog and intervals.csv hold every second, and the series read back is the one
