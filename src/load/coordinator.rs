@@ -208,7 +208,8 @@ pub async fn drive(
     let started = SystemTime::now();
     let start = Instant::now();
     let (reporter, live, faults_running) = go(&plan, &opts, start, spawned.gos, interrupted.is_none());
-    let mut polling = Polling::new(&plan, &opts, &plane, &queues, &shared, &stop, start);
+    let driving = Driving { plan: &plan, opts: &opts, plane: &plane, queues: &queues, shared: &shared, stop: &stop };
+    let mut polling = Polling::new(driving, start);
     if interrupted.is_none() {
         interrupted = polling.run(&live, &mut progress, faults_running.as_ref()).await;
     }
@@ -453,12 +454,8 @@ async fn read_end(
 /// load phase until its stop condition, then the drain until the queues are empty or its time
 /// limit passes. Its state is what the loop learns as it goes.
 struct Polling<'a> {
-    plan: &'a Plan,
-    opts: &'a DriveOptions,
-    plane: &'a Plane,
-    queues: &'a [QueueKeys],
-    shared: &'a RunShared,
-    stop: &'a StopSignal,
+    /// What the loop reads and does not change.
+    drive: Driving<'a>,
     /// The clock's start.
     start: Instant,
     /// The drain finished every job before its time limit.
@@ -482,23 +479,22 @@ struct Polling<'a> {
     next_progress: Instant,
 }
 
+/// What the polling loop reads: the run's plan and options, the coordinator's plane and the
+/// run's queues, the state it shares with the load threads, the stop signal.
+struct Driving<'a> {
+    plan: &'a Plan,
+    opts: &'a DriveOptions,
+    plane: &'a Plane,
+    queues: &'a [QueueKeys],
+    shared: &'a RunShared,
+    stop: &'a StopSignal,
+}
+
 impl<'a> Polling<'a> {
-    fn new(
-        plan: &'a Plan,
-        opts: &'a DriveOptions,
-        plane: &'a Plane,
-        queues: &'a [QueueKeys],
-        shared: &'a RunShared,
-        stop: &'a StopSignal,
-        start: Instant,
-    ) -> Polling<'a> {
+    /// The loop's state at the clock's `start`: nothing learnt yet.
+    fn new(drive: Driving<'a>, start: Instant) -> Polling<'a> {
         Polling {
-            plan,
-            opts,
-            plane,
-            queues,
-            shared,
-            stop,
+            drive,
             start,
             drained: false,
             said_done: false,
@@ -524,11 +520,11 @@ impl<'a> Polling<'a> {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         loop {
             tokio::select! {
-                _ = self.stop.stopped() => return Some(Interruption::Stopped),
+                _ = self.drive.stop.stopped() => return Some(Interruption::Stopped),
                 _ = tick.tick() => {}
             }
             let now = Instant::now();
-            let phase = self.shared.phase();
+            let phase = self.drive.shared.phase();
             if phase == Phase::Drain || now >= self.next_progress {
                 match self.read_depths(now).await {
                     Ok(true) => {}
@@ -561,8 +557,8 @@ impl<'a> Polling<'a> {
     /// loop for a reply timeout), `Err` the target unreachable for the whole window.
     async fn read_depths(&mut self, now: Instant) -> Result<bool, Interruption> {
         let read = tokio::select! {
-            read = depths(self.plane, self.queues) => read,
-            _ = self.stop.stopped() => return Ok(false),
+            read = depths(self.drive.plane, self.drive.queues) => read,
+            _ = self.drive.stop.stopped() => return Ok(false),
         };
         match read {
             Ok(d) => {
@@ -572,9 +568,9 @@ impl<'a> Polling<'a> {
             Err(err) => {
                 self.last_depths = None;
                 let since = self.unreachable.failed(now, &err);
-                if Instant::now().duration_since(since) >= self.opts.give_up {
+                if Instant::now().duration_since(since) >= self.drive.opts.give_up {
                     return Err(Interruption::GaveUp {
-                        window: self.opts.give_up,
+                        window: self.drive.opts.give_up,
                         since_s: (since - self.start).as_secs_f64(),
                         error: err.to_string(),
                     });
@@ -586,13 +582,13 @@ impl<'a> Polling<'a> {
 
     /// Whether the load phase is over at `now`: its duration passed, or its job budget sent.
     async fn load_done(&mut self, now: Instant) -> bool {
-        match self.plan.stop {
+        match self.drive.plan.stop {
             Stop::Duration(d) => now >= self.start + d,
             // A `shared` fleet's load phase ends with the fleet's producers, not this
             // shard's: a shard of consumers only has none of its own.
             Stop::Jobs(_) => {
-                let own_done = self.shared.producers_live.load(Ordering::Relaxed) == 0;
-                let opts = self.opts;
+                let own_done = self.drive.shared.producers_live.load(Ordering::Relaxed) == 0;
+                let opts = self.drive.opts;
                 match (&opts.fleet_drain, own_done) {
                     (Some(fleet), true) => {
                         let heard = self.fleet_producers_done(fleet).await;
@@ -603,7 +599,7 @@ impl<'a> Polling<'a> {
                             self.fleet_total = total;
                             self.fleet_grew = now;
                         }
-                        heard || now >= self.fleet_grew + self.plan.drain
+                        heard || now >= self.fleet_grew + self.drive.plan.drain
                     }
                     (_, own_done) => own_done,
                 }
@@ -616,8 +612,8 @@ impl<'a> Polling<'a> {
         // The instant producers are told to stop: what the never-sent count and the
         // producers' rate window are measured against. A job budget's last producer
         // has set it already, at its last reply (`producer::run`).
-        let _ = self.shared.load_end.set(Instant::now());
-        self.shared.advance(Phase::Drain);
+        let _ = self.drive.shared.load_end.set(Instant::now());
+        self.drive.shared.advance(Phase::Drain);
         self.drain_started = Some(now);
         // Faults belong to the load phase: the drain shows whether the run recovers.
         if let Some(running) = faults {
@@ -629,8 +625,8 @@ impl<'a> Polling<'a> {
     /// producers are done (then `drained`), the producers done without consumers to drain, or
     /// the drain's time limit passed.
     async fn drain_done(&mut self, now: Instant) -> bool {
-        let mut producers_done = self.shared.producers_live.load(Ordering::Relaxed) == 0;
-        let opts = self.opts;
+        let mut producers_done = self.drive.shared.producers_live.load(Ordering::Relaxed) == 0;
+        let opts = self.drive.opts;
         if let (Some(fleet), true) = (&opts.fleet_drain, producers_done) {
             let heard = self.fleet_producers_done(fleet).await;
             producers_done = heard;
@@ -653,16 +649,16 @@ impl<'a> Polling<'a> {
             return true;
         }
         // Without consumers there is nothing to drain: stop once the producers are done.
-        let no_consumers = self.plan.consumers.count == 0;
-        (no_consumers && producers_done) || self.drain_started.is_some_and(|t| now >= t + self.plan.drain)
+        let no_consumers = self.drive.plan.consumers.count == 0;
+        (no_consumers && producers_done) || self.drain_started.is_some_and(|t| now >= t + self.drive.plan.drain)
     }
 
     /// Whether every producing shard of the fleet is done, cut short (false) by a stop, as the
     /// depth read is.
     async fn fleet_producers_done(&mut self, fleet: &FleetDrain) -> bool {
         tokio::select! {
-            heard = fleet_producers_done(self.plane, fleet, &mut self.said_done, self.plan.drain) => heard,
-            _ = self.stop.stopped() => false,
+            heard = fleet_producers_done(self.drive.plane, fleet, &mut self.said_done, self.drive.plan.drain) => heard,
+            _ = self.drive.stop.stopped() => false,
         }
     }
 
