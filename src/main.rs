@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use emq_bench::cli::{Cli, Command};
-use emq_bench::cmd::{self, Outcome};
+use emq_bench::cmd::{self, CommandOutcome};
 use emq_bench::compare::Overall;
 use emq_bench::load::stop::StopSignal;
 use std::io::Write;
@@ -17,12 +17,12 @@ fn out(text: &str) {
 }
 
 /// Prints a comparison and turns its verdict into an outcome (exit 0, 1 or 3).
-fn verdict(result: cmd::compare::CompareResult) -> Outcome {
+fn verdict(result: cmd::compare::CompareResult) -> CommandOutcome {
     out(&result.output);
     match result.verdict {
-        Overall::Pass => Outcome::Success,
-        Overall::Regression => Outcome::Failed,
-        Overall::Inconclusive => Outcome::Inconclusive,
+        Overall::Pass => CommandOutcome::Success,
+        Overall::Regression => CommandOutcome::Failed,
+        Overall::Inconclusive => CommandOutcome::Inconclusive,
     }
 }
 
@@ -107,7 +107,7 @@ fn main() -> ExitCode {
                 for failure in &result.failures {
                     eprintln!("emq-bench: FAIL {failure}");
                 }
-                Ok(if result.failures.is_empty() { outcome } else { Outcome::Failed })
+                Ok(if result.failures.is_empty() { outcome } else { CommandOutcome::Failed })
             }
             Command::Capacity(args) => {
                 let json = args.run.json;
@@ -128,14 +128,14 @@ fn main() -> ExitCode {
                     out(&result.table);
                 }
                 Ok(match result.report.verdict {
-                    None | Some(Overall::Pass) => Outcome::Success,
-                    Some(Overall::Regression) => Outcome::Failed,
-                    Some(Overall::Inconclusive) => Outcome::Inconclusive,
+                    None | Some(Overall::Pass) => CommandOutcome::Success,
+                    Some(Overall::Regression) => CommandOutcome::Failed,
+                    Some(Overall::Inconclusive) => CommandOutcome::Inconclusive,
                 })
             }
             Command::Completions(args) => {
                 out(&cmd::completions::completions(args.shell));
-                Ok(Outcome::Success)
+                Ok(CommandOutcome::Success)
             }
             Command::Man(args) => {
                 match cmd::completions::man(&args)? {
@@ -146,13 +146,13 @@ fn main() -> ExitCode {
                         }
                     }
                 }
-                Ok(Outcome::Success)
+                Ok(CommandOutcome::Success)
             }
             Command::Report(args) => {
                 for path in cmd::report::report(args)? {
                     out(&format!("{}\n", path.display()));
                 }
-                Ok(Outcome::Success)
+                Ok(CommandOutcome::Success)
             }
             Command::Merge(args) => {
                 let json = args.json;
@@ -180,9 +180,9 @@ fn main() -> ExitCode {
         }
     });
     match result {
-        Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::Failed) => ExitCode::from(1),
-        Ok(Outcome::Inconclusive) => ExitCode::from(3),
+        Ok(CommandOutcome::Success) => ExitCode::SUCCESS,
+        Ok(CommandOutcome::Failed) => ExitCode::from(1),
+        Ok(CommandOutcome::Inconclusive) => ExitCode::from(3),
         Err(err) => {
             eprintln!("emq-bench: {err}");
             if let Some(hint) = err.hint() {

@@ -8,7 +8,7 @@ mod support;
 
 use emq_bench::capacity::{ProbeOutcome, SearchEnd};
 use emq_bench::cli::capacity::CapacityArgs;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -72,12 +72,12 @@ async fn the_search_finds_a_known_capacity_and_its_neighbours_agree() {
     // before the re-check: its bracket is still what it knows, and is checked below.
     assert!(matches!(report.ended, SearchEnd::Found | SearchEnd::Budget), "{table}");
     if report.ended == SearchEnd::Found {
-        assert_eq!(result.outcome, Outcome::Success, "{table}");
+        assert_eq!(result.outcome, CommandOutcome::Success, "{table}");
         assert_eq!(report.sustainable_rate, report.interval.lo, "{table}");
         let last = report.probes.last().unwrap();
         assert_eq!((Some(last.rate), last.outcome), (report.interval.lo, Some(ProbeOutcome::Sustained)), "{table}");
     } else {
-        assert_eq!((result.outcome, report.sustainable_rate), (Outcome::Inconclusive, None), "{table}");
+        assert_eq!((result.outcome, report.sustainable_rate), (CommandOutcome::Inconclusive, None), "{table}");
     }
     let (lo, hi) = (report.interval.lo.expect("a rate sustained"), report.interval.hi.expect("a rate not sustained"));
     let bound = 1000.0 / ENQUEUE_MS;

@@ -7,7 +7,7 @@ mod support;
 use emq_bench::check::{self, Invariant, Violation};
 use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::history::{file, Event, History, HistoryParts, Kind, Outcome as Seen};
 use emq_bench::keyspace::ids::job_number;
 use emq_bench::keyspace::{QueueKeys, QueueName};
@@ -26,7 +26,7 @@ const SMALL: &str = "name = \"plant\"\nseed = 5\njobs = 200\ndrain = \"10s\"\n\
 async fn small_run(server: &emq_bench::server::EmbeddedServer, dir: &Path) -> History {
     std::fs::write(dir.join("s.toml"), SMALL).unwrap();
     let result = run(args(&dir.join("s.toml"), &dir.join("out"), server.url()), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let (header, streams) = file::load(&dir.join("out/history.bin")).unwrap();
     History::merge(header, &streams).unwrap()
 }
@@ -153,7 +153,7 @@ async fn the_fencing_soak_passes_and_shows_contention() {
     a.keep = false;
     a.duration = Some(Duration::from_secs(4));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let jobs = &result.summary.jobs;
     assert!(jobs["reaped"] > 0 && jobs["stale_refused"] > 0, "{jobs:?}");
     let check = result.summary.check.as_ref().expect("a check ran");
@@ -173,7 +173,7 @@ async fn a_complete_script_without_its_fence_fails_the_soak_on_i6() {
     a.lua_dir = Some(lua);
     a.duration = Some(Duration::from_secs(4));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     let check = result.summary.check.as_ref().expect("a check ran");
     // ~60 zombies land on held jobs (about 118 I6 findings here): a handful would mean the
@@ -218,7 +218,7 @@ async fn the_check_command_checks_a_subset_of_the_runs_queues_and_refuses_unknow
     std::fs::write(tmp.path().join("two.toml"), two).unwrap();
     let a = args(&tmp.path().join("two.toml"), &tmp.path().join("out"), server.url());
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let history = tmp.path().join("out/history.bin").display().to_string();
     let check = |extra: &[&str]| check_command(&server, extra);
     // One of the two queues with the whole run's history: the other queue's jobs are not lost.

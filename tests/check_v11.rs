@@ -7,7 +7,7 @@ mod support;
 use emq_bench::check::Invariant;
 use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::keyspace::JobIdGen;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,7 +40,7 @@ async fn the_fencing_soak_drains_with_500_orphans_planted_mid_run() {
     });
     let result = run(a, std::future::pending()).await.unwrap();
     planter.await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     assert!(result.summary.drained, "the soak did not drain");
     let check = result.summary.check.as_ref().expect("a check ran");
     assert_eq!(check.violations_total, 0, "{check:?}");
@@ -61,7 +61,7 @@ async fn poison_jobs_end_failed_by_stall_and_check_clean() {
     )
     .unwrap();
     let result = run(args(&scenario, &tmp.path().join("out"), server.url()), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let jobs = &result.summary.jobs;
     assert_eq!(jobs["failed_by_stall"], 30, "{jobs:?}");
     assert_eq!(jobs["claimed"], 60, "each job claimed exactly max_attempts times: {jobs:?}");
@@ -92,7 +92,7 @@ async fn a_run_whose_drain_cannot_finish_names_every_stuck_job() {
     let mut a = args(&scenario, &tmp.path().join("out"), server.url());
     a.lua_dir = Some(lua);
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(!result.summary.drained);
     let stalled = result.summary.jobs["stalled"];
@@ -124,7 +124,7 @@ async fn a_job_evicted_with_every_trace_is_named_by_its_id() {
     let out = tmp.path().join("out");
     let result =
         run(RunArgs { keep: true, ..args(&scenario, &out, server.url()) }, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     // Remove one completed job's row and its completed member: nothing on the server names it.
     let mut conn = support::client(&server).await.connection().clone();
     let ids: Vec<String> =
@@ -161,7 +161,7 @@ async fn a_backlog_left_by_slow_consumers_is_a_drain_incomplete_not_lost_jobs() 
     let out = tmp.path().join("out");
     let result =
         run(RunArgs { keep: true, ..args(&scenario, &out, server.url()) }, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(!result.summary.drained);
     // `emq-bench check --history` on the kept keys says the same: a backlog, no violation, exit 1.

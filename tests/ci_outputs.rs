@@ -6,7 +6,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -157,7 +157,7 @@ async fn a_failing_run_says_why_in_junit_and_summary_md_and_its_exports_parse() 
     args.export.export_bmf = Some(bmf_file.clone());
     args.export.export_gab = Some(gab_file.clone());
     let result = run(args, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Failed, "{:?}", result.failures);
 
     let cases = junit_cases(&out.join("junit.xml"));
     let i4 = case(&cases, "invariants", "I4 payload-intact");
@@ -239,7 +239,7 @@ async fn a_repeated_run_has_one_junit_xml_of_every_repetition() {
     args.repeat = 2;
     args.export.export_bmf = Some(tmp.path().join("bmf.json"));
     let result = run(args, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let cases = junit_cases(&out.join("junit.xml"));
     for rep in ["rep-001", "rep-002"] {
         assert_eq!(case(&cases, &format!("{rep} invariants"), "I7 no-loss").3, "passed");

@@ -6,7 +6,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use support::cluster::Cluster;
@@ -29,7 +29,7 @@ async fn the_fencing_soak_runs_on_a_3_primary_cluster_with_queues_on_every_prima
     a.url = Some(cluster.url());
     a.duration = Some(Duration::from_secs(4));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
     let topology = &result.summary.target.topology;
     assert_eq!(topology.kind, emq_bench::net::topology::Kind::Cluster);
     assert_eq!(topology.nodes.len(), 3, "{topology:?}");
@@ -85,7 +85,7 @@ async fn a_slot_migrated_mid_run_is_followed_and_the_run_checks_clean() {
     let (result, moved) = tokio::join!(run(a, std::future::pending()), migrator);
     let result = result.unwrap();
     assert!(moved > 10, "only {moved} keys moved");
-    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
     let jobs = &result.summary.jobs;
     assert!(jobs["redirects"] > 0, "the migration was not seen: {jobs:?}");
     let errors: u64 = result.summary.scripts.iter().map(|s| s.errors.get("server").copied().unwrap_or(0)).sum();

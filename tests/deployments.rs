@@ -6,7 +6,7 @@ mod support;
 
 use emq_bench::cli::{RunArgs, TargetArgs};
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ async fn a_verified_tls_run_records_the_version_and_cipher_suite() {
     let result = run(args(&scenario("smoke.toml"), &tmp.path().join("out"), url, tls(&certs)), std::future::pending())
         .await
         .unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let tls = result.summary.target.tls.as_ref().expect("summary.json records the TLS session");
     assert!(tls.version.starts_with("TLSv1_"), "{tls:?}");
     assert!(!tls.cipher_suite.is_empty(), "{tls:?}");
@@ -51,7 +51,7 @@ async fn a_required_client_certificate_is_sent_and_its_absence_is_a_clear_error(
     let mut a = args(&scenario("smoke.toml"), &tmp.path().join("out"), url.clone(), with_cert);
     a.duration = Some(Duration::from_secs(1));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
 
     let err = run(args(&scenario("smoke.toml"), &tmp.path().join("no-cert"), url, tls(&certs)), std::future::pending())
         .await
@@ -91,13 +91,13 @@ async fn a_wrong_ca_and_a_wrong_server_name_are_refused_and_sni_fixes_the_name()
     let mut a = args(&smoke, &tmp.path().join("c"), by_ip, sni);
     a.duration = Some(Duration::from_secs(1));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     // --tls-skip-verify accepts the certificate whatever its names and issuer.
     let skip = TargetArgs { tls_skip_verify: true, ..TargetArgs::default() };
     let mut a = args(&smoke, &tmp.path().join("d"), format!("redis://127.0.0.1:{port}/"), skip);
     a.duration = Some(Duration::from_secs(1));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     assert!(result.summary.target.tls.is_some(), "--tls-skip-verify implies TLS");
 }
 
@@ -127,7 +127,7 @@ async fn a_least_privilege_user_runs_the_fencing_soak_clean_without_info() {
     let mut a = args(&scenario("fencing-soak.toml"), tmp.path(), server.url(), user);
     a.duration = Some(Duration::from_secs(3));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     assert_eq!(result.summary.check.as_ref().unwrap().violations_total, 0);
     let unavailable = &result.summary.target.unavailable;
     assert!(unavailable.iter().any(|u| u.contains("INFO") && u.contains("NOPERM")), "{unavailable:?}");
@@ -195,13 +195,13 @@ async fn two_runs_on_the_same_queues_at_once_one_runs_the_other_exits_2() {
             panic!("expected one run and one refusal, got {:?} and {:?}", a.map(|r| r.outcome), b.map(|r| r.outcome))
         }
     };
-    assert_eq!(ran.outcome, Outcome::Success, "{:?}", ran.failures);
+    assert_eq!(ran.outcome, CommandOutcome::Success, "{:?}", ran.failures);
     assert_eq!(refused.exit_code(), 2);
     assert!(refused.to_string().contains("in use by another run"), "{refused}");
     // The lock went with the run: the same queues can be run again at once.
     let mut again = args(&smoke, &tmp.path().join("c"), server.url(), TargetArgs::default());
     again.duration = Some(Duration::from_secs(1));
-    assert_eq!(run(again, std::future::pending()).await.unwrap().outcome, Outcome::Success);
+    assert_eq!(run(again, std::future::pending()).await.unwrap().outcome, CommandOutcome::Success);
     let mut conn = support::client(&server).await.connection().clone();
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.unwrap();
     assert!(left.is_empty(), "keys left behind: {left:?}");
@@ -225,7 +225,7 @@ async fn a_run_whose_lock_is_taken_over_fails_and_keeps_the_keys() {
     };
     let (result, ()) = tokio::join!(run(a, std::future::pending()), thief);
     let result = result.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     let said = result.failures.join("\n");
     assert!(said.contains("run lock lost") && said.contains("bench-0"), "{said}");
@@ -249,7 +249,7 @@ async fn a_password_in_the_scenario_url_is_masked_in_the_results_copy() {
     .unwrap();
     let out = tmp.path().join("out");
     let result = run(RunArgs { url: None, ..support::run_args(&file, &out) }, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let copy = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
     assert!(copy.contains("redis://bench:***@127.0.0.1"), "{copy}");
     for entry in std::fs::read_dir(&out).unwrap() {

@@ -44,7 +44,7 @@ fn enqueue_ok_per_second(dir: &Path) -> Vec<u64> {
 async fn soak_on_cluster(
     secs: u64,
     kill_after: Option<Duration>,
-) -> (emq_bench::cmd::session::RunResult, tempfile::TempDir, Option<f64>) {
+) -> (emq_bench::cmd::session::RepResult, tempfile::TempDir, Option<f64>) {
     let tmp = tempfile::tempdir().unwrap();
     let cluster = Cluster::replicated(3, 1, Duration::from_secs(2)).await;
     // The queues are spread over the primaries in address order: the first queue lands on the
@@ -107,7 +107,7 @@ async fn the_same_soak_on_the_replicated_cluster_without_a_kill_checks_clean() {
     let (result, _tmp, _) = soak_on_cluster(6, None).await;
     let check = result.summary.check.as_ref().expect("a check ran");
     assert_eq!(check.violations_total, 0, "{check:?}\n{}", result.table);
-    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, emq_bench::cmd::CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,7 +121,7 @@ async fn a_scenario_with_target_cluster_starts_its_own_replicated_cluster_and_ch
     let mut a = support::run_args(&path, tmp.path());
     a.duration = Some(Duration::from_secs(3));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, emq_bench::cmd::CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
     let topology = &result.summary.target.topology;
     assert_eq!(topology.kind, emq_bench::net::topology::Kind::Cluster);
     assert_eq!(topology.nodes.len(), 3, "three primaries: {topology:?}");

@@ -5,7 +5,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -41,11 +41,11 @@ fn wait_for_load(url: &str) {
     panic!("no load reached {url} within 20 s");
 }
 
-fn injected(result: &emq_bench::cmd::run::RunResult) -> Vec<(String, String)> {
+fn injected(result: &emq_bench::cmd::run::RepResult) -> Vec<(String, String)> {
     result.summary.faults.injected.iter().map(|f| (f.kind.to_string(), f.detail.clone())).collect()
 }
 
-fn violations(result: &emq_bench::cmd::run::RunResult) -> usize {
+fn violations(result: &emq_bench::cmd::run::RepResult) -> usize {
     result.summary.check.as_ref().expect("the run was checked").violations_total
 }
 
@@ -72,7 +72,7 @@ async fn every_fault_kind_but_restart_leaves_no_violation_and_passes() {
     assert!(kinds[0].1.contains("CLIENT KILL") && result.summary.faults.injected[0].count > 0, "{kinds:?}");
     assert_eq!(violations(&result), 0, "{}", result.table);
     assert!(!result.summary.interrupted, "{:?}", result.summary.interrupt_reason);
-    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
     assert!(result.summary.faults.reconnects > 0, "the killed connections were re-opened");
     // Each fault did what it says: maxmemory refused writes, the flushed scripts were loaded
     // again before any call failed on NOSCRIPT.
@@ -100,7 +100,7 @@ async fn a_restart_with_an_fsync_always_aof_loses_nothing() {
     assert_eq!(kinds.len(), 2, "{kinds:?}");
     assert!(kinds[0].1.starts_with("SIGKILL") && kinds[1].1.starts_with("SIGTERM"), "{kinds:?}");
     assert_eq!(violations(&result), 0, "{}", result.table);
-    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,7 +110,7 @@ async fn a_restart_without_persistence_is_reported_as_lost_jobs() {
     let path = scenario(tmp.path(), 4, faults);
     let result = run(support::run_args(&path, &tmp.path().join("out")), std::future::pending()).await.unwrap();
     assert_eq!(injected(&result).len(), 1);
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(!result.summary.interrupted, "a restart is a fault, not an interruption");
     let check = result.summary.check.as_ref().expect("checked");
@@ -139,7 +139,7 @@ async fn connections_killed_from_outside_are_faults_seen_not_an_interruption() {
     assert!(killer.join().unwrap() > 0);
     assert!(!result.summary.interrupted, "{:?}", result.summary.interrupt_reason);
     assert_eq!(violations(&result), 0);
-    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
     let faults = &result.summary.faults;
     assert!(faults.reconnects > 0, "{faults:?}");
     let reconnect = faults.seen.iter().find(|s| s.kind.name() == "reconnects").expect("a reconnects span");
@@ -364,7 +364,7 @@ async fn the_shipped_nemesis_scenario_fires_every_kind_and_passes() {
     }
     assert!(kinds.iter().all(|(_, detail)| !detail.starts_with("failed")), "{kinds:?}");
     assert_eq!(violations(&result), 0, "{}", result.table);
-    assert_eq!(result.outcome, Outcome::Success, "{:?}\n{}", result.failures, result.table);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}\n{}", result.failures, result.table);
 }
 
 /// Issue 11 item 6: every second of an outage is a row of intervals.csv (zeros), not a gap.

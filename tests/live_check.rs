@@ -5,7 +5,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::verdict::{KeptBecause, KeysFate};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +25,7 @@ async fn fail_fast_stops_a_long_soak_at_its_first_violation_and_keeps_the_keys()
     let began = Instant::now();
     let result = run(args, std::future::pending()).await.unwrap();
     let took = began.elapsed();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     // The first stale complete lands within a second or two; its job is checked SETTLE (5 s)
     // after its history closed. A loaded box adds seconds, never the 120 s the run asked for.
     assert!(took < Duration::from_secs(60), "the run went on for {took:?}");

@@ -9,8 +9,8 @@
 
 mod support;
 
-use emq_bench::cmd::run::{run, RunResult};
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::run::{run, RepResult};
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::faults::FaultSpan;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,12 +35,12 @@ fn soak(dir: &Path, secs: u64, faults: &str, wait: &str) -> PathBuf {
 }
 
 /// Runs `faults` on the soak for 14 s (the fault at about 4 s), one run at a time.
-async fn soak_with(faults: &str) -> (RunResult, tempfile::TempDir) {
+async fn soak_with(faults: &str) -> (RepResult, tempfile::TempDir) {
     soak_waiting(faults, "").await
 }
 
 /// [`soak_with`] with `wait` (a `[target]` line: `wait = { ... }`, or empty).
-async fn soak_waiting(faults: &str, wait: &str) -> (RunResult, tempfile::TempDir) {
+async fn soak_waiting(faults: &str, wait: &str) -> (RepResult, tempfile::TempDir) {
     let _turn = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let path = soak(tmp.path(), 14, faults, wait);
@@ -51,7 +51,7 @@ async fn soak_waiting(faults: &str, wait: &str) -> (RunResult, tempfile::TempDir
 }
 
 /// The one injected span of `kind`.
-fn span<'a>(result: &'a RunResult, kind: &str) -> &'a FaultSpan {
+fn span<'a>(result: &'a RepResult, kind: &str) -> &'a FaultSpan {
     let injected = &result.summary.faults.injected;
     let mut of_kind = injected.iter().filter(|s| s.kind.name() == kind);
     let span = of_kind.next().unwrap_or_else(|| panic!("no {kind} span: {injected:?}"));
@@ -60,7 +60,7 @@ fn span<'a>(result: &'a RunResult, kind: &str) -> &'a FaultSpan {
 }
 
 /// The violations invariants.json lists per invariant (`I7`, ...).
-fn by_invariant(result: &RunResult) -> std::collections::BTreeMap<String, u64> {
+fn by_invariant(result: &RepResult) -> std::collections::BTreeMap<String, u64> {
     let check = result.summary.check.as_ref().unwrap_or_else(|| panic!("no check ran: {:?}", result.failures));
     check.by_invariant.iter().map(|(k, v)| (k.clone(), *v as u64)).collect()
 }
@@ -79,7 +79,7 @@ async fn a_default_cluster_failover_hands_over_every_write_and_checks_clean() {
     assert!(failover.detail.contains(" promoted, seen at "), "{failover:?}");
     let check = result.summary.check.as_ref().expect("a check ran");
     assert_eq!(check.violations_total, 0, "{:?}", by_invariant(&result));
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,7 +95,7 @@ async fn a_primary_killed_after_a_replication_lag_loses_what_it_alone_acknowledg
     let found = by_invariant(&result);
     eprintln!("kill-primary with a 300 ms lag: {found:?}");
     assert!(among(&found, &["I5", "I6", "I7"]) > 0, "no loss seen: {found:?}");
-    assert_eq!(result.outcome, Outcome::Failed, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Failed, "{:?}", result.failures);
     // The losses are the fault's: its window holds the evidence, and names the jobs.
     let effects = kill.effects.as_ref().unwrap_or_else(|| panic!("no effects attributed: {kill:?}"));
     let attributed = effects.lost_enqueues + effects.reissued_tokens + effects.fencing_violations;
@@ -124,7 +124,7 @@ async fn with_wait_for_a_replica_the_same_kill_loses_nothing_acknowledged() {
     // The calls the lag kept from the replica were not acknowledged: unknown, never lost.
     let effects = kill.effects.as_ref().unwrap_or_else(|| panic!("no effects attributed: {kill:?}"));
     assert!(effects.unknown_outcomes > 0, "{effects:?}");
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,7 +137,7 @@ async fn a_takeover_after_a_replication_lag_loses_writes() {
     let found = by_invariant(&result);
     eprintln!("takeover with a 300 ms lag: {found:?}");
     assert!(among(&found, &["I5", "I6", "I7"]) > 0, "no loss seen: {found:?}");
-    assert_eq!(result.outcome, Outcome::Failed, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Failed, "{:?}", result.failures);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::html::model::RunView;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +21,7 @@ async fn the_smoke_report_shows_every_figure_and_re_renders_the_same() {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml");
     let result = run(support::run_args(&scenario, tmp.path()), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let dir = tmp.path();
     let html = support::assert_offline_page(&dir.join("report.html"));
     assert!(!html.contains("no data recorded"), "a figure of the smoke report is empty");

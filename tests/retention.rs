@@ -6,7 +6,7 @@ mod support;
 
 use emq_bench::cli::RunArgs;
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use std::path::Path;
 use support::*;
 
@@ -35,7 +35,7 @@ async fn a_run_that_retires_its_finished_jobs_checks_clean_and_leaves_only_the_r
     let server = server();
     let dir = tempfile::tempdir().unwrap();
     let result = run(args(dir.path(), RETAINED, server.url(), None), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let jobs = &result.summary.jobs;
     let (enqueued, retired) = (jobs["enqueued"], jobs["retired"]);
     assert_eq!(enqueued, 1500, "{jobs:?}");
@@ -58,7 +58,7 @@ async fn a_clean_that_deletes_rows_without_naming_them_is_caught_losing_jobs() {
         source.replace(line, "")
     });
     let result = run(args(dir.path(), RETAINED, server.url(), Some(lua)), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed, "a silent deletion passed: {:?}", result.summary.check);
+    assert_eq!(result.outcome, CommandOutcome::Failed, "a silent deletion passed: {:?}", result.summary.check);
     let found = &result.summary.check.as_ref().expect("a check").by_invariant;
     assert!(found.get("I7").is_some_and(|&n| n > 0), "no lost job named: {found:?}");
     assert_eq!(result.summary.jobs["retired"], 0);
@@ -74,7 +74,7 @@ async fn a_clean_that_names_rows_it_keeps_is_caught() {
         source.replace(line, "")
     });
     let result = run(args(dir.path(), RETAINED, server.url(), Some(lua)), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed, "a row kept after its retirement passed");
+    assert_eq!(result.outcome, CommandOutcome::Failed, "a row kept after its retirement passed");
     let found = &result.summary.check.as_ref().expect("a check").by_invariant;
     assert!(found.get("I1").is_some_and(|&n| n > 0), "no row kept after its retirement named: {found:?}");
 }

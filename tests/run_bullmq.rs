@@ -8,7 +8,7 @@ mod support;
 use emq_bench::bullmq::release::BULLMQ_INSTALL;
 use emq_bench::check::Invariant;
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::lua::Protocol;
 use emq_bench::net::Transport;
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ async fn bullmq_smoke_over(transport: Transport) {
     )
     .await
     .unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     for &script in Protocol::BullMq.scripts() {
         let row = result.summary.scripts.iter().find(|s| s.script == script.name());
         assert!(row.is_some_and(|s| s.ok > 0), "{} was never called successfully", script.name());
@@ -92,7 +92,7 @@ async fn a_move_to_active_that_does_not_count_attempts_is_caught() {
     let mut a = bullmq_args("bullmq-smoke.toml", &tmp.path().join("out"));
     a.lua_dir = Some(broken);
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("out/summary.json")).unwrap()).unwrap();
@@ -110,7 +110,7 @@ async fn emq_bench_check_reads_a_kept_bullmq_run_and_names_a_corrupted_job() {
     a.keep = true;
     a.duration = Some(std::time::Duration::from_millis(1500));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let check_args = |history: bool| emq_bench::cli::CheckArgs {
         url: server.url(),
         target: Default::default(),
@@ -124,7 +124,7 @@ async fn emq_bench_check_reads_a_kept_bullmq_run_and_names_a_corrupted_job() {
     };
     for history in [false, true] {
         let checked = emq_bench::cmd::check::check(check_args(history)).await.unwrap();
-        assert_eq!(checked.outcome, Outcome::Success, "history {history}: {}", checked.table);
+        assert_eq!(checked.outcome, CommandOutcome::Success, "history {history}: {}", checked.table);
         assert_eq!(checked.report.checked_jobs as u64, result.summary.jobs["enqueued"]);
     }
     // One completed job's data changed on the server: I4, named, with and without the history.
@@ -135,7 +135,7 @@ async fn emq_bench_check_reads_a_kept_bullmq_run_and_names_a_corrupted_job() {
     let _: () = redis::cmd("HSET").arg(&key).arg("data").arg("\"AAAA\"").query_async(&mut conn).await.unwrap();
     for history in [false, true] {
         let checked = emq_bench::cmd::check::check(check_args(history)).await.unwrap();
-        assert_eq!(checked.outcome, Outcome::Failed);
+        assert_eq!(checked.outcome, CommandOutcome::Failed);
         assert!(
             checked.report.violations.iter().any(|v| v.invariant == Invariant::I4 && v.job.as_deref() == Some(&ids[0])),
             "history {history}: {}",

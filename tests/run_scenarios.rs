@@ -5,8 +5,8 @@
 mod support;
 
 use emq_bench::cli::RunArgs;
-use emq_bench::cmd::run::{run, RunResult};
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::run::{run, RepResult};
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::net::Transport;
 use emq_bench::report::ScriptSummary;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ fn never() -> std::future::Pending<()> {
     std::future::pending()
 }
 
-fn script<'a>(result: &'a RunResult, name: &str) -> &'a ScriptSummary {
+fn script<'a>(result: &'a RepResult, name: &str) -> &'a ScriptSummary {
     result.summary.scripts.iter().find(|s| s.script == name).unwrap_or_else(|| panic!("no {name} row"))
 }
 
@@ -81,7 +81,7 @@ async fn every_shipped_scenario_runs_and_drains() {
         a.lua_dir = None;
         a.duration = Some(Duration::from_millis(1500));
         let result = run(a, never()).await.unwrap();
-        assert_eq!(result.outcome, Outcome::Success, "{}: {:?}", scenario.display(), result.failures);
+        assert_eq!(result.outcome, CommandOutcome::Success, "{}: {:?}", scenario.display(), result.failures);
         assert!(result.summary.drained, "{} did not drain", scenario.display());
         let enqueued = result.summary.jobs["enqueued"];
         assert!(enqueued > 0, "{}: nothing enqueued", scenario.display());
@@ -112,7 +112,7 @@ async fn smoke_over(transport: Transport) {
     let tmp = tempfile::tempdir().unwrap();
     let scenario = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml");
     let result = run(RunArgs { transport, ..args(&scenario, tmp.path()) }, never()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     for name in ["enqueue", "enqueue_delayed", "claim", "complete", "fail", "extend", "progress", "reap", "promote"] {
         assert!(script(&result, name).ok > 0, "{name} was never called successfully");
     }
@@ -131,7 +131,7 @@ async fn an_interrupted_run_still_writes_a_complete_results_folder() {
     let mut a = args(&scenario, tmp.path());
     a.duration = Some(Duration::from_secs(60));
     let result = run(a, tokio::time::sleep(Duration::from_millis(2500))).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(result.summary.interrupted);
     assert_eq!(
@@ -161,7 +161,7 @@ async fn a_server_lost_mid_run_is_reported_and_the_folder_is_complete() {
     });
     let result = run(a, never()).await.unwrap();
     killer.join().unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(result.summary.interrupted, "{:?}", result.summary.interrupt_reason);
     let errors: u64 = result.summary.scripts.iter().map(|s| s.calls - s.ok).sum();
@@ -184,7 +184,7 @@ async fn existing_keys_are_refused_unless_forced() {
     assert!(err.to_string().contains("--force"), "{err}");
     a.force = true;
     let result = run(a, never()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let left: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.unwrap();
     assert_eq!(left, vec!["unrelated".to_string()], "the run deletes its own keys and only those");
 }
@@ -211,7 +211,7 @@ async fn a_dead_server_ends_the_run_after_the_give_up_window_not_its_length() {
     // 60 s asked for; the server died at 1 s: the run ends a give-up window later (plus the
     // reply timeouts of the last reads), far from 60 s even on a loaded machine.
     assert!(began.elapsed() < Duration::from_secs(30), "the run took {:?}", began.elapsed());
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     let reason = result.summary.interrupt_reason.clone().unwrap_or_default();
     assert!(reason.contains("unreachable") && reason.contains("--give-up"), "{reason}");

@@ -413,7 +413,7 @@ async fn a_claim_calls_holders_are_unique_across_threads_and_shards() {
 async fn a_runs_finished_rows_carry_the_holder_of_their_last_claim_unique_per_claim() {
     use emq_bench::cli::RunArgs;
     use emq_bench::cmd::run::run;
-    use emq_bench::cmd::Outcome;
+    use emq_bench::cmd::CommandOutcome;
     use std::collections::HashMap;
     let server = server();
     let dir = tempfile::tempdir().unwrap();
@@ -430,7 +430,7 @@ async fn a_runs_finished_rows_carry_the_holder_of_their_last_claim_unique_per_cl
         ..run_args(&dir.path().join("s.toml"), &dir.path().join("out"))
     };
     let result = run(args, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let mut conn = client(&server).await.connection().clone();
     let job_keys: Vec<String> = redis::AsyncCommands::keys(&mut conn, "emq:{*}:job:*").await.unwrap();
     assert_eq!(job_keys.len(), 300);

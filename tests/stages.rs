@@ -5,7 +5,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use std::path::Path;
 
 /// 1 s at 300 jobs/s, a 2 s ramp to 1500 jobs/s, 1 s at 1500 jobs/s: 300, 600, 1200 and
@@ -46,7 +46,7 @@ async fn a_three_stage_ramp_enqueues_at_the_rate_of_each_second() {
     let scenario = write_scenario(tmp.path());
     let out = tmp.path().join("out");
     let result = run(support::run_args(&scenario, &out), std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let rates = result.summary.producers.as_ref().expect("an open loop reports its rates");
     assert_eq!(rates.requested_per_sec, 900.0, "the requested rate is the stages' mean");
 

@@ -4,7 +4,7 @@
 
 mod support;
 
-use emq_bench::cmd::run::{run, RunResult};
+use emq_bench::cmd::run::{run, RepResult};
 use emq_bench::report::ScriptSummary;
 use std::path::{Path, PathBuf};
 
@@ -15,7 +15,7 @@ fn never() -> std::future::Pending<()> {
     std::future::pending()
 }
 
-fn script<'a>(result: &'a RunResult, name: &str) -> &'a ScriptSummary {
+fn script<'a>(result: &'a RepResult, name: &str) -> &'a ScriptSummary {
     result.summary.scripts.iter().find(|s| s.script == name).unwrap_or_else(|| panic!("no {name} row"))
 }
 
@@ -131,14 +131,14 @@ async fn a_rate_that_was_not_held_fails_the_run_and_says_what_was_never_sent() {
     let rates = result.summary.producers.clone().expect("open loop");
     assert!(!rates.held && rates.never_sent > 1_000_000, "{rates:?}");
     assert!(rates.bottleneck.is_some());
-    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Failed);
+    assert_eq!(result.outcome, emq_bench::cmd::CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     assert!(result.failures.iter().any(|f| f.contains("RATE NOT HELD")), "{:?}", result.failures);
     let allowed =
         write_scenario(tmp.path(), &text.replace("rate = 1000000.0", "rate = 1000000.0\nallow_shortfall = true"));
     let result = run(args(&allowed, &tmp.path().join("b")), never()).await.unwrap();
     assert!(result.table.contains("RATE NOT HELD"), "still said: {}", result.table);
-    assert_eq!(result.outcome, emq_bench::cmd::Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, emq_bench::cmd::CommandOutcome::Success, "{:?}", result.failures);
 }
 
 /// A consumer's simulated work takes what the scenario says, not tokio's 1 ms tick: with

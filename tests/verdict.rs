@@ -5,7 +5,7 @@
 mod support;
 
 use emq_bench::cmd::run::run;
-use emq_bench::cmd::Outcome;
+use emq_bench::cmd::CommandOutcome;
 use emq_bench::server::{EmbeddedServer, ServerOptions};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,7 +26,7 @@ async fn a_run_whose_enqueues_all_fail_is_a_failure_naming_the_script() {
     a.lua_dir = Some(lua);
     a.duration = Some(Duration::from_secs(1));
     let result = run(a, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed);
+    assert_eq!(result.outcome, CommandOutcome::Failed);
     support::assert_verdict_in_summary(&result);
     let said = result.failures.join("\n");
     assert!(said.contains("enqueue:") && said.contains("none succeeded"), "{said}");

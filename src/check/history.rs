@@ -593,22 +593,14 @@ fn check_fencing(
     run: &Fencing,
     push: &mut impl FnMut(Option<u64>, Invariant, String, String),
 ) {
-    let Fencing { drained, max_attempts, protocol, removable } = *run;
     // BullMQ's updateProgress takes no lock token (docs/bullmq-mapping.md): a stale worker's
     // progress is accepted by design, so only its other calls are fenced.
     let fenced = |kind: Kind| match kind {
         Kind::Complete | Kind::Fail | Kind::Extend => true,
-        Kind::Progress => protocol != Protocol::BullMq,
+        Kind::Progress => run.protocol != Protocol::BullMq,
         _ => false,
     };
-    let handed = |t: u32| tokens.binary_search(&t).is_ok();
-    let terminal: Vec<&Event> = events
-        .iter()
-        .filter(|e| {
-            (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
-                || (e.kind == Kind::Fail && e.outcome == Outcome::Alt)
-        })
-        .collect();
+    let terminal: Vec<&Event> = events.iter().filter(|e| is_terminal(e)).collect();
     if terminal.len() > 1 {
         let list: Vec<String> = terminal
             .iter()
@@ -621,30 +613,62 @@ fn check_fencing(
             format!("{} accepted: {}", terminal.len(), list.join(", ")),
         );
     }
-    let max_token = tokens.last().copied().unwrap_or(0);
+    let job = FencedJob { events, tokens, terminal: &terminal, run };
     for e in events.iter().filter(|e| fenced(e.kind)) {
-        let next_handed = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us);
-        let again = handed_again(events, e);
-        if let Outcome::Refused(code) = e.outcome {
-            // A provably stale call must be refused as stale: EMQFENCE or EMQSTATE, or EMQNOJOB
-            // once `clean` may have removed the job before the call ran.
-            let retired = code == ErrorCode::NoJob && removable.is_some_and(|at| at < e.done_us);
-            if (next_handed.is_some() || again.is_some()) && !code.is_stale() && !retired {
-                push(
-                    None,
-                    Invariant::I6,
-                    format!(
-                        "a stale {} refused as stale (EMQFENCE, EMQSTATE; BullMQ: lock missing or mismatched)",
-                        e.kind.name()
-                    ),
-                    format!("refused with {}", code.name()),
-                );
-            }
-            continue;
+        match e.outcome {
+            Outcome::Refused(code) => job.check_refused(e, code, push),
+            outcome if outcome.accepted() => job.check_accepted(e, push),
+            _ => {}
         }
-        if !e.outcome.accepted() {
-            continue;
+    }
+    if let Some(row) = row {
+        job.check_end_state(row, push);
+    }
+}
+
+/// A terminal outcome accepted: a complete that completed the job, or a fail that failed it
+/// for good.
+fn is_terminal(e: &Event) -> bool {
+    (e.kind == Kind::Complete && e.outcome == Outcome::Ok) || (e.kind == Kind::Fail && e.outcome == Outcome::Alt)
+}
+
+/// One job's events as [`check_fencing`] reads them.
+struct FencedJob<'a> {
+    events: &'a [Event],
+    /// The tokens its claims handed out, sorted.
+    tokens: &'a [u32],
+    /// Its accepted terminal calls.
+    terminal: &'a [&'a Event],
+    run: &'a Fencing,
+}
+
+impl FencedJob<'_> {
+    /// A refused fenced call `e`: a provably stale call must be refused as stale.
+    fn check_refused(&self, e: &Event, code: ErrorCode, push: &mut impl FnMut(Option<u64>, Invariant, String, String)) {
+        let next_handed =
+            self.events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us);
+        let again = handed_again(self.events, e);
+        // EMQFENCE or EMQSTATE, or EMQNOJOB once `clean` may have removed the job before the
+        // call ran.
+        let retired = code == ErrorCode::NoJob && self.run.removable.is_some_and(|at| at < e.done_us);
+        if (next_handed.is_some() || again.is_some()) && !code.is_stale() && !retired {
+            push(
+                None,
+                Invariant::I6,
+                format!(
+                    "a stale {} refused as stale (EMQFENCE, EMQSTATE; BullMQ: lock missing or mismatched)",
+                    e.kind.name()
+                ),
+                format!("refused with {}", code.name()),
+            );
         }
+    }
+
+    /// An accepted (or safely retried) fenced call `e`: its answer fits its attempt, its token
+    /// was handed out and still current, and a terminal outcome came with the last token.
+    fn check_accepted(&self, e: &Event, push: &mut impl FnMut(Option<u64>, Invariant, String, String)) {
+        let Fencing { max_attempts, protocol, .. } = *self.run;
+        let tokens = self.tokens;
         // `fail` retries while attempts < max_attempts and fails for good at max_attempts
         // (EchoMQ's script decides; BullMQ's client does, from attempts made, stalls excluded).
         if e.kind == Kind::Fail && max_attempts > 0 && protocol == Protocol::EchoMqV1 {
@@ -660,19 +684,19 @@ fn check_fencing(
             }
         }
         let accepted_as = if e.kind == Kind::Complete && e.outcome == Outcome::Alt { "safe retry" } else { "accepted" };
-        if !handed(e.token) && !tokens.is_empty() {
+        if tokens.binary_search(&e.token).is_err() && !tokens.is_empty() {
             push(
                 None,
                 Invariant::I6,
                 format!("{} with a token some claim handed out", e.kind.name()),
                 format!("{accepted_as} with token {} never handed out", e.token),
             );
-            continue;
+            return;
         }
         // Stale too: its own token was handed out again, to another worker, after this
         // worker's claim and before this call (a claim rolled back by a failover, the counter
         // with it): the fence cannot tell the two holders apart.
-        if let Some((own, other)) = again {
+        if let Some((own, other)) = handed_again(self.events, e) {
             push(
                 Some(e.done_us),
                 Invariant::I6,
@@ -698,7 +722,7 @@ fn check_fencing(
         // finished it.
         if e.kind == Kind::Complete && e.outcome == Outcome::Alt {
             let by_other =
-                terminal.iter().find(|t| t.kind == Kind::Complete && t.token == e.token && t.other_worker(e));
+                self.terminal.iter().find(|t| t.kind == Kind::Complete && t.token == e.token && t.other_worker(e));
             if let (Some(done), Some(_)) = (by_other, e.worker) {
                 push(
                     Some(e.done_us),
@@ -717,7 +741,8 @@ fn check_fencing(
             }
         }
         // Provably stale: the next token was handed out (reply read) before this call was sent.
-        if let Some(next) = events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us)
+        if let Some(next) =
+            self.events.iter().find(|c| c.kind == Kind::Claim && c.token > e.token && c.done_us < e.sent_us)
         {
             push(
                 Some(e.done_us),
@@ -733,9 +758,8 @@ fn check_fencing(
             );
         }
         // A terminal outcome ends the job: its token must be the last one ever handed out.
-        let is_terminal = (e.kind == Kind::Complete && e.outcome == Outcome::Ok)
-            || (e.kind == Kind::Fail && e.outcome == Outcome::Alt);
-        if is_terminal && e.token < max_token {
+        let max_token = tokens.last().copied().unwrap_or(0);
+        if is_terminal(e) && e.token < max_token {
             push(
                 None,
                 Invariant::I6,
@@ -744,42 +768,49 @@ fn check_fencing(
             );
         }
     }
-    // v1.1 poison jobs: `reap` fails a lease that expired on the last attempt
-    // (`last_error = stalled`, attempts >= max_attempts): a terminal outcome of its own.
-    let Some(row) = row else { return };
-    let stall_failed =
-        max_attempts > 0 && row.stalled && matches!(row.attempts, Some(Ok(n)) if n >= u64::from(max_attempts));
-    // The end state must be explained by an accepted (or possibly accepted) terminal call.
-    let could = |kind: Kind, outcome: Outcome| {
-        events.iter().any(|e| e.kind == kind && (e.outcome == outcome || e.outcome == Outcome::Unknown))
-    };
-    match row.state {
-        StateField::Known(Location::Completed) if drained && !could(Kind::Complete, Outcome::Ok) => push(
-            None,
-            Invariant::I6,
-            "completed only through an accepted complete".into(),
-            "state completed, but no complete was accepted".into(),
-        ),
-        StateField::Known(Location::Failed) if drained && !could(Kind::Fail, Outcome::Alt) && !stall_failed => push(
-            None,
-            Invariant::I6,
-            "failed only through a final fail, or by reap after the last attempt stalled".into(),
-            "state failed, but no fail answered `failed` and it is not a stalled last attempt".into(),
-        ),
-        // The evidence is the accepted call the end state contradicts (a rollback lost it).
-        StateField::Known(Location::Failed) if terminal.iter().any(|e| e.kind == Kind::Complete) => push(
-            terminal.iter().find(|e| e.kind == Kind::Complete).map(|e| e.done_us),
-            Invariant::I6,
-            "a completed job to stay completed".into(),
-            "state failed after an accepted complete".into(),
-        ),
-        StateField::Known(Location::Completed) if terminal.iter().any(|e| e.kind == Kind::Fail) => push(
-            terminal.iter().find(|e| e.kind == Kind::Fail).map(|e| e.done_us),
-            Invariant::I6,
-            "a failed job to stay failed".into(),
-            "state completed after a final fail".into(),
-        ),
-        _ => {}
+
+    /// The job's end state in `row`, explained by an accepted (or possibly accepted) terminal
+    /// call once the run drained, and not contradicting one.
+    fn check_end_state(&self, row: &Row, push: &mut impl FnMut(Option<u64>, Invariant, String, String)) {
+        let Fencing { drained, max_attempts, .. } = *self.run;
+        // v1.1 poison jobs: `reap` fails a lease that expired on the last attempt
+        // (`last_error = stalled`, attempts >= max_attempts): a terminal outcome of its own.
+        let stall_failed =
+            max_attempts > 0 && row.stalled && matches!(row.attempts, Some(Ok(n)) if n >= u64::from(max_attempts));
+        // The end state must be explained by an accepted (or possibly accepted) terminal call.
+        let could = |kind: Kind, outcome: Outcome| {
+            self.events.iter().any(|e| e.kind == kind && (e.outcome == outcome || e.outcome == Outcome::Unknown))
+        };
+        match row.state {
+            StateField::Known(Location::Completed) if drained && !could(Kind::Complete, Outcome::Ok) => push(
+                None,
+                Invariant::I6,
+                "completed only through an accepted complete".into(),
+                "state completed, but no complete was accepted".into(),
+            ),
+            StateField::Known(Location::Failed) if drained && !could(Kind::Fail, Outcome::Alt) && !stall_failed => {
+                push(
+                    None,
+                    Invariant::I6,
+                    "failed only through a final fail, or by reap after the last attempt stalled".into(),
+                    "state failed, but no fail answered `failed` and it is not a stalled last attempt".into(),
+                )
+            }
+            // The evidence is the accepted call the end state contradicts (a rollback lost it).
+            StateField::Known(Location::Failed) if self.terminal.iter().any(|e| e.kind == Kind::Complete) => push(
+                self.terminal.iter().find(|e| e.kind == Kind::Complete).map(|e| e.done_us),
+                Invariant::I6,
+                "a completed job to stay completed".into(),
+                "state failed after an accepted complete".into(),
+            ),
+            StateField::Known(Location::Completed) if self.terminal.iter().any(|e| e.kind == Kind::Fail) => push(
+                self.terminal.iter().find(|e| e.kind == Kind::Fail).map(|e| e.done_us),
+                Invariant::I6,
+                "a failed job to stay failed".into(),
+                "state completed after a final fail".into(),
+            ),
+            _ => {}
+        }
     }
 }
 

@@ -7,16 +7,16 @@
 
 use super::bmf::{self, Bmf};
 use super::gab::{self, Entry};
-use super::junit::{Case, Outcome, Reason, Report, Suite};
+use super::junit::{Case, CaseOutcome, Reason, Report, Suite};
 use crate::compare::{Comparison, Measure, MetricComparison, MetricVerdict};
 
 /// The JUnit case of one metric's verdict, filed under `classname`.
 pub fn case(classname: &str, m: &MetricComparison) -> Case {
     let message = format!("{}: {} ({})", m.label, m.verdict.word(), m.reason);
     let outcome = match m.verdict {
-        MetricVerdict::Regressed => Outcome::Failure(Reason::new("regressed", message, "")),
-        MetricVerdict::Inconclusive => Outcome::Error(Reason::new("inconclusive", message, "")),
-        MetricVerdict::Improved | MetricVerdict::NoChange => Outcome::Passed,
+        MetricVerdict::Regressed => CaseOutcome::Failure(Reason::new("regressed", message, "")),
+        MetricVerdict::Inconclusive => CaseOutcome::Error(Reason::new("inconclusive", message, "")),
+        MetricVerdict::Improved | MetricVerdict::NoChange => CaseOutcome::Passed,
     };
     Case::new(classname, m.label.clone(), outcome)
 }

@@ -47,12 +47,12 @@ pub struct Case {
     /// What it checks, e.g. `I2 one-location`.
     pub name: String,
     /// How it came out.
-    pub outcome: Outcome,
+    pub outcome: CaseOutcome,
 }
 
 /// How a case came out.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum CaseOutcome {
     /// It held.
     Passed,
     /// It did not hold: `<failure message type>text</failure>`.
@@ -83,7 +83,7 @@ impl Reason {
 
 impl Case {
     /// A case of `classname` named `name` that came out as `outcome`.
-    pub fn new(classname: &str, name: impl Into<String>, outcome: Outcome) -> Case {
+    pub fn new(classname: &str, name: impl Into<String>, outcome: CaseOutcome) -> Case {
         Case { classname: classname.to_string(), name: name.into(), outcome }
     }
 }
@@ -91,10 +91,10 @@ impl Case {
 /// Counts of a set of cases: (tests, failures, errors, skipped).
 fn counts<'a>(cases: impl Iterator<Item = &'a Case>) -> (usize, usize, usize, usize) {
     cases.fold((0, 0, 0, 0), |(t, f, e, s), case| match case.outcome {
-        Outcome::Passed => (t + 1, f, e, s),
-        Outcome::Failure(_) => (t + 1, f + 1, e, s),
-        Outcome::Error(_) => (t + 1, f, e + 1, s),
-        Outcome::Skipped(_) => (t + 1, f, e, s + 1),
+        CaseOutcome::Passed => (t + 1, f, e, s),
+        CaseOutcome::Failure(_) => (t + 1, f + 1, e, s),
+        CaseOutcome::Error(_) => (t + 1, f, e + 1, s),
+        CaseOutcome::Skipped(_) => (t + 1, f, e, s + 1),
     })
 }
 
@@ -131,18 +131,18 @@ impl Report {
                     escape_attr(&case.name)
                 );
                 match &case.outcome {
-                    Outcome::Passed => {
+                    CaseOutcome::Passed => {
                         let _ = writeln!(out, "{head}/>");
                     }
-                    Outcome::Skipped(why) => {
+                    CaseOutcome::Skipped(why) => {
                         let _ = writeln!(
                             out,
                             "{head}>\n      <skipped message=\"{}\"/>\n    </testcase>",
                             escape_attr(why)
                         );
                     }
-                    Outcome::Failure(reason) | Outcome::Error(reason) => {
-                        let tag = if matches!(case.outcome, Outcome::Failure(_)) { "failure" } else { "error" };
+                    CaseOutcome::Failure(reason) | CaseOutcome::Error(reason) => {
+                        let tag = if matches!(case.outcome, CaseOutcome::Failure(_)) { "failure" } else { "error" };
                         let _ = writeln!(
                             out,
                             "{head}>\n      <{tag} message=\"{}\" type=\"{}\">{}</{tag}>\n    </testcase>",
@@ -241,10 +241,10 @@ mod tests {
             suites: vec![Suite {
                 name: "s".into(),
                 cases: vec![
-                    case("ok", Outcome::Passed),
-                    case("bad", Outcome::Failure(Reason::new("threshold", "p99 <\"2ms\"", "x & y"))),
-                    case("unsure", Outcome::Error(Reason::new("inconclusive", "too noisy", ""))),
-                    case("off", Outcome::Skipped("not asked".into())),
+                    case("ok", CaseOutcome::Passed),
+                    case("bad", CaseOutcome::Failure(Reason::new("threshold", "p99 <\"2ms\"", "x & y"))),
+                    case("unsure", CaseOutcome::Error(Reason::new("inconclusive", "too noisy", ""))),
+                    case("off", CaseOutcome::Skipped("not asked".into())),
                 ],
             }],
         };

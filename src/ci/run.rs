@@ -4,7 +4,7 @@
 
 use super::bmf::{self, Bmf};
 use super::gab::{self, Entry};
-use super::junit::{Case, Outcome, Reason, Report, Suite, JUNIT_FILE};
+use super::junit::{Case, CaseOutcome, Reason, Report, Suite, JUNIT_FILE};
 use crate::check::Invariant;
 use crate::report::gates::GateOutcome;
 use crate::report::writer::Writer;
@@ -76,11 +76,11 @@ pub fn junit(run: &RunResults) -> Report {
                         let _ = writeln!(text, "… and {} more in invariants.json", broken.len() - QUOTED_VIOLATIONS);
                     }
                     let message = format!("{name}: {} violations", broken.len());
-                    Outcome::Failure(Reason::new("violation", message, text))
+                    CaseOutcome::Failure(Reason::new("violation", message, text))
                 }
-                (_, Some(line)) => Outcome::Failure(Reason::new("violation", line, "")),
-                (Some(_), None) => Outcome::Passed,
-                (None, None) => Outcome::Skipped(match finding(FindingKind::CheckNotRun) {
+                (_, Some(line)) => CaseOutcome::Failure(Reason::new("violation", line, "")),
+                (Some(_), None) => CaseOutcome::Passed,
+                (None, None) => CaseOutcome::Skipped(match finding(FindingKind::CheckNotRun) {
                     Some(line) => line,
                     None => {
                         "the invariant check did not run (--no-check; `emq-bench check --history` can run it)".into()
@@ -98,8 +98,8 @@ pub fn junit(run: &RunResults) -> Report {
         .iter()
         .map(|t| {
             let outcome = match t.passed {
-                true => Outcome::Passed,
-                false => Outcome::Failure(Reason::new("threshold", t.describe(), "")),
+                true => CaseOutcome::Passed,
+                false => CaseOutcome::Failure(Reason::new("threshold", t.describe(), "")),
             };
             Case::new(&thresholds, format!("{} {}", t.key, t.condition), outcome)
         })
@@ -112,9 +112,9 @@ pub fn junit(run: &RunResults) -> Report {
         .iter()
         .map(|g| {
             let outcome = match &g.outcome {
-                GateOutcome::Passed => Outcome::Passed,
-                GateOutcome::Failed(line) => Outcome::Failure(Reason::new("gate", line.clone(), "")),
-                GateOutcome::Skipped(why) => Outcome::Skipped(why.clone()),
+                GateOutcome::Passed => CaseOutcome::Passed,
+                GateOutcome::Failed(line) => CaseOutcome::Failure(Reason::new("gate", line.clone(), "")),
+                GateOutcome::Skipped(why) => CaseOutcome::Skipped(why.clone()),
             };
             Case::new(&gates, g.name.clone(), outcome)
         })
@@ -124,8 +124,8 @@ pub fn junit(run: &RunResults) -> Report {
     let others: Vec<&str> =
         findings.iter().filter(|f| !CARRIED.contains(&f.kind)).map(|f| f.message.as_str()).collect();
     let outcome = match others.first() {
-        None => Outcome::Passed,
-        Some(first) => Outcome::Failure(Reason::new("verdict", *first, others.join("\n"))),
+        None => CaseOutcome::Passed,
+        Some(first) => CaseOutcome::Failure(Reason::new("verdict", *first, others.join("\n"))),
     };
     let name = "no other finding (interrupted, drain, faults, rate, keys, files)";
     suites.push(Suite { name: "verdict".into(), cases: vec![Case::new(&class("verdict"), name, outcome)] });

@@ -1,5 +1,5 @@
 //! Help beyond the flags: every subcommand's `--help` epilogue (examples that run as written
-//! and the exit codes `main` gives: `crate::error::AppError::exit_code` and `cmd::Outcome`), and
+//! and the exit codes `main` gives: `crate::error::AppError::exit_code` and `cmd::CommandOutcome`), and
 //! the flags of `completions` and `man`, which print the same help for a shell and for `man`.
 
 use std::path::PathBuf;

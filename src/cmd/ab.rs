@@ -72,13 +72,13 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
     let (mut session, registries) = Session::open(&options, &[Some(&base_dir), Some(&new_dir)]).await?;
     // The lock is released however the series ends.
     let outcome = async {
-        let arms = [("A", base_dir, registries[0].clone()), ("B", new_dir, registries[1].clone())];
+        let arms = [("A", registries[0].clone()), ("B", registries[1].clone())];
         let dir = results_dir(options.out.as_deref(), &session.plan().name)?;
         let mut failures = Vec::new();
         for k in 1..=args.warmup_runs {
-            for (name, lua_dir, registry) in &arms {
+            for (name, registry) in &arms {
                 let warm_dir = dir.join("warmup").join(format!("{name}-{k:03}"));
-                let (result, _) = session.rep(registry.clone(), lua_dir, &warm_dir, false, stop.clone()).await?;
+                let (result, _) = session.rep(registry.clone(), &warm_dir, false, stop.clone()).await?;
                 failures.extend(result.failures.iter().map(|f| format!("warmup/{name}-{k:03}: {f}")));
             }
         }
@@ -86,9 +86,9 @@ pub async fn ab(args: AbArgs, stop: impl Into<StopSignal>) -> Result<AbResult, A
         'pairs: for k in 1..=args.repeat {
             let order = if order_rng.random_bool(0.5) { [0, 1] } else { [1, 0] };
             for arm in order {
-                let (name, lua_dir, registry) = &arms[arm];
+                let (name, registry) = &arms[arm];
                 let rep_dir = dir.join(name).join(format!("rep-{k:03}"));
-                let (result, _) = session.rep(registry.clone(), lua_dir, &rep_dir, false, stop.clone()).await?;
+                let (result, _) = session.rep(registry.clone(), &rep_dir, false, stop.clone()).await?;
                 failures.extend(result.failures.iter().map(|f| format!("{name}/rep-{k:03}: {f}")));
                 if result.summary.interrupted {
                     break 'pairs;

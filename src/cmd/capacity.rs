@@ -3,11 +3,12 @@
 //! one whole run per probe, each in a folder of its own; the search ([`crate::capacity`]) reads
 //! their summaries and picks the next rate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::session::{check_out, results_dir, RunOptions, Session};
-use super::Outcome;
+use super::CommandOutcome;
 use crate::capacity::{
     CapacityReport, NextProbe, ProbeOutcome, ProbeRecord, RateInterval, Search, SearchEnd, Slo, CAPACITY_FILE,
     CAPACITY_SCHEMA_VERSION,
@@ -17,6 +18,7 @@ use crate::error::AppError;
 use crate::load::stop::StopSignal;
 use crate::output::note;
 use crate::report::write_json;
+use crate::resp::ScriptRegistry;
 
 /// The lowest rate the search offers, jobs/s.
 const FLOOR: f64 = 10.0;
@@ -38,7 +40,7 @@ pub struct CapacityRun {
     pub table: String,
     /// 0: the answer found (or no rate sustained, exit 1); 1: a probe's check found a
     /// violation; 3: the budget or a stop ended the search first.
-    pub outcome: Outcome,
+    pub outcome: CommandOutcome,
 }
 
 /// Clears `value` when it is what the environment variable `name` holds, read as clap reads it
@@ -56,15 +58,87 @@ fn leave_out_environment<T: PartialEq>(name: &str, value: &mut Option<T>, parse:
 pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result<CapacityRun, AppError> {
     let stop = stop.into();
     let mut args = args;
-    // What a CI job's environment sets for its runs (EMQ_EXPORT_BMF, ...) is not a flag given to
-    // this search: it is left out, said once, instead of refusing the search.
+    leave_out_run_environment(&mut args);
+    let slos = args.slos.iter().map(|s| Slo::parse(s)).collect::<Result<Vec<_>, _>>().map_err(AppError::Usage)?;
+    refuse_run_flags(&args)?;
+    let base = RunOptions::resolve(&args.run)?;
+    let start = check_plan(&args, &base, &slos)?;
+    check_out(base.out.as_deref())?;
+    let probe_options = ProbeOptions { args: &args, warmup: base.plan.warmup, drain: base.plan.drain.min(PROBE_DRAIN) };
+    let first = probe_options.of(start, 1)?;
+    let (mut session, registries) = Session::open(&first, &[first.lua_dir.as_deref()]).await?;
+    let registry = registries.into_iter().next().expect("one registry");
+    let outcome = async {
+        let dir = results_dir(base.out.as_deref(), &format!("capacity-{}", base.plan.name))?;
+        let mut searching = Searching {
+            session: &mut session,
+            registry: registry.clone(),
+            dir: &dir,
+            stop: &stop,
+            slos: &slos,
+            options: &probe_options,
+            began: Instant::now(),
+            overhead: Duration::from_secs(3),
+            probes: Vec::new(),
+            failed: None,
+        };
+        let mut search = Search::new(start, args.tolerance, FLOOR, CEILING);
+        let ended = searching.search(&mut search).await;
+        let Searching { began, probes, failed, .. } = searching;
+        let (lo, hi) = (search.lo(), search.hi());
+        let binding = hi
+            .and_then(|hi| probes.iter().rev().find(|p| p.rate == hi && p.outcome == Some(ProbeOutcome::NotSustained)))
+            .map(|p| p.reasons.clone())
+            .unwrap_or_default();
+        let report = CapacityReport {
+            schema_version: CAPACITY_SCHEMA_VERSION,
+            tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
+            scenario: base.plan.name.clone(),
+            target: session.target_url(),
+            protocol: registry.protocol().name().to_string(),
+            slos: slos.iter().map(|s| s.text.clone()).collect(),
+            sustainable_rate: lo.filter(|_| matches!(ended, SearchEnd::Found | SearchEnd::Ceiling)),
+            interval: RateInterval { lo, hi },
+            tolerance: args.tolerance,
+            ended,
+            binding,
+            probe_secs: args.probe.as_secs_f64(),
+            budget_secs: args.budget.as_secs_f64(),
+            elapsed_secs: began.elapsed().as_secs_f64(),
+            error: failed.as_ref().map(ToString::to_string),
+            probes,
+        };
+        write_json(&dir.join(CAPACITY_FILE), &report)?;
+        crate::html::capacity::write_capacity_html(&dir, &report)?;
+        if let Some(err) = failed {
+            note(
+                "capacity",
+                &format!("the search ended early; {} holds its probes", dir.join(CAPACITY_FILE).display()),
+            );
+            return Err(err);
+        }
+        Ok(finish(report, dir))
+    }
+    .await;
+    session.close(&stop).await;
+    outcome
+}
+
+/// What a CI job's environment sets for its runs (EMQ_EXPORT_BMF, ...) is not a flag given to
+/// this search: it is left out, said once, instead of refusing the search.
+fn leave_out_run_environment(args: &mut CapacityArgs) {
     let export = &mut args.run.export;
     leave_out_environment("EMQ_EXPORT_BMF", &mut export.export_bmf, |env| Some(PathBuf::from(env)));
     leave_out_environment("EMQ_EXPORT_GAB", &mut export.export_gab, |env| Some(PathBuf::from(env)));
     leave_out_environment("EMQ_METRICS_ADDR", &mut args.run.metrics.metrics_addr, |env| {
         crate::cli::metrics::parse_metrics_addr(env).ok()
     });
-    let slos = args.slos.iter().map(|s| Slo::parse(s)).collect::<Result<Vec<_>, _>>().map_err(AppError::Usage)?;
+}
+
+/// Refuses the run flags a search sets itself or cannot honour.
+///
+/// Errors: [`AppError::Usage`] naming the first such flag given.
+fn refuse_run_flags(args: &CapacityArgs) -> Result<(), AppError> {
     let refused = [
         (args.run.rate.is_some(), "--rate: the search sets the rate (give --start-rate)"),
         (args.run.duration.is_some(), "--duration: the search sets each probe's length (give --probe)"),
@@ -78,10 +152,18 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             "--export-bmf/--export-gab: a search has no one run to export (each probe's folder has its junit.xml)",
         ),
     ];
-    if let Some((_, why)) = refused.iter().find(|(given, _)| *given) {
-        return Err(AppError::Usage(format!("capacity: {why}")));
+    match refused.iter().find(|(given, _)| *given) {
+        Some((_, why)) => Err(AppError::Usage(format!("capacity: {why}"))),
+        None => Ok(()),
     }
-    let base = RunOptions::resolve(&args.run)?;
+}
+
+/// Checks the resolved plan `base` against the search before anything starts: every
+/// objective on a script the load calls, no faults, no stages, a start rate in range and a
+/// budget of at least one probe. Returns the start rate, jobs/s.
+///
+/// Errors: [`AppError::Usage`] naming what does not fit.
+fn check_plan(args: &CapacityArgs, base: &RunOptions, slos: &[Slo]) -> Result<f64, AppError> {
     // An objective on a script the load never calls could only fail after a whole probe: the
     // plan says which scripts its load calls, so it is refused before anything starts.
     let called = crate::load::calls::scripts_called(&base.plan);
@@ -122,167 +204,171 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             humantime::format_duration(args.probe)
         )));
     }
-    check_out(base.out.as_deref())?;
-    let drain = base.plan.drain.min(PROBE_DRAIN);
-    let probe_options = |rate: f64, length: u32| {
-        let mut a = args.run.clone();
+    Ok(start)
+}
+
+/// The run options of each probe: the search's run flags with the probe's rate and length, its
+/// output quiet and its drain cut to `drain`.
+struct ProbeOptions<'a> {
+    args: &'a CapacityArgs,
+    /// The scenario's warmup, before every probe's load.
+    warmup: Duration,
+    drain: Duration,
+}
+
+impl ProbeOptions<'_> {
+    /// A probe at `rate` jobs/s for `length` base probe lengths.
+    ///
+    /// Errors: the options do not resolve.
+    fn of(&self, rate: f64, length: u32) -> Result<RunOptions, AppError> {
+        let mut a = self.args.run.clone();
         a.rate = Some(rate);
-        a.duration = Some(warmup + args.probe * length);
+        a.duration = Some(self.length(length));
         a.quiet = true;
         a.set.push(crate::scenario::settings::Setting {
             key: vec!["drain".to_owned()],
-            value: toml::Value::String(humantime::format_duration(drain).to_string()),
+            value: toml::Value::String(humantime::format_duration(self.drain).to_string()),
         });
         RunOptions::resolve(&a)
-    };
-    let first = probe_options(start, 1)?;
-    let (mut session, registries) = Session::open(&first, &[first.lua_dir.as_deref()]).await?;
-    let registry = registries.into_iter().next().expect("one registry");
-    let outcome = async {
-        let dir = results_dir(base.out.as_deref(), &format!("capacity-{}", base.plan.name))?;
-        let began = Instant::now();
-        let mut search = Search::new(start, args.tolerance, FLOOR, CEILING);
-        let mut probes: Vec<ProbeRecord> = Vec::new();
-        // Seconds a probe takes beyond its load phase (start, drain, check, files), learnt.
-        let mut overhead = Duration::from_secs(3);
-        // A probe that could not run (the target lost, keys appeared): the search ends, and
-        // capacity.json still records every probe before it.
-        let mut failed: Option<AppError> = None;
-        let ended = 'search: loop {
-            let Some(next) = search.next() else {
-                break match (search.lo(), search.hi()) {
+    }
+
+    /// A probe's run length for `length` base probe lengths: the warmup and the load.
+    fn length(&self, length: u32) -> Duration {
+        self.warmup + self.args.probe * length
+    }
+}
+
+/// The search as it runs its probes on the session.
+struct Searching<'a> {
+    session: &'a mut Session,
+    registry: Arc<ScriptRegistry>,
+    /// The capacity folder.
+    dir: &'a Path,
+    stop: &'a StopSignal,
+    slos: &'a [Slo],
+    options: &'a ProbeOptions<'a>,
+    began: Instant,
+    /// Seconds a probe takes beyond its load phase (start, drain, check, files), learnt.
+    overhead: Duration,
+    /// Every probe run, in order.
+    probes: Vec<ProbeRecord>,
+    /// A probe that could not run (the target lost, keys appeared): the search ends, and
+    /// capacity.json still records every probe before it.
+    failed: Option<AppError>,
+}
+
+impl Searching<'_> {
+    /// Probes the rates `search` asks for until it has its answer, the budget would be
+    /// exceeded, a stop comes or a probe fails; an undecided probe is run again twice as long.
+    async fn search(&mut self, search: &mut Search) -> SearchEnd {
+        loop {
+            let Some(mut probe) = search.next() else {
+                return match (search.lo(), search.hi()) {
                     (None, _) => SearchEnd::NoRate,
                     (Some(_), None) => SearchEnd::Ceiling,
                     (Some(_), Some(_)) => SearchEnd::Found,
                 };
             };
-            let mut probe = next;
             loop {
-                let length = warmup + args.probe * probe.length;
-                if began.elapsed() + length + overhead > args.budget {
-                    break 'search SearchEnd::Budget;
-                }
-                if tokio::time::timeout(Duration::ZERO, stop.stopped()).await.is_ok() {
-                    break 'search SearchEnd::Stopped;
-                }
-                let index = probes.len() + 1;
-                let folder = format!("probe-{index:02}-{:.0}", probe.rate);
-                note(
-                    "capacity",
-                    &format!(
-                        "probe {index}: {:.0} jobs/s for {} ({})",
-                        probe.rate,
-                        humantime::format_duration(length),
-                        probe.step.name()
-                    ),
-                );
-                session.set_options(probe_options(probe.rate, probe.length)?);
-                let t = Instant::now();
-                let (result, metrics) = match session
-                    .rep(registry.clone(), registry.dir(), &dir.join(&folder), false, stop.clone())
-                    .await
-                {
-                    Ok(done) => done,
-                    Err(err) => {
-                        failed = Some(err);
-                        break 'search SearchEnd::ProbeFailed;
-                    }
-                };
-                overhead = t.elapsed().saturating_sub(length).max(Duration::from_secs(1));
-                if let Some(slo) = slos
-                    .iter()
-                    .find(|slo| !result.summary.scripts.iter().any(|s| s.script == slo.script && s.calls > 0))
-                {
-                    failed = Some(AppError::Usage(format!(
-                        "--slo {:?}: the scenario never called {} in probe {index}; an objective needs a script the \
-                         scenario calls",
-                        slo.text, slo.script
-                    )));
-                    break 'search SearchEnd::ProbeFailed;
-                }
-                let mut record = ProbeRecord::of(index, probe, folder, &result.summary, &metrics, &slos);
-                if let Some(b) = result.summary.producers.as_ref().and_then(|p| p.bottleneck.clone()) {
-                    record.reasons.push(format!("the rate was not held; bottleneck: {b}"));
-                }
-                let stopped = matches!(result.summary.interrupt_kind.as_deref(), Some("stopped" | "aborted"));
-                if stopped {
-                    record.outcome = None;
-                    record.reasons.push("stopped".into());
-                }
-                let longer = probe.length * 2;
-                let decided = match record.outcome {
-                    Some(outcome) => Some(outcome),
-                    None if stopped => None,
-                    None if longer <= LONGEST => None,
-                    None => {
-                        record.reasons.push("undecided at the longest probe: counted as not sustained".into());
-                        record.outcome = Some(ProbeOutcome::NotSustained);
-                        record.outcome
-                    }
-                };
-                note("capacity", &format!("probe {index}: {}", probe_line(&record)));
-                probes.push(record);
-                if stopped {
-                    break 'search SearchEnd::Stopped;
-                }
-                match decided {
-                    Some(outcome) => {
+                match self.probe(probe).await {
+                    Err(end) => return end,
+                    Ok(Some(outcome)) => {
                         search.record(probe, outcome);
                         break;
                     }
-                    None => probe = NextProbe { length: longer, ..probe },
+                    Ok(None) => probe = NextProbe { length: probe.length * 2, ..probe },
                 }
             }
-        };
-        let (lo, hi) = (search.lo(), search.hi());
-        let binding = hi
-            .and_then(|hi| probes.iter().rev().find(|p| p.rate == hi && p.outcome == Some(ProbeOutcome::NotSustained)))
-            .map(|p| p.reasons.clone())
-            .unwrap_or_default();
-        let report = CapacityReport {
-            schema_version: CAPACITY_SCHEMA_VERSION,
-            tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),
-            scenario: base.plan.name.clone(),
-            target: session.target_url(),
-            protocol: registry.protocol().name().to_string(),
-            slos: slos.iter().map(|s| s.text.clone()).collect(),
-            sustainable_rate: lo.filter(|_| matches!(ended, SearchEnd::Found | SearchEnd::Ceiling)),
-            interval: RateInterval { lo, hi },
-            tolerance: args.tolerance,
-            ended,
-            binding,
-            probe_secs: args.probe.as_secs_f64(),
-            budget_secs: args.budget.as_secs_f64(),
-            elapsed_secs: began.elapsed().as_secs_f64(),
-            error: failed.as_ref().map(ToString::to_string),
-            probes,
-        };
-        write_json(&dir.join(CAPACITY_FILE), &report)?;
-        crate::html::capacity::write_capacity_html(&dir, &report)?;
-        if let Some(err) = failed {
-            note(
-                "capacity",
-                &format!("the search ended early; {} holds its probes", dir.join(CAPACITY_FILE).display()),
-            );
-            return Err(err);
         }
-        let violations = report.probes.iter().any(|p| p.violations > 0);
-        let outcome = match report.ended {
-            _ if violations => Outcome::Failed,
-            SearchEnd::NoRate => Outcome::Failed,
-            SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed => Outcome::Inconclusive,
-            SearchEnd::Found | SearchEnd::Ceiling => Outcome::Success,
-        };
-        let mut table = report.table();
-        if violations {
-            table.push_str("a probe's check found invariant violations: see its folder's invariants.json\n");
-        }
-        table.push_str(&format!("results: {} (capacity.json, capacity.html, probe-NN-RATE/ each)\n", dir.display()));
-        Ok(CapacityRun { report, dir, table, outcome })
     }
-    .await;
-    session.close(&stop).await;
-    outcome
+
+    /// Runs `probe` and records it: `Ok(Some)` its outcome, `Ok(None)` undecided (run it again
+    /// longer), `Err` how the search ends before or with it.
+    async fn probe(&mut self, probe: NextProbe) -> Result<Option<ProbeOutcome>, SearchEnd> {
+        let length = self.options.length(probe.length);
+        if self.began.elapsed() + length + self.overhead > self.options.args.budget {
+            return Err(SearchEnd::Budget);
+        }
+        if tokio::time::timeout(Duration::ZERO, self.stop.stopped()).await.is_ok() {
+            return Err(SearchEnd::Stopped);
+        }
+        let index = self.probes.len() + 1;
+        let folder = format!("probe-{index:02}-{:.0}", probe.rate);
+        let (rate, step) = (probe.rate, probe.step.name());
+        note(
+            "capacity",
+            &format!("probe {index}: {rate:.0} jobs/s for {} ({step})", humantime::format_duration(length)),
+        );
+        let t = Instant::now();
+        let ran = match self.options.of(probe.rate, probe.length) {
+            Ok(options) => {
+                self.session.set_options(options);
+                self.session.rep(self.registry.clone(), &self.dir.join(&folder), false, self.stop.clone()).await
+            }
+            Err(err) => Err(err),
+        };
+        let (result, metrics) = ran.map_err(|err| self.fail(err))?;
+        self.overhead = t.elapsed().saturating_sub(length).max(Duration::from_secs(1));
+        let summary = &result.summary;
+        if let Some(slo) =
+            self.slos.iter().find(|slo| !summary.scripts.iter().any(|s| s.script == slo.script && s.calls > 0))
+        {
+            return Err(self.fail(AppError::Usage(format!(
+                "--slo {:?}: the scenario never called {} in probe {index}; an objective needs a script the \
+                 scenario calls",
+                slo.text, slo.script
+            ))));
+        }
+        let mut record = ProbeRecord::of(index, probe, folder, summary, &metrics, self.slos);
+        if let Some(b) = summary.producers.as_ref().and_then(|p| p.bottleneck.clone()) {
+            record.reasons.push(format!("the rate was not held; bottleneck: {b}"));
+        }
+        let stopped = matches!(summary.interrupt_kind.as_deref(), Some("stopped" | "aborted"));
+        if stopped {
+            record.outcome = None;
+            record.reasons.push("stopped".into());
+        }
+        let decided = match record.outcome {
+            Some(outcome) => Some(outcome),
+            None if stopped => None,
+            None if probe.length * 2 <= LONGEST => None,
+            None => {
+                record.reasons.push("undecided at the longest probe: counted as not sustained".into());
+                record.outcome = Some(ProbeOutcome::NotSustained);
+                record.outcome
+            }
+        };
+        note("capacity", &format!("probe {index}: {}", probe_line(&record)));
+        self.probes.push(record);
+        match stopped {
+            true => Err(SearchEnd::Stopped),
+            false => Ok(decided),
+        }
+    }
+
+    /// Ends the search with a probe that could not run: `err` is kept for the end.
+    fn fail(&mut self, err: AppError) -> SearchEnd {
+        self.failed = Some(err);
+        SearchEnd::ProbeFailed
+    }
+}
+
+/// What the search prints and returns once capacity.json is written: its outcome, table and
+/// folder `dir`.
+fn finish(report: CapacityReport, dir: PathBuf) -> CapacityRun {
+    let violations = report.probes.iter().any(|p| p.violations > 0);
+    let outcome = match report.ended {
+        _ if violations => CommandOutcome::Failed,
+        SearchEnd::NoRate => CommandOutcome::Failed,
+        SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed => CommandOutcome::Inconclusive,
+        SearchEnd::Found | SearchEnd::Ceiling => CommandOutcome::Success,
+    };
+    let mut table = report.table();
+    if violations {
+        table.push_str("a probe's check found invariant violations: see its folder's invariants.json\n");
+    }
+    table.push_str(&format!("results: {} (capacity.json, capacity.html, probe-NN-RATE/ each)\n", dir.display()));
+    CapacityRun { report, dir, table, outcome }
 }
 
 /// A probe's line on stderr as it ends: `sustained: finished 3 604/s, steady, claim.p99 0.912

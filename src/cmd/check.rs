@@ -3,7 +3,7 @@
 //! invariant against it (see [`crate::check::history`]); print the first violations (or the
 //! JSON report) and fail on any.
 
-use super::Outcome;
+use super::CommandOutcome;
 use crate::check::{self, InvariantsReport};
 use crate::cli::CheckArgs;
 use crate::error::AppError;
@@ -22,9 +22,9 @@ pub struct CheckResult {
     pub report: InvariantsReport,
     /// The terminal output: the table of the first violations and a summary line.
     pub table: String,
-    /// [`Outcome::Failed`] when any invariant is broken, or the history's run left a backlog
-    /// (it had consumers and did not drain); else [`Outcome::Success`].
-    pub outcome: Outcome,
+    /// [`CommandOutcome::Failed`] when any invariant is broken, or the history's run left a backlog
+    /// (it had consumers and did not drain); else [`CommandOutcome::Success`].
+    pub outcome: CommandOutcome,
 }
 
 /// The positions of `wanted` in the history's queue list.
@@ -190,6 +190,6 @@ pub async fn check(args: CheckArgs) -> Result<CheckResult, AppError> {
              (pending, delayed or active)\n"
         ));
     }
-    let outcome = if report.is_clean() && backlog.is_none() { Outcome::Success } else { Outcome::Failed };
+    let outcome = if report.is_clean() && backlog.is_none() { CommandOutcome::Success } else { CommandOutcome::Failed };
     Ok(CheckResult { report, table, outcome })
 }

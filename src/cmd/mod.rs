@@ -16,7 +16,7 @@ pub mod session;
 
 /// How a command ended, when it ran to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CommandOutcome {
     /// Exit 0.
     Success,
     /// Exit 1: the run was interrupted, a check found a violation, a threshold or a

@@ -3,12 +3,12 @@
 //! per-script histograms merged over all of them (percentiles are never averaged) and one
 //! junit.xml of every repetition's cases.
 
-pub use super::session::RunResult;
+pub use super::session::RepResult;
 use super::session::{check_out, results_dir, RunOptions, Session};
-use super::Outcome;
+use super::CommandOutcome;
 use crate::cli::RunArgs;
 use crate::error::AppError;
-use crate::exposition::{Endpoint, RunInfo};
+use crate::exposition::{MetricsEndpoint, RunInfo};
 use crate::load::stop::StopSignal;
 use crate::metrics::RunMetrics;
 use crate::report::run_summary::{all_jobs, scripts_of};
@@ -34,14 +34,14 @@ pub struct Merged {
 ///
 /// Errors: scenario, scripts, server, target and results-folder errors (see [`AppError`]);
 /// once load has started, failures are reported in the result, not as errors.
-pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult, AppError> {
+pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RepResult, AppError> {
     let stop = stop.into();
     let options = RunOptions::resolve(&args)?;
     check_out(options.out.as_deref())?;
     super::exports::check(&args.export)?;
     // Bound before any server starts: a taken port costs nothing.
     let endpoint = match args.metrics.metrics_addr {
-        Some(addr) => Some(Endpoint::bind(addr).map_err(|e| AppError::Usage(e.to_string()))?),
+        Some(addr) => Some(MetricsEndpoint::bind(addr).map_err(|e| AppError::Usage(e.to_string()))?),
         None => None,
     };
     if let Some(endpoint) = &endpoint {
@@ -65,8 +65,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         let dir = results_dir(options.out.as_deref(), &session.plan().name)?;
         let repeat = options.repeat;
         if repeat == 1 {
-            let lua_dir = registry.dir().to_path_buf();
-            let mut result = session.rep(registry, &lua_dir, &dir, options.keep, stop.clone()).await?.0;
+            let mut result = session.rep(registry, &dir, options.keep, stop.clone()).await?.0;
             if let Some(fleet) = &options.fleet {
                 // The last shard of the fleet to finish merges, and its exit code is the worse of
                 // its own verdict and the fleet's: the fleet's check (a `shared` fleet has no
@@ -85,14 +84,14 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
                             if merged.failures.is_empty() { "pass".to_string() } else { merged.failures.join("; ") };
                         result.table.push_str(&format!("fleet verdict: {said}\n"));
                         result.failures.extend(merged.failures.iter().map(|f| format!("fleet: {f}")));
-                        if merged.outcome != Outcome::Success {
-                            result.outcome = Outcome::Failed;
+                        if merged.outcome != CommandOutcome::Success {
+                            result.outcome = CommandOutcome::Failed;
                         }
                     }
                     Some(Err(err)) => {
                         result.table.push_str(&format!("the fleet's merge failed: {err}\n"));
                         result.failures.push(format!("fleet: the merge failed: {err}"));
-                        result.outcome = Outcome::Failed;
+                        result.outcome = CommandOutcome::Failed;
                     }
                     None => {}
                 }
@@ -113,8 +112,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         for k in 1..=repeat {
             let name = format!("rep-{k:03}");
             let keep = options.keep && k == repeat;
-            let (result, metrics) =
-                session.rep(registry.clone(), registry.dir(), &dir.join(&name), keep, stop.clone()).await?;
+            let (result, metrics) = session.rep(registry.clone(), &dir.join(&name), keep, stop.clone()).await?;
             findings.extend(
                 result
                     .summary
@@ -163,7 +161,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
         // The last repetition's summary speaks for the series (`--json` prints it): its verdict
         // is the series', as the exit code is.
         let verdict = Verdict::of(findings);
-        last.outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
+        last.outcome = if verdict.passed { CommandOutcome::Success } else { CommandOutcome::Failed };
         last.failures = verdict.lines();
         last.summary.verdict = Some(verdict);
         export(&args, &mut last, Some(&scripts));
@@ -179,7 +177,7 @@ pub async fn run(args: RunArgs, stop: impl Into<StopSignal>) -> Result<RunResult
 
 /// Keeps `endpoint` serving the final figures for `linger` (a stop, even one before the run
 /// ended, cuts it short), then stops it.
-async fn linger(endpoint: Endpoint, linger: std::time::Duration, stop: &StopSignal) {
+async fn linger(endpoint: MetricsEndpoint, linger: std::time::Duration, stop: &StopSignal) {
     if !linger.is_zero() {
         tokio::select! {
             _ = tokio::time::sleep(linger) => {}
@@ -193,7 +191,7 @@ async fn linger(endpoint: Endpoint, linger: std::time::Duration, stop: &StopSign
 /// Writes `--export-bmf` and `--export-gab` of a finished run: from `merged` (a repeated run's
 /// histograms merged), else from the run's own summary. A file not written fails the run
 /// (exit 1) with a line naming it; the results folder is written already.
-fn export(args: &RunArgs, result: &mut RunResult, merged: Option<&[ScriptSummary]>) {
+fn export(args: &RunArgs, result: &mut RepResult, merged: Option<&[ScriptSummary]>) {
     let scripts = merged.unwrap_or(&result.summary.scripts);
     let name = &result.summary.name;
     let errors = super::exports::write(
@@ -203,6 +201,6 @@ fn export(args: &RunArgs, result: &mut RunResult, merged: Option<&[ScriptSummary
     );
     if !errors.is_empty() {
         result.failures.extend(errors);
-        result.outcome = Outcome::Failed;
+        result.outcome = CommandOutcome::Failed;
     }
 }

@@ -1,6 +1,6 @@
 //! `emq-bench server`: start the embedded server (or cluster), print its URL(s), wait for Ctrl-C.
 
-use super::Outcome;
+use super::CommandOutcome;
 use crate::cli::ServerCmdArgs;
 use crate::error::AppError;
 use crate::server::{ClusterOptions, EmbeddedCluster, EmbeddedServer, Role, ServerOptions};
@@ -12,7 +12,7 @@ use std::io::Write;
 /// Errors: [`AppError::Server`] when no binary is found or it does not come up.
 /// With `--cluster PxR`, starts an embedded cluster instead and prints each node's URL and
 /// role (`redis://127.0.0.1:7000/ primary 0`, `... replica of primary 0`), one a line.
-pub async fn server(args: ServerCmdArgs, shutdown: impl Future<Output = ()>) -> Result<Outcome, AppError> {
+pub async fn server(args: ServerCmdArgs, shutdown: impl Future<Output = ()>) -> Result<CommandOutcome, AppError> {
     let options =
         ServerOptions { binary: args.server.server_bin, config: args.server.server_config, port: None, host: None };
     if let Some((primaries, replicas)) = args.cluster {
@@ -35,7 +35,7 @@ pub async fn server(args: ServerCmdArgs, shutdown: impl Future<Output = ()>) -> 
         eprintln!("emq-bench: a cluster of {} node(s) listening; Ctrl-C stops it", cluster.nodes().len());
         shutdown.await;
         drop(cluster);
-        return Ok(Outcome::Success);
+        return Ok(CommandOutcome::Success);
     }
     let server = EmbeddedServer::start(&options)?;
     println!("{}", server.url());
@@ -43,5 +43,5 @@ pub async fn server(args: ServerCmdArgs, shutdown: impl Future<Output = ()>) -> 
     eprintln!("emq-bench: {} (pid {}) listening; Ctrl-C stops it", server.binary().display(), server.pid());
     shutdown.await;
     server.stop();
-    Ok(Outcome::Success)
+    Ok(CommandOutcome::Success)
 }

@@ -22,7 +22,7 @@ mod encode;
 mod server;
 mod tick;
 
-pub use server::{Endpoint, EndpointError};
+pub use server::{MetricsEndpoint, MetricsEndpointError};
 pub use tick::Tick;
 
 use std::sync::{Arc, Mutex, MutexGuard};

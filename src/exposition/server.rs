@@ -14,7 +14,7 @@ const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset
 /// Why the endpoint could not listen.
 #[derive(Debug, thiserror::Error)]
 #[error("--metrics-addr {addr}: cannot listen there ({reason}); give a free HOST:PORT (port 0 picks one)")]
-pub struct EndpointError {
+pub struct MetricsEndpointError {
     /// The address asked for.
     pub addr: SocketAddr,
     /// The system's reason (address in use, not this host's, ...).
@@ -23,19 +23,19 @@ pub struct EndpointError {
 
 /// A listening metrics endpoint and its [`Board`]; dropping it stops the server thread (a
 /// scrape in flight completes first).
-pub struct Endpoint {
+pub struct MetricsEndpoint {
     server: Arc<tiny_http::Server>,
     addr: SocketAddr,
     board: Arc<Board>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Endpoint {
+impl MetricsEndpoint {
     /// Listens on `addr` and serves the board at `/metrics` from a new thread.
     ///
     /// Errors: the address cannot be bound (in use, not an address of this host).
-    pub fn bind(addr: SocketAddr) -> Result<Endpoint, EndpointError> {
-        let server = tiny_http::Server::http(addr).map_err(|e| EndpointError { addr, reason: e.to_string() })?;
+    pub fn bind(addr: SocketAddr) -> Result<MetricsEndpoint, MetricsEndpointError> {
+        let server = tiny_http::Server::http(addr).map_err(|e| MetricsEndpointError { addr, reason: e.to_string() })?;
         let server = Arc::new(server);
         let bound = server.server_addr().to_ip().unwrap_or(addr);
         let board = Arc::new(Board::default());
@@ -45,8 +45,8 @@ impl Endpoint {
         let thread = std::thread::Builder::new()
             .name("emq-metrics".into())
             .spawn(move || serve(&serving, &registry))
-            .map_err(|e| EndpointError { addr, reason: format!("cannot start its thread: {e}") })?;
-        Ok(Endpoint { server, addr: bound, board, thread: Some(thread) })
+            .map_err(|e| MetricsEndpointError { addr, reason: format!("cannot start its thread: {e}") })?;
+        Ok(MetricsEndpoint { server, addr: bound, board, thread: Some(thread) })
     }
 
     /// The address actually bound (port 0 resolved).
@@ -60,7 +60,7 @@ impl Endpoint {
     }
 }
 
-impl Drop for Endpoint {
+impl Drop for MetricsEndpoint {
     fn drop(&mut self) {
         self.server.unblock();
         if let Some(thread) = self.thread.take() {

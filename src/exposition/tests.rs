@@ -27,7 +27,7 @@ fn totals() -> Cumulative {
 
 #[test]
 fn a_scrape_serves_the_posted_totals_as_counters_and_cumulative_buckets() {
-    let endpoint = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let endpoint = MetricsEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     assert_ne!(endpoint.addr().port(), 0, "the port bound, not the one asked for");
     let board = endpoint.board();
     board.set_info(RunInfo {
@@ -61,14 +61,14 @@ fn a_scrape_serves_the_posted_totals_as_counters_and_cumulative_buckets() {
 
 #[test]
 fn a_taken_port_is_an_error_naming_the_flag_and_the_address() {
-    let first = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let err = Endpoint::bind(first.addr()).err().expect("the port is taken").to_string();
+    let first = MetricsEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let err = MetricsEndpoint::bind(first.addr()).err().expect("the port is taken").to_string();
     assert!(err.contains("--metrics-addr") && err.contains(&first.addr().to_string()), "{err}");
 }
 
 #[test]
 fn the_end_posts_the_depths_after_the_drain_over_the_last_seconds() {
-    let endpoint = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let endpoint = MetricsEndpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let board = endpoint.board();
     let busy = Depths { pending: 52, delayed: 5, active: 10, completed: 790, failed: 3 };
     let tick = Tick { elapsed_s: 9.0, depths: Some(busy), ..Tick::default() };

@@ -9,6 +9,7 @@
 use super::context::{Phase, RunShared};
 use super::stop::{Interruption, StopSignal};
 use super::thread::{run_thread, Go, ThreadSpec};
+use crate::faults::nemesis::Running;
 use crate::faults::{FaultSpan, FaultsSeen, Nemesis, SpanKind};
 use crate::keyspace::{Depth, QueueKeys, DEPTH_SCRIPT};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
@@ -202,9 +203,81 @@ pub async fn drive(
     let shared = Arc::new(RunShared::default());
     shared.producers_live.store(plan.producers.count as usize, Ordering::Relaxed);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut threads = Vec::new();
-    let mut gos = Vec::new();
-    let mut readies = Vec::new();
+    let spawned = spawn_threads(&plan, &opts, &plane, &queues, &shared, stop_rx);
+    let mut interrupted = wait_ready(spawned.readies, opts.start_at, &stop).await;
+    let started = SystemTime::now();
+    let start = Instant::now();
+    let (reporter, live, faults_running) = go(&plan, &opts, start, spawned.gos, interrupted.is_none());
+    let driving = Driving { plan: &plan, opts: &opts, plane: &plane, queues: &queues, shared: &shared, stop: &stop };
+    let mut polling = Polling::new(driving, start);
+    if interrupted.is_none() {
+        interrupted = polling.run(&live, &mut progress, faults_running.as_ref()).await;
+    }
+    let end = Instant::now();
+    let _ = shared.load_end.set(end);
+    shared.advance(Phase::Stop);
+    let _ = stop_tx.send(true);
+    // A fault still lasting (a freeze, a pause) is undone now, before anything waits on the server.
+    if let Some(running) = &faults_running {
+        running.stop();
+    }
+    let streams = join_threads(spawned.threads, &shared, &stop, &mut interrupted).await;
+    let metrics = reporter.await.expect("reporter task").finish(end);
+    // A streak still in progress ends with the load.
+    polling.unreachable.reached(start, end);
+    let depths = read_end(&plane, &queues, opts.give_up, &stop, &mut interrupted).await;
+    // The nemesis undoes a lasting fault (maxmemory, pause, freeze) before it reports: waited
+    // for, also after an abort (2 s at most then), so the run does not exit with it in place.
+    let injected = match faults_running {
+        Some(running) if stop.is_aborted() => {
+            tokio::time::timeout(Duration::from_secs(2), running.finish()).await.unwrap_or_default()
+        }
+        Some(running) => running.finish().await,
+        None => Vec::new(),
+    };
+    let reconnects = all_reconnects(&metrics);
+    let faults = FaultsSeen::build(injected, std::mem::take(&mut polling.unreachable.spans), &metrics, reconnects);
+    let drained = polling.drained;
+    // Set at the drain, or at the loop's end when the run ended in its load phase.
+    let load_secs = (*shared.load_end.get().unwrap_or(&end) - start).as_secs_f64();
+    let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
+    busy.sort_by_key(|(index, _)| *index);
+    Driven {
+        metrics,
+        started,
+        ended: SystemTime::now(),
+        interrupted,
+        faults,
+        drained,
+        depths,
+        streams,
+        issued: shared.issued.load(Ordering::Relaxed),
+        load_secs,
+        sent: shared.sent.load(Ordering::Relaxed),
+        never_sent: shared.never_sent.load(Ordering::Relaxed),
+        busy: busy.into_iter().map(|(_, b)| b).collect(),
+    }
+}
+
+/// The load threads as they are spawned: each one's handle, the sender of its start and the
+/// receiver of its readiness (connected, scripts loaded, or why not).
+struct Spawned {
+    threads: Vec<std::thread::JoinHandle<Vec<Vec<u8>>>>,
+    gos: Vec<oneshot::Sender<Go>>,
+    readies: Vec<oneshot::Receiver<Result<(), CallError>>>,
+}
+
+/// Spawns `opts.threads` load threads (at least one), which connect at once and wait for
+/// their [`Go`]; `stop` tells them the load has ended.
+fn spawn_threads(
+    plan: &Arc<Plan>,
+    opts: &DriveOptions,
+    plane: &Plane,
+    queues: &[QueueKeys],
+    shared: &Arc<RunShared>,
+    stop: watch::Receiver<bool>,
+) -> Spawned {
+    let mut spawned = Spawned { threads: Vec::new(), gos: Vec::new(), readies: Vec::new() };
     let thread_queues: Arc<[QueueKeys]> = queues.iter().cloned().collect();
     // Every load connection goes where the plane's do: one connector per node, each queue to
     // the node that owns its slot.
@@ -233,18 +306,28 @@ pub async fn drive(
             queues: thread_queues.clone(),
             history_spill: opts.history_spill.clone(),
         };
-        let stop = stop_rx.clone();
+        let stop = stop.clone();
         let (ready_tx, ready_rx) = oneshot::channel();
         let (go_tx, go_rx) = oneshot::channel();
         let handle = std::thread::Builder::new()
             .name(format!("emq-load-{index}"))
             .spawn(move || run_thread(spec, ready_tx, go_rx, stop))
             .expect("spawn load thread");
-        threads.push(handle);
-        gos.push(go_tx);
-        readies.push(ready_rx);
+        spawned.threads.push(handle);
+        spawned.gos.push(go_tx);
+        spawned.readies.push(ready_rx);
     }
-    // Every thread connects (and loads the scripts) before the clock starts.
+    spawned
+}
+
+/// Waits until every thread has connected (and loaded the scripts), then until `start_at`
+/// (a fleet's agreed moment): the clock starts after both. Returns why the run cannot start:
+/// a thread that could not connect or died, or a stop meanwhile.
+async fn wait_ready(
+    readies: Vec<oneshot::Receiver<Result<(), CallError>>>,
+    start_at: Option<SystemTime>,
+    stop: &StopSignal,
+) -> Option<Interruption> {
     let mut interrupted = None;
     for ready in readies {
         // A stop while the threads connect (a frozen server holds a connect up to the reply
@@ -267,7 +350,7 @@ pub async fn drive(
         }
     }
     // A fleet's shards start together: connected, each waits for the agreed moment.
-    if let (None, Some(at)) = (&interrupted, opts.start_at) {
+    if let (None, Some(at)) = (&interrupted, start_at) {
         if let Ok(wait) = at.duration_since(SystemTime::now()) {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -275,8 +358,19 @@ pub async fn drive(
             }
         }
     }
-    let started = SystemTime::now();
-    let start = Instant::now();
+    interrupted
+}
+
+/// Starts the clock at `start`: the reporter that gathers the threads' intervals, and, when
+/// the run `starts`, each thread's [`Go`] and the nemesis's faults. Returns the reporter's
+/// task, its live snapshot and the running faults.
+fn go(
+    plan: &Plan,
+    opts: &DriveOptions,
+    start: Instant,
+    gos: Vec<oneshot::Sender<Go>>,
+    starts: bool,
+) -> (tokio::task::JoinHandle<Reporter>, watch::Receiver<LiveSnapshot>, Option<Running>) {
     let (mut reporter, sink) = Reporter::new(start, plan.warmup);
     if let Some(tap) = opts.interval_tap.clone() {
         reporter.tap_closed(tap);
@@ -286,161 +380,28 @@ pub async fn drive(
     }
     let live = reporter.live();
     let reporter = tokio::spawn(reporter.run());
-    let mut faults_running = None;
-    if interrupted.is_none() {
-        for go in gos {
-            let _ = go.send(Go { start, sink: sink.clone() });
-        }
-        let until = match plan.stop {
-            Stop::Duration(d) => d,
-            Stop::Jobs(_) => Duration::MAX,
-        };
-        faults_running = opts.nemesis.as_ref().map(|n| n.begin(start, until));
-    } else {
-        // No Go for anyone: threads that did connect see their Go dropped and end.
-        drop(gos);
+    // Without a start, no Go for anyone: threads that did connect see their Go dropped and end.
+    if !starts {
+        return (reporter, live, None);
     }
-    drop(sink);
+    for go in gos {
+        let _ = go.send(Go { start, sink: sink.clone() });
+    }
+    let until = match plan.stop {
+        Stop::Duration(d) => d,
+        Stop::Jobs(_) => Duration::MAX,
+    };
+    (reporter, live, opts.nemesis.as_ref().map(|n| n.begin(start, until)))
+}
 
-    let mut drained = false;
-    // A `shared` fleet's shard: whether it has said its producers are done; the fleet's jobs
-    // in the queues (finished or not) at the last reading, and when that count last changed.
-    let mut said_done = false;
-    let mut fleet_total = None;
-    let mut fleet_grew = Instant::now();
-    let mut empty_readings = 0;
-    let mut last_depths = None;
-    let mut drain_started = None;
-    let mut unreachable = Unreachable::default();
-    let mut next_progress = start + Duration::from_secs(1);
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    while interrupted.is_none() {
-        tokio::select! {
-            _ = stop.stopped() => {
-                interrupted = Some(Interruption::Stopped);
-                break;
-            }
-            _ = tick.tick() => {}
-        }
-        let now = Instant::now();
-        let phase = shared.phase();
-        let poll_depths = phase == Phase::Drain || now >= next_progress;
-        if poll_depths {
-            // Cut short by a stop: a frozen server must not hold the loop for a reply timeout.
-            let read = tokio::select! {
-                read = depths(&plane, &queues) => Some(read),
-                _ = stop.stopped() => None,
-            };
-            match read {
-                None => continue,
-                Some(Ok(d)) => {
-                    last_depths = Some(d);
-                    unreachable.reached(start, Instant::now());
-                }
-                Some(Err(err)) => {
-                    last_depths = None;
-                    let since = unreachable.failed(now, &err);
-                    if Instant::now().duration_since(since) >= opts.give_up {
-                        interrupted = Some(Interruption::GaveUp {
-                            window: opts.give_up,
-                            since_s: (since - start).as_secs_f64(),
-                            error: err.to_string(),
-                        });
-                        break;
-                    }
-                }
-            }
-        }
-        if now >= next_progress {
-            progress(&live.borrow(), last_depths);
-            next_progress += Duration::from_secs(1);
-        }
-        match phase {
-            Phase::Load => {
-                let done = match plan.stop {
-                    Stop::Duration(d) => now >= start + d,
-                    // A `shared` fleet's load phase ends with the fleet's producers, not this
-                    // shard's: a shard of consumers only has none of its own.
-                    Stop::Jobs(_) => {
-                        let own_done = shared.producers_live.load(Ordering::Relaxed) == 0;
-                        match (&opts.fleet_drain, own_done) {
-                            (Some(fleet), true) => {
-                                let heard = tokio::select! {
-                                    heard = fleet_producers_done(&plane, fleet, &mut said_done, plan.drain) => heard,
-                                    _ = stop.stopped() => false,
-                                };
-                                // A producing shard that died never says so: once the jobs in
-                                // the queues stop growing for the drain's length, go on.
-                                let total = last_depths.map(|d| d.unfinished() + d.completed + d.failed);
-                                if total != fleet_total {
-                                    fleet_total = total;
-                                    fleet_grew = now;
-                                }
-                                heard || now >= fleet_grew + plan.drain
-                            }
-                            (_, own_done) => own_done,
-                        }
-                    }
-                };
-                if done {
-                    // The instant producers are told to stop: what the never-sent count and the
-                    // producers' rate window are measured against. A job budget's last producer
-                    // has set it already, at its last reply (`producer::run`).
-                    let ended = Instant::now();
-                    let _ = shared.load_end.set(ended);
-                    shared.advance(Phase::Drain);
-                    drain_started = Some(now);
-                    // Faults belong to the load phase: the drain shows whether the run recovers.
-                    if let Some(running) = &faults_running {
-                        running.stop();
-                    }
-                }
-            }
-            Phase::Drain => {
-                let mut producers_done = shared.producers_live.load(Ordering::Relaxed) == 0;
-                if let (Some(fleet), true) = (&opts.fleet_drain, producers_done) {
-                    // Cut short by a stop, as the depth read is.
-                    let heard = tokio::select! {
-                        heard = fleet_producers_done(&plane, fleet, &mut said_done, plan.drain) => heard,
-                        _ = stop.stopped() => false,
-                    };
-                    producers_done = heard;
-                    // While the fleet's producers still send (the jobs in the queues, finished
-                    // or not, still grow), the drain's clock waits for them: a jobs budget ends
-                    // at different moments on different shards. Once nothing grows the clock
-                    // runs, so a producing shard that died cannot hold the drain.
-                    let total = last_depths.map(|d| d.unfinished() + d.completed + d.failed);
-                    if !heard && total.is_some() && total != fleet_total {
-                        fleet_total = total;
-                        drain_started = Some(now);
-                    }
-                }
-                // Two empty readings in a row (50 ms apart): one reading may fall between a
-                // reply the server sent and the consumer that has yet to read it.
-                let empty = producers_done && last_depths.is_some_and(|d| d.unfinished() == 0);
-                empty_readings = if empty { empty_readings + 1 } else { 0 };
-                if empty_readings >= 2 {
-                    drained = true;
-                    break;
-                }
-                // Without consumers there is nothing to drain: stop once the producers are done.
-                let no_consumers = plan.consumers.count == 0;
-                if (no_consumers && producers_done) || drain_started.is_some_and(|t| now >= t + plan.drain) {
-                    break;
-                }
-            }
-            Phase::Stop => break,
-        }
-    }
-    let end = Instant::now();
-    let _ = shared.load_end.set(end);
-    shared.advance(Phase::Stop);
-    let _ = stop_tx.send(true);
-    // A fault still lasting (a freeze, a pause) is undone now, before anything waits on the server.
-    if let Some(running) = &faults_running {
-        running.stop();
-    }
-    // An abort tells the threads to stop waiting for replies still in flight.
+/// Waits for every load thread to end (an abort tells them to stop waiting for replies still
+/// in flight) and returns their history streams; a thread that died interrupts the run.
+async fn join_threads(
+    threads: Vec<std::thread::JoinHandle<Vec<Vec<u8>>>>,
+    shared: &Arc<RunShared>,
+    stop: &StopSignal,
+    interrupted: &mut Option<Interruption>,
+) -> Vec<Vec<u8>> {
     let abort_watch = {
         let (shared, stop) = (shared.clone(), stop.clone());
         tokio::spawn(async move {
@@ -458,59 +419,252 @@ pub async fn drive(
         }
     }
     abort_watch.abort();
-    let metrics = reporter.await.expect("reporter task").finish(end);
-    // A streak still in progress ends with the load.
-    unreachable.reached(start, end);
-    // The last reading decides whether the run can be checked; a server restarting at the
-    // very end gets a few seconds (at most the give-up window) to come back.
-    let patience = opts.give_up.min(END_READ_PATIENCE);
-    let depths = match stop.unless_aborted(end_depths(&plane, &queues, patience)).await {
+    streams
+}
+
+/// The last depth reading, which decides whether the run can be checked: a server restarting
+/// at the very end gets a few seconds (at most the give-up window) to come back. An abort
+/// reads nothing and makes the run's interruption [`Interruption::Aborted`]; a reading that
+/// failed interrupts the run as [`Interruption::EndUnreadable`] unless something else did.
+async fn read_end(
+    plane: &Plane,
+    queues: &[QueueKeys],
+    give_up: Duration,
+    stop: &StopSignal,
+    interrupted: &mut Option<Interruption>,
+) -> Option<Depths> {
+    let patience = give_up.min(END_READ_PATIENCE);
+    let depths = match stop.unless_aborted(end_depths(plane, queues, patience)).await {
         Some(read) => read,
         None => Err(CallError::Connection("not read: the run was aborted".into())),
     };
     if stop.is_aborted() {
-        interrupted = Some(Interruption::Aborted);
+        *interrupted = Some(Interruption::Aborted);
     }
-    let depths = match depths {
+    match depths {
         Ok(d) => Some(d),
         Err(err) => {
             interrupted.get_or_insert_with(|| Interruption::EndUnreadable(err.to_string()));
             None
         }
-    };
-    // The nemesis undoes a lasting fault (maxmemory, pause, freeze) before it reports: waited
-    // for, also after an abort (2 s at most then), so the run does not exit with it in place.
-    let injected = match faults_running {
-        Some(running) if stop.is_aborted() => {
-            tokio::time::timeout(Duration::from_secs(2), running.finish()).await.unwrap_or_default()
+    }
+}
+
+/// The coordinator's loop from the clock's start to the load's end, polled every 50 ms: the
+/// load phase until its stop condition, then the drain until the queues are empty or its time
+/// limit passes. Its state is what the loop learns as it goes.
+struct Polling<'a> {
+    /// What the loop reads and does not change.
+    drive: Driving<'a>,
+    /// The clock's start.
+    start: Instant,
+    /// The drain finished every job before its time limit.
+    drained: bool,
+    /// A `shared` fleet's shard: whether it has said its producers are done.
+    said_done: bool,
+    /// A `shared` fleet's shard: the fleet's jobs in the queues (finished or not) at the last
+    /// reading that changed it.
+    fleet_total: Option<u64>,
+    /// When `fleet_total` last changed.
+    fleet_grew: Instant,
+    /// Readings in a row that found the queues empty.
+    empty_readings: u32,
+    /// The last depth reading (`None` when it failed).
+    last_depths: Option<Depths>,
+    /// When the drain's clock started (a `shared` fleet restarts it while the fleet's jobs grow).
+    drain_started: Option<Instant>,
+    /// The target's reachability: spans of failed depth reads.
+    unreachable: Unreachable,
+    /// When `progress` is next called.
+    next_progress: Instant,
+}
+
+/// What the polling loop reads: the run's plan and options, the coordinator's plane and the
+/// run's queues, the state it shares with the load threads, the stop signal.
+struct Driving<'a> {
+    plan: &'a Plan,
+    opts: &'a DriveOptions,
+    plane: &'a Plane,
+    queues: &'a [QueueKeys],
+    shared: &'a RunShared,
+    stop: &'a StopSignal,
+}
+
+impl<'a> Polling<'a> {
+    /// The loop's state at the clock's `start`: nothing learnt yet.
+    fn new(drive: Driving<'a>, start: Instant) -> Polling<'a> {
+        Polling {
+            drive,
+            start,
+            drained: false,
+            said_done: false,
+            fleet_total: None,
+            fleet_grew: Instant::now(),
+            empty_readings: 0,
+            last_depths: None,
+            drain_started: None,
+            unreachable: Unreachable::default(),
+            next_progress: start + Duration::from_secs(1),
         }
-        Some(running) => running.finish().await,
-        None => Vec::new(),
-    };
-    let reconnects = all_reconnects(&metrics);
-    let faults = FaultsSeen::build(injected, unreachable.spans, &metrics, reconnects);
-    let issued = shared.issued.load(Ordering::Relaxed);
-    // Set at the drain, or at the loop's end when the run ended in its load phase.
-    let load_secs = (*shared.load_end.get().unwrap_or(&end) - start).as_secs_f64();
-    let sent = shared.sent.load(Ordering::Relaxed);
-    let never_sent = shared.never_sent.load(Ordering::Relaxed);
-    let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
-    busy.sort_by_key(|(index, _)| *index);
-    let busy = busy.into_iter().map(|(_, b)| b).collect();
-    Driven {
-        metrics,
-        started,
-        ended: SystemTime::now(),
-        interrupted,
-        faults,
-        drained,
-        depths,
-        streams,
-        issued,
-        load_secs,
-        sent,
-        never_sent,
-        busy,
+    }
+
+    /// Polls until the load ends: `None` when it ended as planned (its phases ran their
+    /// course), else why it ended early. `progress` is called about once a second; the
+    /// nemesis's `faults` stop with the load phase.
+    async fn run(
+        &mut self,
+        live: &watch::Receiver<LiveSnapshot>,
+        progress: &mut impl FnMut(&LiveSnapshot, Option<Depths>),
+        faults: Option<&Running>,
+    ) -> Option<Interruption> {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        loop {
+            tokio::select! {
+                _ = self.drive.stop.stopped() => return Some(Interruption::Stopped),
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            let phase = self.drive.shared.phase();
+            if phase == Phase::Drain || now >= self.next_progress {
+                match self.read_depths(now).await {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(gave_up) => return Some(gave_up),
+                }
+            }
+            if now >= self.next_progress {
+                progress(&live.borrow(), self.last_depths);
+                self.next_progress += Duration::from_secs(1);
+            }
+            match phase {
+                Phase::Load => {
+                    if self.load_done(now).await {
+                        self.begin_drain(now, faults);
+                    }
+                }
+                Phase::Drain => {
+                    if self.drain_done(now).await {
+                        return None;
+                    }
+                }
+                Phase::Stop => return None,
+            }
+        }
+    }
+
+    /// Reads the queues' depths (at `now`, the poll's time): `Ok(true)` read or failed within
+    /// the give-up window, `Ok(false)` cut short by a stop (a frozen server must not hold the
+    /// loop for a reply timeout), `Err` the target unreachable for the whole window.
+    async fn read_depths(&mut self, now: Instant) -> Result<bool, Interruption> {
+        let read = tokio::select! {
+            read = depths(self.drive.plane, self.drive.queues) => read,
+            _ = self.drive.stop.stopped() => return Ok(false),
+        };
+        match read {
+            Ok(d) => {
+                self.last_depths = Some(d);
+                self.unreachable.reached(self.start, Instant::now());
+            }
+            Err(err) => {
+                self.last_depths = None;
+                let since = self.unreachable.failed(now, &err);
+                if Instant::now().duration_since(since) >= self.drive.opts.give_up {
+                    return Err(Interruption::GaveUp {
+                        window: self.drive.opts.give_up,
+                        since_s: (since - self.start).as_secs_f64(),
+                        error: err.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the load phase is over at `now`: its duration passed, or its job budget sent.
+    async fn load_done(&mut self, now: Instant) -> bool {
+        match self.drive.plan.stop {
+            Stop::Duration(d) => now >= self.start + d,
+            // A `shared` fleet's load phase ends with the fleet's producers, not this
+            // shard's: a shard of consumers only has none of its own.
+            Stop::Jobs(_) => {
+                let own_done = self.drive.shared.producers_live.load(Ordering::Relaxed) == 0;
+                let opts = self.drive.opts;
+                match (&opts.fleet_drain, own_done) {
+                    (Some(fleet), true) => {
+                        let heard = self.fleet_producers_done(fleet).await;
+                        // A producing shard that died never says so: once the jobs in
+                        // the queues stop growing for the drain's length, go on.
+                        let total = self.fleet_jobs();
+                        if total != self.fleet_total {
+                            self.fleet_total = total;
+                            self.fleet_grew = now;
+                        }
+                        heard || now >= self.fleet_grew + self.drive.plan.drain
+                    }
+                    (_, own_done) => own_done,
+                }
+            }
+        }
+    }
+
+    /// Ends the load phase at `now`: the producers stop and the drain's clock starts.
+    fn begin_drain(&mut self, now: Instant, faults: Option<&Running>) {
+        // The instant producers are told to stop: what the never-sent count and the
+        // producers' rate window are measured against. A job budget's last producer
+        // has set it already, at its last reply (`producer::run`).
+        let _ = self.drive.shared.load_end.set(Instant::now());
+        self.drive.shared.advance(Phase::Drain);
+        self.drain_started = Some(now);
+        // Faults belong to the load phase: the drain shows whether the run recovers.
+        if let Some(running) = faults {
+            running.stop();
+        }
+    }
+
+    /// Whether the drain is over at `now`: the queues found empty twice in a row once the
+    /// producers are done (then `drained`), the producers done without consumers to drain, or
+    /// the drain's time limit passed.
+    async fn drain_done(&mut self, now: Instant) -> bool {
+        let mut producers_done = self.drive.shared.producers_live.load(Ordering::Relaxed) == 0;
+        let opts = self.drive.opts;
+        if let (Some(fleet), true) = (&opts.fleet_drain, producers_done) {
+            let heard = self.fleet_producers_done(fleet).await;
+            producers_done = heard;
+            // While the fleet's producers still send (the jobs in the queues, finished
+            // or not, still grow), the drain's clock waits for them: a jobs budget ends
+            // at different moments on different shards. Once nothing grows the clock
+            // runs, so a producing shard that died cannot hold the drain.
+            let total = self.fleet_jobs();
+            if !heard && total.is_some() && total != self.fleet_total {
+                self.fleet_total = total;
+                self.drain_started = Some(now);
+            }
+        }
+        // Two empty readings in a row (50 ms apart): one reading may fall between a
+        // reply the server sent and the consumer that has yet to read it.
+        let empty = producers_done && self.last_depths.is_some_and(|d| d.unfinished() == 0);
+        self.empty_readings = if empty { self.empty_readings + 1 } else { 0 };
+        if self.empty_readings >= 2 {
+            self.drained = true;
+            return true;
+        }
+        // Without consumers there is nothing to drain: stop once the producers are done.
+        let no_consumers = self.drive.plan.consumers.count == 0;
+        (no_consumers && producers_done) || self.drain_started.is_some_and(|t| now >= t + self.drive.plan.drain)
+    }
+
+    /// Whether every producing shard of the fleet is done, cut short (false) by a stop, as the
+    /// depth read is.
+    async fn fleet_producers_done(&mut self, fleet: &FleetDrain) -> bool {
+        tokio::select! {
+            heard = fleet_producers_done(self.drive.plane, fleet, &mut self.said_done, self.drive.plan.drain) => heard,
+            _ = self.drive.stop.stopped() => false,
+        }
+    }
+
+    /// The fleet's jobs in the queues, finished or not, at the last reading.
+    fn fleet_jobs(&self) -> Option<u64> {
+        self.last_depths.map(|d| d.unfinished() + d.completed + d.failed)
     }
 }
 

@@ -129,7 +129,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     };
     // Built before the start too: filling the pool takes milliseconds.
     let pool = PayloadPool::new(spec.plan.seed ^ spec.index as u64);
-    let (keys, routes, pconns, cconns, mconn) = match connected {
+    let connected = match connected {
         Ok(all) => {
             let _ = ready.send(Ok(()));
             all
@@ -139,28 +139,11 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
             return Vec::new();
         }
     };
-    let queues = keys.len();
-    let shared = Q::shared(&keys, &spec.registry, &spec.plan, spec.index);
+    let shared = Q::shared(&connected.0, &spec.registry, &spec.plan, spec.index);
     // No Go means the coordinator gave up (another thread failed to connect).
     let Ok(Go { start, sink }) = go.await else { return Vec::new() };
     let plan = spec.plan.clone();
-    let producers = share(plan.producers.count, spec.index, spec.threads);
     let consumers = share(plan.consumers.count, spec.index, spec.threads);
-    // Open-loop sends and the consumers' simulated work, polls and zombie delays wake on a
-    // timerfd, not tokio's 1 ms wheel (see `pacer`).
-    let timed = plan.producers.open_loop.is_some() || !consumers.is_empty();
-    let pacer = timed.then(super::pacer::Pacer::new).and_then(|made| match made {
-        Ok(pacer) => Some(pacer),
-        Err(err) => {
-            eprintln!(
-                "emq-bench: warning: no timerfd ({err}): open-loop sends and consumers' waits use tokio's 1 ms timer"
-            );
-            None
-        }
-    });
-    if let Some(pacer) = &pacer {
-        tokio::task::spawn_local(pacer.clone().drive());
-    }
     let ctx = Rc::new(ThreadCtx {
         plan: plan.clone(),
         shared: spec.shared.clone(),
@@ -174,12 +157,72 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
         sends: std::cell::Cell::new(0),
         backlog: std::cell::Cell::new(0),
         wall: WallClock::now(),
-        pacer,
+        pacer: start_pacer(&plan, !consumers.is_empty()),
     });
     drop(sink);
     // Open-loop schedules start when the lanes do, not at the coordinator's start: the hand-off
     // to this thread must not count as latency of the first requests.
     let begin = Instant::now();
+    let routes = connected.1.clone();
+    spawn_lanes::<W, Q>(&ctx, &spec, connected, shared, begin);
+    // The thread's CPU share over the load phase (what says whether the harness held a rate
+    // back), read at the first flush after it: the drain's idling must not dilute it.
+    let load_busy = Rc::new(std::cell::Cell::new(None::<f64>));
+    let busy_now = move || {
+        let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);
+        (user + sys) / begin.elapsed().as_secs_f64().max(1e-9)
+    };
+    wait_for_stop(&ctx, &routes, &load_busy, busy_now, stop).await;
+    // Lanes start nothing new once the phase is Stop; the requests already sent get their
+    // replies read (and remembered) before the history is taken, up to the reply timeout.
+    let deadline = Instant::now() + spec.connect.response_timeout + std::time::Duration::from_millis(100);
+    let aborted = || ctx.shared.aborted.load(std::sync::atomic::Ordering::Relaxed);
+    while ctx.in_flight.get() > 0 && Instant::now() < deadline && !aborted() {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    hand_over_counts(&ctx, &routes);
+    ctx.recorder.borrow_mut().flush_final();
+    let streams = ctx.history.borrow_mut().take();
+    ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
+    ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
+    let busy = load_busy.get().unwrap_or_else(busy_now);
+    ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
+    streams
+}
+
+/// The thread's timer: open-loop sends and the consumers' simulated work, polls and zombie
+/// delays wake on a timerfd, not tokio's 1 ms wheel (see `pacer`). `None` when nothing is
+/// timed (a closed loop without consumers) or the OS has no timerfd (said once).
+fn start_pacer(plan: &Plan, consumes: bool) -> Option<super::pacer::Pacer> {
+    let timed = plan.producers.open_loop.is_some() || consumes;
+    let pacer = timed.then(super::pacer::Pacer::new).and_then(|made| match made {
+        Ok(pacer) => Some(pacer),
+        Err(err) => {
+            eprintln!(
+                "emq-bench: warning: no timerfd ({err}): open-loop sends and consumers' waits use tokio's 1 ms timer"
+            );
+            None
+        }
+    });
+    if let Some(pacer) = &pacer {
+        tokio::task::spawn_local(pacer.clone().drive());
+    }
+    pacer
+}
+
+/// Spawns this thread's share of the producers and consumer lanes, and the maintenance chores,
+/// on the `connected` sets; `begin` is when the open-loop schedules start.
+fn spawn_lanes<W: Wire, Q: Driver<W>>(
+    ctx: &Rc<ThreadCtx>,
+    spec: &ThreadSpec,
+    connected: Connected<W>,
+    shared: Q::Shared,
+    begin: Instant,
+) {
+    let (keys, routes, pconns, cconns, mconn) = connected;
+    let plan = &spec.plan;
+    let producers = share(plan.producers.count, spec.index, spec.threads);
+    let consumers = share(plan.consumers.count, spec.index, spec.threads);
     let seed = |role: u64, i: usize, lane: u32| plan.seed ^ (role << 56) ^ ((i as u64) << 20) ^ u64::from(lane);
     for (k, &p) in producers.iter().enumerate() {
         // Seeds and the schedule's phase follow the producer's index in the fleet.
@@ -203,7 +246,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     // A `shared` fleet's chores run on one shard: the others' would only add load.
     if let Some(client) = mconn.into_iter().next().filter(|_| plan.runs_maintenance()) {
         let ops = Q::new(client, routes.clone(), shared.clone());
-        for queue in 0..queues {
+        for queue in 0..keys.len() {
             for &chore in Q::CHORES {
                 if let Some(every) = chore.every(&plan.maintenance) {
                     tokio::task::spawn_local(chore_loop(ctx.clone(), ops.clone(), queue, chore, every));
@@ -211,15 +254,28 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
             }
         }
     }
-    // Idle threads still hand over their data every second; cluster redirects followed by the
-    // lanes are counted here, not per call.
-    // The thread's CPU share over the load phase (what says whether the harness held a rate
-    // back), read at the first flush after it: the drain's idling must not dilute it.
-    let load_busy = Rc::new(std::cell::Cell::new(None::<f64>));
-    let busy_now = move || {
-        let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);
-        (user + sys) / begin.elapsed().as_secs_f64().max(1e-9)
-    };
+}
+
+/// Hands the counts kept outside the recorder to it: cluster redirects followed by the lanes,
+/// cluster-down and refused replies waited out, reconnects (counted there, not per call).
+fn hand_over_counts(ctx: &ThreadCtx, routes: &Routes) {
+    ctx.bump(JobCounter::Redirects, routes.take_redirects());
+    let (down, refused) = routes.take_refusals();
+    ctx.bump(JobCounter::ClusterDown, down);
+    ctx.bump(JobCounter::RefusedWaited, refused);
+    ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
+}
+
+/// Flushes the thread's data every 250 ms until `stop` turns true (idle threads still hand
+/// theirs over every second), and takes the load phase's CPU share (`busy_now`) into
+/// `load_busy` at the first flush after it.
+async fn wait_for_stop(
+    ctx: &Rc<ThreadCtx>,
+    routes: &Rc<Routes>,
+    load_busy: &Rc<std::cell::Cell<Option<f64>>>,
+    busy_now: impl Fn() -> f64 + 'static,
+    mut stop: watch::Receiver<bool>,
+) {
     let flusher = {
         let (ctx, routes, load_busy) = (ctx.clone(), routes.clone(), load_busy.clone());
         async move {
@@ -229,11 +285,7 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
                 if load_busy.get().is_none() && ctx.phase() != super::context::Phase::Load {
                     load_busy.set(Some(busy_now()));
                 }
-                ctx.bump(JobCounter::Redirects, routes.take_redirects());
-                let (down, refused) = routes.take_refusals();
-                ctx.bump(JobCounter::ClusterDown, down);
-                ctx.bump(JobCounter::RefusedWaited, refused);
-                ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
+                hand_over_counts(&ctx, &routes);
                 let now = Instant::now();
                 ctx.recorder.borrow_mut().maybe_flush(now);
                 ctx.history.borrow_mut().spill_due(now);
@@ -257,25 +309,6 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
             std::panic::resume_unwind(err.into_panic());
         }
     }
-    // Lanes start nothing new once the phase is Stop; the requests already sent get their
-    // replies read (and remembered) before the history is taken, up to the reply timeout.
-    let deadline = Instant::now() + spec.connect.response_timeout + std::time::Duration::from_millis(100);
-    let aborted = || ctx.shared.aborted.load(std::sync::atomic::Ordering::Relaxed);
-    while ctx.in_flight.get() > 0 && Instant::now() < deadline && !aborted() {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-    ctx.bump(JobCounter::Redirects, routes.take_redirects());
-    let (down, refused) = routes.take_refusals();
-    ctx.bump(JobCounter::ClusterDown, down);
-    ctx.bump(JobCounter::RefusedWaited, refused);
-    ctx.bump(JobCounter::Reconnects, crate::net::connector::take_reconnects());
-    ctx.recorder.borrow_mut().flush_final();
-    let streams = ctx.history.borrow_mut().take();
-    ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
-    ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
-    let busy = load_busy.get().unwrap_or_else(busy_now);
-    ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
-    streams
 }
 
 /// One connection per node.

@@ -72,7 +72,7 @@ const FRESH: Duration = Duration::from_secs(2);
 
 /// One shard's place at the barrier.
 #[derive(Debug, Clone)]
-pub struct Arrival {
+pub struct ShardArrival {
     /// The group (`--group`): the keys' hash tag.
     pub group: String,
     /// This shard's index.
@@ -265,7 +265,7 @@ pub async fn started(plane: &Plane, group: &str) -> Result<Option<u64>, CallErro
 /// group that started without this shard, a failed call.
 pub async fn wait(
     plane: &Plane,
-    me: &Arrival,
+    me: &ShardArrival,
     stop: impl std::future::Future<Output = ()>,
     say: impl Fn(&str),
 ) -> Result<Option<Start>, BarrierError> {
@@ -282,7 +282,7 @@ pub async fn wait(
 
 async fn gather(
     conn: &Control,
-    me: &Arrival,
+    me: &ShardArrival,
     [arrived, t0]: [&str; 2],
     stop: impl std::future::Future<Output = ()>,
     say: impl Fn(&str),
@@ -360,7 +360,7 @@ async fn gather(
     }
 }
 
-fn late(me: &Arrival, t0_ms: u64, server_now: f64) -> BarrierError {
+fn late(me: &ShardArrival, t0_ms: u64, server_now: f64) -> BarrierError {
     let ago_s = (server_now - t0_ms as f64) / 1000.0;
     let left_s = (KEEP_AFTER_START.as_secs_f64() - ago_s).max(0.0).ceil() as u64;
     BarrierError::Late { group: me.group.clone(), ago_s, left_s }

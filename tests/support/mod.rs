@@ -242,12 +242,12 @@ pub fn assert_offline_page(path: &Path) -> String {
 /// summary.json's `verdict` says what the run returned: the same pass or fail, its exit code,
 /// and its findings' messages line for line as `result.failures` (the terminal's FAIL lines),
 /// each with a kind.
-pub fn assert_verdict_in_summary(result: &emq_bench::cmd::run::RunResult) {
+pub fn assert_verdict_in_summary(result: &emq_bench::cmd::run::RepResult) {
     assert_summary_round_trips(&result.dir);
     let text = std::fs::read_to_string(result.dir.join("summary.json")).unwrap();
     let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
     let verdict = &summary["verdict"];
-    let failed = result.outcome == emq_bench::cmd::Outcome::Failed;
+    let failed = result.outcome == emq_bench::cmd::CommandOutcome::Failed;
     assert_eq!(verdict["passed"], !failed, "{verdict}");
     assert_eq!(verdict["exit_code"], u8::from(failed), "{verdict}");
     let findings = verdict["findings"].as_array().expect("findings");

@@ -6,7 +6,7 @@
 use super::CostReport;
 use crate::ci::bmf::{self, Bmf};
 use crate::ci::gab::Entry;
-use crate::ci::junit::{Case, Outcome, Report, Suite};
+use crate::ci::junit::{Case, CaseOutcome, Report, Suite};
 use crate::stats;
 
 /// The JUnit document: one suite `cost`, class `emq-bench.cost.<script>`.
@@ -18,7 +18,7 @@ pub fn junit(report: &CostReport) -> Report {
             let class = format!("emq-bench.cost.{}", s.script);
             match &s.comparison {
                 Some(m) => crate::ci::compare::case(&class, m),
-                None => Case::new(&class, format!("{} server µs/call", s.script), Outcome::Passed),
+                None => Case::new(&class, format!("{} server µs/call", s.script), CaseOutcome::Passed),
             }
         })
         .collect();

@@ -18,7 +18,7 @@ mod shared;
 pub use shared::FleetTarget;
 
 use super::session::judge::{self, CheckFate, Facts, Rules};
-use super::Outcome;
+use super::CommandOutcome;
 pub use crate::cli::merge::MergeArgs;
 use crate::error::AppError;
 use crate::report::fleet::FleetRecord;
@@ -40,7 +40,7 @@ pub struct MergeResult {
     /// The table (stdout).
     pub table: String,
     /// Pass, or fail (exit 1).
-    pub outcome: Outcome,
+    pub outcome: CommandOutcome,
     /// The verdict's lines (printed after `FAIL`).
     pub failures: Vec<String>,
 }
@@ -369,7 +369,7 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
         checked.lock.release_all().await;
     }
     let table = table(&summary, &fleet, &args.out);
-    let outcome = if verdict.passed { Outcome::Success } else { Outcome::Failed };
+    let outcome = if verdict.passed { CommandOutcome::Success } else { CommandOutcome::Failed };
     Ok(MergeResult { dir: args.out, summary, table, outcome, failures: verdict.lines() })
 }
 

@@ -73,7 +73,7 @@ pub struct RunOptions {
 #[derive(Debug, Clone)]
 pub struct FleetOptions {
     /// Where it waits for the others.
-    pub barrier: crate::plane::barrier::Arrival,
+    pub barrier: crate::plane::barrier::ShardArrival,
     /// `--mixed-scripts`: the scripts' SHA-1s stay out of the configuration the shards agree on.
     pub mixed_scripts: bool,
     /// How many of the fleet's shards run producers (`--roles`).
@@ -167,7 +167,7 @@ fn resolve_fleet(args: &RunArgs, plan: Plan, url: Option<&str>) -> Result<(Plan,
     }
     let config = fleet_config(&plan, &layout, url, args);
     let plan = plan.for_fleet_shard(index, &group, &layout)?;
-    let barrier = crate::plane::barrier::Arrival {
+    let barrier = crate::plane::barrier::ShardArrival {
         group,
         index,
         shards,
