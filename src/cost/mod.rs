@@ -49,6 +49,10 @@ pub const BATCH: u32 = 100;
 pub const MIN_CALLS: u32 = 100;
 /// See [`MIN_CALLS`].
 pub const MAX_CALLS: u32 = 1_000_000;
+/// Fewest `promote` / `reap` / `clean` calls in a block: a block of one or two calls is a
+/// millisecond or two of server time, which one preemption of the server doubles, so the
+/// pairs of such blocks spread too far to decide on.
+const MIN_DRAIN_CALLS: usize = 4;
 /// Payload bytes of every job.
 const PAYLOAD: usize = 256;
 
@@ -192,10 +196,10 @@ impl Phases<'_> {
     }
 
     /// Calls `promote`, `reap` or `clean` ([`BATCH`] jobs each) until `jobs` moved, in blocks of
-    /// `block / BATCH` calls whose arms take turns. A call that moves nothing before then is
-    /// [`CostError::Unexpected`].
+    /// `block / BATCH` calls (at least [`MIN_DRAIN_CALLS`]) whose arms take turns. A call that
+    /// moves nothing before then is [`CostError::Unexpected`].
     async fn drain(&mut self, keys: &QueueKeys, script: Script, jobs: u32) -> Result<(), CostError> {
-        let per_block = (self.block / BATCH as usize).max(1) as u64;
+        let per_block = (self.block / BATCH as usize).max(MIN_DRAIN_CALLS) as u64;
         let mut moved = 0u64;
         let mut j = 0;
         while moved < u64::from(jobs) {
