@@ -1,6 +1,7 @@
 //! Why a metric's verdict is "inconclusive": one variant per gate of the rule in
-//! [`super::verdict`] (unpaired, [`super::verdict::compare_metric`]) and of its paired form
-//! ([`super::verdict::compare_paired`], `emq-bench cost`).
+//! [`super::verdict`] (unpaired, [`super::verdict::compare_metric`]), of its paired form for a
+//! fixed number of pairs ([`super::verdict::compare_paired`]) and of the sequential rule
+//! ([`super::sequential`], `emq-bench cost`'s gate).
 //!
 //! Each gate builds its cause with the figures it decided on, and the prose `reason` of
 //! `compare.json` is rendered from that cause and the thresholds ([`InconclusiveCause::reason`]),

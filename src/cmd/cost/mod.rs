@@ -150,7 +150,8 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
                 }
                 let calls = if rep == 0 { (args.calls / 10).max(MIN_CALLS) } else { args.calls };
                 let seed = u64::from(rep) + 1;
-                let costs = measure(&clients, &control, calls, block.min(calls as usize), seed, &rep.to_string())
+                let (tag, mirrored) = (rep.to_string(), rep % 2 == 0);
+                let costs = measure(&clients, &control, calls, block.min(calls as usize), seed, &tag, mirrored)
                     .await
                     .map_err(|e| AppError::Usage(format!("cost: {e}")))?;
                 if rep == 0 {
@@ -159,13 +160,18 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
                 blocks.extend(costs.into_iter().map(|c| (rep, c)));
                 measured = rep;
                 if sequential {
+                    let before = gate.undecided().len();
                     let done = gate.look(rep, &blocks, started.elapsed());
                     let undecided = gate.undecided();
-                    eprintln!(
-                        "cost: round {rep} ({:.0} s): {}",
-                        started.elapsed().as_secs_f64(),
-                        if done { "every script decided".to_string() } else { format!("undecided {}", undecided.join(", ")) }
-                    );
+                    // A line when a script decides, and every tenth round.
+                    if rep == 1 || undecided.len() != before || rep % 10 == 0 {
+                        let state = if done {
+                            "every script decided".to_string()
+                        } else {
+                            format!("undecided {}", undecided.join(", "))
+                        };
+                        eprintln!("cost: round {rep} ({:.0} s): {state}", started.elapsed().as_secs_f64());
+                    }
                     // No round that would likely end past the budget: the last one's length
                     // is the estimate.
                     if done || started.elapsed() + round_start.elapsed() > args.budget {
