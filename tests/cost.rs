@@ -188,7 +188,11 @@ fn the_gate_stops_when_every_script_is_decided_or_its_budget_is_spent() {
     match out.status.code() {
         Some(0) => {
             assert!(found.iter().all(|(_, _, decided, _)| *decided), "{found:?}");
-            assert_eq!(found.iter().map(|(_, r, _, _)| *r).max(), Some(rounds), "ran past the last decision: {found:?}");
+            assert_eq!(
+                found.iter().map(|(_, r, _, _)| *r).max(),
+                Some(rounds),
+                "ran past the last decision: {found:?}"
+            );
         }
         Some(3) => {
             assert!(found.iter().any(|(_, _, decided, _)| !decided), "{found:?}");

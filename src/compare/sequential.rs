@@ -28,7 +28,12 @@ use crate::stats::{self, Interval};
 /// alternating), by the module's rule. Pairs whose base is not above 0 are dropped. `change` is
 /// the median ratio − 1, `ci` the sequence's interval at this look, `p_worse`/`p_better` the
 /// one-sided sign test over all pairs (reported; the interval decides).
-pub fn compare_sequential(metric: Metric, pairs: &[(f64, f64)], look: u32, options: &CompareOptions) -> MetricComparison {
+pub fn compare_sequential(
+    metric: Metric,
+    pairs: &[(f64, f64)],
+    look: u32,
+    options: &CompareOptions,
+) -> MetricComparison {
     let better = metric.measure.better();
     let ratios: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, n)| n / b).collect();
     let noise = options.noise(metric.measure);

@@ -116,10 +116,8 @@ mod tests {
                 let r = rank_interval(xs.len() as u64, 0.5, 1.0 - alpha);
                 let mut sorted = xs.clone();
                 sorted.sort_unstable_by(f64::total_cmp);
-                let fixed = Interval {
-                    lo: sorted[r.lower.unwrap() as usize - 1],
-                    hi: sorted[r.upper.unwrap() as usize - 1],
-                };
+                let fixed =
+                    Interval { lo: sorted[r.lower.unwrap() as usize - 1], hi: sorted[r.upper.unwrap() as usize - 1] };
                 fixed_miss |= !fixed.contains(median);
             }
             sequence_missed += usize::from(seq_miss);

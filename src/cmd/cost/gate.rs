@@ -60,8 +60,13 @@ impl Gate {
             let more_blocks = (!decided)
                 .then(|| pairs_needed(&c, pairs.len()).map(|needed| 2 * (needed - pairs.len()) as u64))
                 .flatten();
-            let stop =
-                Stop { rounds: round, blocks: 2 * pairs.len() as u64, seconds: elapsed.as_secs_f64(), more_blocks, decided };
+            let stop = Stop {
+                rounds: round,
+                blocks: 2 * pairs.len() as u64,
+                seconds: elapsed.as_secs_f64(),
+                more_blocks,
+                decided,
+            };
             match at {
                 Some(i) => self.scripts[i] = (script, c, stop),
                 None => self.scripts.push((script, c, stop)),
@@ -92,7 +97,9 @@ mod tests {
             let us = if arm == 0 { 10.0 * wobble } else { 10.0 * ratio * wobble };
             (r, ScriptCost { script, arm, calls: 100, us_per_call: us, cpu_us_per_call: us })
         };
-        (0..pairs).flat_map(|i| if i % 2 == 0 { [block(0, i), block(1, i)] } else { [block(1, i), block(0, i)] }).collect()
+        (0..pairs)
+            .flat_map(|i| if i % 2 == 0 { [block(0, i), block(1, i)] } else { [block(1, i), block(0, i)] })
+            .collect()
     }
 
     #[test]

@@ -170,7 +170,9 @@ fn gate_line(report: &CostReport) -> Option<String> {
         .filter_map(|s| s.stop.as_ref().filter(|t| !t.decided).map(|t| (s, t)))
         .map(|(s, t)| match t.more_blocks {
             Some(more) => format!("{} (about {more} more blocks)", s.script),
-            None => format!("{} (its change sits on the band's edge: no number of blocks is likely to decide)", s.script),
+            None => {
+                format!("{} (its change sits on the band's edge: no number of blocks is likely to decide)", s.script)
+            }
         })
         .collect();
     let head = format!(
