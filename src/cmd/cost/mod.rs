@@ -239,7 +239,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         lua_dirs,
         server_version,
         repeat: measured,
-        budget_s: sequential.then(|| args.budget.as_secs_f64()),
+        budget_s: sequential.then_some(args.budget.as_secs_f64()),
         seconds: started.elapsed().as_secs_f64(),
         scripts,
         verdict,
