@@ -1,6 +1,7 @@
 //! `emq-bench cost`: every script's server cost per call is measured, a script made dearer is
 //! named (and only it), made cheaper is named as improved, two copies of one directory never
-//! regress, and bad input is exit 2.
+//! regress, the sequential gate stops when every script is decided or its budget is spent, and
+//! bad input is exit 2.
 //!
 //! Statistics on a loaded CI box: the planted change (+20 EXISTS in complete, about +100 % of
 //! its cost) is large enough to be certain; identical directories assert only "not regressed".
@@ -143,6 +144,71 @@ fn a_script_made_dearer_is_named_and_identical_scripts_do_not_regress() {
     verdicts_that(&args, |code, found| code != Some(1) && found.iter().all(|(_, v)| v != "regressed"));
 }
 
+/// The gate's stops, per script: (script, rounds, decided, more_blocks).
+fn stops(json: &Value) -> Vec<(String, u64, bool, Option<u64>)> {
+    json["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let stop = &s["stop"];
+            let name = s["script"].as_str().unwrap().to_string();
+            (name, stop["rounds"].as_u64().unwrap(), stop["decided"].as_bool().unwrap(), stop["more_blocks"].as_u64())
+        })
+        .collect()
+}
+
+#[test]
+fn the_gate_stops_when_every_script_is_decided_or_its_budget_is_spent() {
+    let work = tempfile::tempdir().unwrap();
+    let same = lua_copy(&work.path().join("same"), None);
+    let dearer =
+        lua_copy(&work.path().join("dearer"), Some(("complete", "for _ = 1, 20 do redis.call('EXISTS', KEYS[1]) end")));
+
+    // A budget shorter than a round: one round, whatever is undecided. The doubled complete is
+    // decided in it; the scripts still undecided are named, with the blocks they would need.
+    let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &dearer, "--calls", "2000", "--budget", "1s", "--json"]);
+    let json = json.unwrap_or_else(|| panic!("no JSON: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(json["repeat"], 1, "{json}");
+    assert_eq!(json["budget_s"], 1.0);
+    let found = stops(&json);
+    assert!(found.iter().any(|(s, rounds, decided, _)| s == "complete" && *rounds == 1 && *decided), "{found:?}");
+    assert!(verdicts(&json).contains(&("complete".to_string(), "regressed".to_string())));
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cost: round 1 ("));
+
+    // Identical scripts within 40 s: never a regression; each script's verdict is kept from the
+    // round that decided it, and the gate ends at the round its last script decided, or, out of
+    // budget, with the undecided named (exit 3) and no round begun past the budget.
+    let (out, json) = cost(&["--lua-dir", "lua", "--lua-dir", &same, "--calls", "2000", "--budget", "40s", "--json"]);
+    let json = json.unwrap_or_else(|| panic!("no JSON: {}", String::from_utf8_lossy(&out.stderr)));
+    let (rounds, found) = (json["repeat"].as_u64().unwrap(), stops(&json));
+    assert!(verdicts(&json).iter().all(|(_, v)| v == "no_change" || v == "inconclusive"), "{found:?}");
+    assert!(found.iter().all(|(_, r, _, _)| *r <= rounds), "{found:?}");
+    match out.status.code() {
+        Some(0) => {
+            assert!(found.iter().all(|(_, _, decided, _)| *decided), "{found:?}");
+            assert_eq!(
+                found.iter().map(|(_, r, _, _)| *r).max(),
+                Some(rounds),
+                "ran past the last decision: {found:?}"
+            );
+        }
+        Some(3) => {
+            assert!(found.iter().any(|(_, _, decided, _)| !decided), "{found:?}");
+            // The last round began before 40 s, and one round of 2 000 calls is seconds long.
+            assert!(json["seconds"].as_f64().unwrap() < 60.0, "{json}");
+        }
+        code => panic!("identical scripts: exit {code:?}: {found:?}"),
+    }
+    let (out, _) = cost(&["--lua-dir", "lua", "--lua-dir", &same, "--calls", "2000", "--budget", "1s"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("gate: 1 round(s) in") && text.contains("of a 1 s budget"), "{text}");
+    if out.status.code() == Some(3) {
+        assert!(text.contains("undecided when it stopped:"), "{text}");
+    }
+}
+
 #[test]
 fn a_stored_baseline_stands_in_for_base() {
     let work = tempfile::tempdir().unwrap();
@@ -187,4 +253,7 @@ fn bad_input_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let (out, _) = cost(&["--calls", "10"]);
     assert_eq!(out.status.code(), Some(2));
+    let (out, _) = cost(&["--lua-dir", "lua", "--lua-dir", "lua", "--budget", "0s"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected 1s to 1h"));
 }

@@ -1,6 +1,7 @@
 //! Why a metric's verdict is "inconclusive": one variant per gate of the rule in
-//! [`super::verdict`] (unpaired, [`super::verdict::compare_metric`]) and of its paired form
-//! ([`super::verdict::compare_paired`], `emq-bench cost`).
+//! [`super::verdict`] (unpaired, [`super::verdict::compare_metric`]), of its paired form for a
+//! fixed number of pairs ([`super::verdict::compare_paired`]) and of the sequential rule
+//! ([`super::sequential`], `emq-bench cost`'s gate).
 //!
 //! Each gate builds its cause with the figures it decided on, and the prose `reason` of
 //! `compare.json` is rendered from that cause and the thresholds ([`InconclusiveCause::reason`]),
@@ -39,7 +40,8 @@ impl Arm {
 ///
 /// The first gate that fails names the cause, in this order: unpaired `NotMeasured`,
 /// `TooFewRepetitions`, `CannotReachAlpha`, `Cv`, `NoInterval`; paired `TooFewPairs`,
-/// `SignTestCannotReachAlpha`, `WideInterval`, `NoInterval`; both, last, `CrossesBand`.
+/// `SignTestCannotReachAlpha`, `WideInterval`, `NoInterval`; sequential `FewPairsForLook`;
+/// all, last, `CrossesBand`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InconclusiveCause {
@@ -102,6 +104,14 @@ pub enum InconclusiveCause {
         /// The interval's width, `hi − lo` of the ratio (0.25 = 25 percentage points).
         width: f64,
     },
+    /// Sequential rule ([`crate::compare::sequential`]): too few pairs for the order-statistic
+    /// interval at this look's confidence (1 − α/(k(k+1)) needs 0.5ⁿ ≤ α/(2k(k+1))).
+    FewPairsForLook {
+        /// The number of usable pairs.
+        pairs: usize,
+        /// The look (rounds measured so far).
+        look: u32,
+    },
     /// The last gate: the interval of the change is neither wholly beyond the noise band with
     /// a significant test (regressed, improved) nor wholly inside it (no change): it crosses
     /// the band's edge, so a change beyond the band is not ruled out.
@@ -139,6 +149,9 @@ impl InconclusiveCause {
                 "{pairs} pairs cannot reach p < {} in a sign test (smallest possible p {smallest_p:.3})",
                 o.alpha
             ),
+            InconclusiveCause::FewPairsForLook { pairs, look } => {
+                format!("{pairs} pair(s) are too few for an interval at look {look} of the confidence sequence")
+            }
             InconclusiveCause::CrossesBand { lo, hi, band } => format!(
                 "the CI of the change, {:+.1}%..{:+.1}%, crosses the noise band ±{:.0}%: neither no change nor a change \
                  beyond it",

@@ -13,6 +13,7 @@ pub mod markdown;
 pub mod metric;
 pub mod options;
 pub mod safety;
+pub mod sequential;
 pub mod table;
 pub mod verdict;
 

@@ -106,7 +106,7 @@ pub struct Side {
 }
 
 impl Side {
-    fn of(values: Vec<f64>) -> Side {
+    pub(super) fn of(values: Vec<f64>) -> Side {
         Side { median: stats::median(&values), cv: stats::coefficient_of_variation(&values), values }
     }
 }
@@ -151,7 +151,7 @@ pub struct MetricComparison {
 
 /// What the rule decided: a verdict other than inconclusive with its reason, or the cause of
 /// an inconclusive one (whose reason is rendered from it).
-enum Decision {
+pub(super) enum Decision {
     /// Regressed, improved or no change (never [`MetricVerdict::Inconclusive`]), and why.
     Decided(MetricVerdict, String),
     /// Inconclusive, and which gate said so.
@@ -168,7 +168,7 @@ impl MetricComparison {
     }
 
     /// Sets `verdict`, `cause` and `reason` from one decision, so they always agree.
-    fn settle(&mut self, decision: Decision, o: &CompareOptions) {
+    pub(super) fn settle(&mut self, decision: Decision, o: &CompareOptions) {
         (self.verdict, self.cause, self.reason) = match decision {
             Decision::Decided(verdict, reason) => {
                 debug_assert_ne!(verdict, MetricVerdict::Inconclusive, "an inconclusive verdict needs a cause");

@@ -49,6 +49,10 @@ pub const BATCH: u32 = 100;
 pub const MIN_CALLS: u32 = 100;
 /// See [`MIN_CALLS`].
 pub const MAX_CALLS: u32 = 1_000_000;
+/// Fewest `promote` / `reap` / `clean` calls in a block: a block of one or two calls is a
+/// millisecond or two of server time, which one preemption of the server doubles, so the
+/// pairs of such blocks spread too far to decide on.
+const MIN_DRAIN_CALLS: usize = 4;
 /// Payload bytes of every job.
 const PAYLOAD: usize = 256;
 
@@ -155,15 +159,27 @@ fn arm_of(j: usize, arms: usize) -> usize {
 }
 
 /// What every phase needs: the clients (one per arm), the control connection that reads the
-/// counters, the block size, and where the blocks' costs go.
+/// counters, the block size, whether the arms' order is mirrored, and where the blocks' costs
+/// go.
 struct Phases<'a> {
     clients: &'a [ScriptClient<PipeConn>],
     control: &'a Control,
     block: usize,
+    mirrored: bool,
     costs: Vec<ScriptCost>,
 }
 
 impl Phases<'_> {
+    /// The arm of block `j` of a phase: [`arm_of`], or with `mirrored` its mirror (B A A B ...).
+    fn arm(&self, j: usize) -> usize {
+        let (arms, arm) = (self.clients.len(), arm_of(j, self.clients.len()));
+        if self.mirrored {
+            arms - 1 - arm
+        } else {
+            arm
+        }
+    }
+
     /// Runs `call` once per item, in blocks whose arms take turns, each block measured as
     /// `script`; the results in item order.
     async fn blocks<T, R, F, Fut>(&mut self, script: Script, items: Vec<T>, call: F) -> Result<Vec<R>, CostError>
@@ -178,7 +194,7 @@ impl Phases<'_> {
         let mut j = 0;
         while items.peek().is_some() {
             let chunk: Vec<T> = items.by_ref().take(self.block).collect();
-            let (arm, made) = (arm_of(j, self.clients.len()), chunk.len() as u64);
+            let (arm, made) = (self.arm(j), chunk.len() as u64);
             let before = counters(self.control).await?;
             let results = each(&self.clients[arm], chunk, call.clone())
                 .await
@@ -192,14 +208,14 @@ impl Phases<'_> {
     }
 
     /// Calls `promote`, `reap` or `clean` ([`BATCH`] jobs each) until `jobs` moved, in blocks of
-    /// `block / BATCH` calls whose arms take turns. A call that moves nothing before then is
-    /// [`CostError::Unexpected`].
+    /// `block / BATCH` calls (at least [`MIN_DRAIN_CALLS`]) whose arms take turns. A call that
+    /// moves nothing before then is [`CostError::Unexpected`].
     async fn drain(&mut self, keys: &QueueKeys, script: Script, jobs: u32) -> Result<(), CostError> {
-        let per_block = (self.block / BATCH as usize).max(1) as u64;
+        let per_block = (self.block / BATCH as usize).max(MIN_DRAIN_CALLS) as u64;
         let mut moved = 0u64;
         let mut j = 0;
         while moved < u64::from(jobs) {
-            let arm = arm_of(j, self.clients.len());
+            let arm = self.arm(j);
             let mut c = self.clients[arm].clone();
             let before = counters(self.control).await?;
             let mut made = 0;
@@ -261,7 +277,11 @@ where
 /// connected to the server `control` reads, their scripts loaded): `calls` calls per phase
 /// (promote and reap: `calls` jobs, [`BATCH`] per call), in blocks of `block` calls; `seed`
 /// sets the ids and payloads; `tag` keeps the queues of two measurements on one server apart
-/// (`cost-<tag>-a`, ...). The blocks' costs, in the order they ran.
+/// (`cost-<tag>-a`, ...); `mirrored` starts every phase with the last arm (B A A B ...), so
+/// rounds that alternate it put each arm at each position of a phase equally often: a cost that
+/// changes in steps along a phase (a hash table's resize, a set's last jobs) then weighs on
+/// both arms alike instead of on the same arm every round. The blocks' costs, in the order they
+/// ran.
 ///
 /// Errors: [`CostError`].
 pub async fn measure(
@@ -271,6 +291,7 @@ pub async fn measure(
     block: usize,
     seed: u64,
     tag: &str,
+    mirrored: bool,
 ) -> Result<Vec<ScriptCost>, CostError> {
     let queue = |suffix: &str| {
         QueueName::new(&format!("cost-{tag}-{suffix}")).map(QueueKeys::new).map(Rc::new).expect("a valid queue name")
@@ -279,7 +300,7 @@ pub async fn measure(
     let pool = Rc::new(PayloadPool::new(seed));
     let mut ids = JobIdGen::new(seed);
     let mut mint = |n: u32| (0..n).map(|_| ids.next_id()).collect::<Vec<_>>();
-    let mut phases = Phases { clients, control, block, costs: Vec::new() };
+    let mut phases = Phases { clients, control, block, mirrored, costs: Vec::new() };
     let enqueue = |keys: Rc<QueueKeys>, pool: Rc<PayloadPool>, delay: Option<u64>| {
         move |mut c: ScriptClient<PipeConn>, id| {
             let (keys, pool) = (keys.clone(), pool.clone());
@@ -327,6 +348,9 @@ pub async fn measure(
         })
         .await?;
     let (to_complete, to_fail) = held.split_at(held.len() / 2);
+    // complete and fail share the held jobs: blocks of half the size give them as many blocks
+    // (and pairs) per round as the other phases.
+    phases.block = (block / 2).max(1);
     let keys = main.clone();
     phases
         .blocks(Script::Complete, to_complete.to_vec(), move |mut c, (id, token)| {
@@ -342,6 +366,8 @@ pub async fn measure(
             async move { c.fail(&keys, &id, token, args).await }
         })
         .await?;
+
+    phases.block = block;
 
     // enqueue_delayed, then promote once they are due.
     phases.blocks(Script::EnqueueDelayed, mint(calls), enqueue(delayed.clone(), pool.clone(), Some(1))).await?;

@@ -208,6 +208,10 @@ pub enum RegistryError {
         /// Where they were looked for.
         dir: PathBuf,
     },
+    /// The binary was built without EchoMQ's scripts (cargo feature `embedded-lua` off, as
+    /// `scripts/regress` builds it).
+    #[error("this emq-bench is built without EchoMQ's scripts (cargo feature embedded-lua): pass --lua-dir DIR")]
+    NotEmbedded,
     /// A script file holds nothing but white space.
     #[error("script {path} is empty (the Lua directory must hold one script per file of docs/protocol.md)")]
     Empty {

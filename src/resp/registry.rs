@@ -60,10 +60,12 @@ impl ScriptRegistry {
     /// binary ([`builtin::ECHOMQ`], directory [`builtin::BUILTIN`]); BullMQ's from the release
     /// `scripts/setup` fetched ([`Protocol::default_dir`]).
     ///
-    /// Errors: BullMQ's scripts not fetched ([`RegistryError::NotFetched`]), else as
+    /// Errors: EchoMQ's scripts not built in ([`RegistryError::NotEmbedded`]), BullMQ's not
+    /// fetched ([`RegistryError::NotFetched`]), else as
     /// [`for_protocol`](Self::for_protocol).
     pub fn default_for(protocol: Protocol) -> Result<ScriptRegistry, RegistryError> {
         match protocol {
+            Protocol::EchoMqV1 if builtin::ECHOMQ.is_empty() => Err(RegistryError::NotEmbedded),
             Protocol::EchoMqV1 => ScriptRegistry::of_sources(protocol, Path::new(builtin::BUILTIN), |script| {
                 let name = script.file_name();
                 let found = builtin::ECHOMQ.iter().find(|(file, _)| *file == name);

@@ -21,6 +21,8 @@
 //!   it leaves, for intervals that assume independent samples.
 //! - [`quantile_interval`]: the distribution-free interval of a quantile from order statistics
 //!   (the ranks, and the value at a rank of an HdrHistogram).
+//! - [`sequence`]: a confidence sequence for a median (the order-statistic interval with α
+//!   spent over looks), valid however often a gate looks and whenever it stops.
 
 pub mod autocorrelation;
 pub mod bootstrap;
@@ -30,6 +32,7 @@ pub mod normal;
 pub mod poisson;
 pub mod quantile_interval;
 pub mod ratio;
+pub mod sequence;
 pub mod sign;
 pub mod trend;
 
@@ -40,4 +43,5 @@ pub use mann_whitney::{mann_whitney_u, mann_whitney_u_with, min_exact_p_value, A
 pub use normal::{erfc, normal_sf};
 pub use poisson::{poisson_rate_interval, poisson_rates_test};
 pub use quantile_interval::{rank_interval, samples_for_upper_bound, value_at_rank, RankInterval};
+pub use sequence::{alpha_at_look, median_sequence_interval};
 pub use sign::{min_sign_p_value, sign_test};

@@ -1,14 +1,15 @@
 //! `emq-bench cost [--lua-dir A [--lua-dir B]]`: what each script costs the server per call
 //! (see [`crate::cost`]), on a fresh embedded server. With two directories the two arms run in
-//! alternating blocks (A B, B A, ...) and are compared per script pair by pair
-//! ([`compare_paired`]: sign test, bootstrap interval of the median ratio, noise band
-//! `--noise-cost`).
+//! alternating blocks (A B, B A, ...) and are compared per script pair by pair, sequentially
+//! ([`gate`]): rounds of blocks until every script's confidence-sequence interval of the median
+//! ratio decides against the noise band `--noise-cost`, or `--budget` is spent.
 
 mod ci;
+mod gate;
 mod render;
 
 pub use crate::cli::cost::CostArgs;
-use crate::compare::verdict::{compare_metric, compare_paired, MetricComparison, Overall};
+use crate::compare::verdict::{compare_metric, MetricComparison, Overall};
 use crate::compare::{CompareOptions, Measure, Metric};
 use crate::cost::{block_size, measure, ScriptCost, MIN_CALLS};
 use crate::error::AppError;
@@ -18,11 +19,14 @@ use crate::report::{write_atomic, ReportError};
 use crate::resp::{CallError, PipeConn, ScriptClient, ScriptRegistry};
 use crate::server::{EmbeddedServer, ServerOptions};
 use crate::stats;
+use gate::Gate;
+pub use gate::Stop;
 use render::{markdown, table};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// One script's costs over the blocks of every repetition, per arm, and with two arms their
 /// comparison.
@@ -36,8 +40,14 @@ pub struct ScriptCosts {
     pub us_per_call: Vec<Vec<f64>>,
     /// Per arm, server CPU µs per call (the script plus I/O), one value per block.
     pub cpu_us_per_call: Vec<Vec<f64>>,
-    /// With two arms: NEW against BASE, pair by pair (see [`compare_paired`]).
+    /// With two arms: NEW against BASE, pair by pair, by the sequential rule at the look that
+    /// decided it (or the last; see [`crate::compare::sequential`]); against a stored
+    /// baseline, unpaired ([`compare_metric`]).
     pub comparison: Option<MetricComparison>,
+    /// With two arms measured now: when the sequential gate decided this script, or where it
+    /// stood at the end.
+    #[serde(default)]
+    pub stop: Option<Stop>,
 }
 
 /// What `cost` measured.
@@ -47,8 +57,14 @@ pub struct CostReport {
     pub lua_dirs: Vec<String>,
     /// The server's version.
     pub server_version: String,
-    /// Measured repetitions.
+    /// Measured rounds (repetitions).
     pub repeat: u32,
+    /// With two arms measured now: the sequential gate's budget, seconds.
+    #[serde(default)]
+    pub budget_s: Option<f64>,
+    /// Seconds the measurement took, server start and warm-up included.
+    #[serde(default)]
+    pub seconds: f64,
     /// Per script.
     pub scripts: Vec<ScriptCosts>,
     /// With two arms, the verdict over the scripts.
@@ -70,6 +86,7 @@ pub struct CostResult {
 /// Runs `emq-bench cost`. Errors: usage (three or more directories, options out of range), a
 /// directory that cannot be read, the server's start, or a failed measurement.
 pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
+    let started = Instant::now();
     let dirs = if args.lua_dirs.is_empty() { vec![PathBuf::from("lua")] } else { args.lua_dirs.clone() };
     if dirs.len() > 2 {
         return Err(AppError::Usage(format!("cost takes one or two --lua-dir, found {}", dirs.len())));
@@ -111,11 +128,16 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     // Every block of every repetition, in the order it ran.
     let block = block_size(args.calls);
     let mut blocks: Vec<(u32, ScriptCost)> = Vec::new();
+    let sequential = dirs.len() == 2;
+    let rounds = args.repeat.unwrap_or(if sequential { u32::MAX } else { 3 });
+    let mut gate = Gate::new(options.clone());
+    let mut measured = 0;
     let local = tokio::task::LocalSet::new();
     local
         .run_until(async {
             // Repetition 0 is a short warm-up (caches, allocator, Lua), not recorded.
-            for rep in 0..=args.repeat {
+            for rep in 0..=rounds {
+                let round_start = Instant::now();
                 let _: () = redis::cmd("FLUSHALL")
                     .arg("SYNC")
                     .query_async(&mut control.clone())
@@ -128,11 +150,33 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
                 }
                 let calls = if rep == 0 { (args.calls / 10).max(MIN_CALLS) } else { args.calls };
                 let seed = u64::from(rep) + 1;
-                let costs = measure(&clients, &control, calls, block.min(calls as usize), seed, &rep.to_string())
+                let (tag, mirrored) = (rep.to_string(), rep % 2 == 0);
+                let costs = measure(&clients, &control, calls, block.min(calls as usize), seed, &tag, mirrored)
                     .await
                     .map_err(|e| AppError::Usage(format!("cost: {e}")))?;
-                if rep > 0 {
-                    blocks.extend(costs.into_iter().map(|c| (rep, c)));
+                if rep == 0 {
+                    continue;
+                }
+                blocks.extend(costs.into_iter().map(|c| (rep, c)));
+                measured = rep;
+                if sequential {
+                    let before = gate.undecided().len();
+                    let done = gate.look(rep, &blocks, started.elapsed());
+                    let undecided = gate.undecided();
+                    // A line when a script decides, and every tenth round.
+                    if rep == 1 || undecided.len() != before || rep % 10 == 0 {
+                        let state = if done {
+                            "every script decided".to_string()
+                        } else {
+                            format!("undecided {}", undecided.join(", "))
+                        };
+                        eprintln!("cost: round {rep} ({:.0} s): {state}", started.elapsed().as_secs_f64());
+                    }
+                    // No round that would likely end past the budget: the last one's length
+                    // is the estimate.
+                    if done || started.elapsed() + round_start.elapsed() > args.budget {
+                        break;
+                    }
                 }
             }
             Ok::<(), AppError>(())
@@ -150,15 +194,14 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         let cpu: Vec<Vec<f64>> = (0..dirs.len()).map(|arm| of(arm, |c| c.cpu_us_per_call)).collect();
         let calls = blocks.iter().filter(|(rep, c)| *rep == 1 && c.script == script).map(|(_, c)| c.calls).sum::<u64>()
             / dirs.len() as u64;
-        let comparison = (dirs.len() == 2).then(|| {
-            compare_paired(Metric::script(script.name(), Measure::ServerUs), &pairs_of(&blocks, script), &options)
-        });
+        let (comparison, stop) = gate.of(script).map_or((None, None), |(c, stop)| (Some(c), Some(stop)));
         scripts.push(ScriptCosts {
             script: script.name().into(),
             calls,
             us_per_call: us,
             cpu_us_per_call: cpu,
             comparison,
+            stop,
         });
     }
     let mut lua_dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
@@ -192,7 +235,16 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
             ["enqueue", "claim", "complete"].iter().map(|name| of(name).unwrap_or(f64::NAN)).sum()
         })
         .collect();
-    let report = CostReport { lua_dirs, server_version, repeat: args.repeat, scripts, verdict, cycle_cpu_us };
+    let report = CostReport {
+        lua_dirs,
+        server_version,
+        repeat: measured,
+        budget_s: sequential.then_some(args.budget.as_secs_f64()),
+        seconds: started.elapsed().as_secs_f64(),
+        scripts,
+        verdict,
+        cycle_cpu_us,
+    };
     let md = markdown(&report, &options);
     if let Some(dir) = &args.out {
         let io = |e: std::io::Error| AppError::Io { path: dir.display().to_string(), source: e };

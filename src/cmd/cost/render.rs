@@ -20,7 +20,7 @@ pub(super) fn table(report: &CostReport, options: &CompareOptions) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "server cost per call, medians over the blocks of {} repetition(s) on valkey {} (µs inside the script; CPU = script + I/O):",
+        "server cost per call, medians over the blocks of {} round(s) on valkey {} (µs inside the script; CPU = script + I/O):",
         report.repeat, report.server_version
     );
     let cv =
@@ -48,25 +48,34 @@ pub(super) fn table(report: &CostReport, options: &CompareOptions) -> String {
             let _ = writeln!(out, "A (BASE) {base}\nB (NEW)  {new}\n");
             let _ = writeln!(
                 out,
-                "{:<16} {:>10} {:>10} {:>8} {:>18} {:>8}  verdict",
-                "script", "median A", "median B", "change", "95% CI", "p"
+                "{:<16} {:>10} {:>10} {:>8} {:>18} {:>8} {:>7} {:>6}  verdict",
+                "script", "median A", "median B", "change", "95% CI", "p", "blocks", "s"
             );
             for s in &report.scripts {
                 let Some(c) = &s.comparison else { continue };
                 let (change, ci) = change_and_ci(c);
                 let p = c.p_worse.zip(c.p_better).map_or("-".to_string(), |(w, b)| format!("{:.3}", w.min(b)));
+                let (blocks, secs) = s
+                    .stop
+                    .as_ref()
+                    .map_or(("-".into(), "-".into()), |t| (t.blocks.to_string(), format!("{:.0}", t.seconds)));
                 let _ = writeln!(
                     out,
-                    "{:<16} {:>10.2} {:>10.2} {:>8} {:>18} {:>8}  {} ({})",
+                    "{:<16} {:>10.2} {:>10.2} {:>8} {:>18} {:>8} {:>7} {:>6}  {} ({})",
                     s.script,
                     med(&s.us_per_call[0]),
                     med(&s.us_per_call[1]),
                     change,
                     ci,
                     p,
+                    blocks,
+                    secs,
                     c.verdict.word(),
                     c.reason
                 );
+            }
+            if let Some(line) = gate_line(report) {
+                let _ = writeln!(out, "\n{line}");
             }
             if let Some(note) = change_note(report) {
                 let _ = writeln!(out, "\n{note}");
@@ -119,7 +128,7 @@ pub(super) fn markdown(report: &CostReport, options: &CompareOptions) -> String 
     );
     let _ = writeln!(
         out,
-        "| script | median A µs | median B µs | change | 95% CI | verdict |\n|---|---:|---:|---:|---|---|"
+        "| script | median A µs | median B µs | change | 95% CI | verdict | blocks | s |\n|---|---:|---:|---:|---|---|---:|---:|"
     );
     let mut rows: Vec<&ScriptCosts> = report.scripts.iter().filter(|s| s.comparison.is_some()).collect();
     let size = |s: &ScriptCosts| s.comparison.as_ref().and_then(|c| c.change).map_or(0.0, f64::abs);
@@ -131,9 +140,11 @@ pub(super) fn markdown(report: &CostReport, options: &CompareOptions) -> String 
             crate::compare::verdict::MetricVerdict::Regressed => "**regressed**".to_string(),
             v => v.word().to_string(),
         };
+        let (blocks, secs) =
+            s.stop.as_ref().map_or(("-".into(), "-".into()), |t| (t.blocks.to_string(), format!("{:.0}", t.seconds)));
         let _ = writeln!(
             out,
-            "| {} | {:.2} | {:.2} | {change} | {ci} | {word} |",
+            "| {} | {:.2} | {:.2} | {change} | {ci} | {word} | {blocks} | {secs} |",
             s.script,
             med(&s.us_per_call[0]),
             med(&s.us_per_call[1]),
@@ -142,7 +153,37 @@ pub(super) fn markdown(report: &CostReport, options: &CompareOptions) -> String 
     if let Some(note) = change_note(report) {
         let _ = writeln!(out, "\n{note}");
     }
+    if let Some(line) = gate_line(report) {
+        let _ = writeln!(out, "\n{line}");
+    }
     out
+}
+
+/// With a sequential gate: how long it measured against its budget, and the scripts still
+/// undecided with roughly the blocks each would need; None otherwise. "blocks" and "s" in the
+/// rows are each script's blocks and seconds when its verdict was reached.
+fn gate_line(report: &CostReport) -> Option<String> {
+    let budget = report.budget_s?;
+    let undecided: Vec<String> = report
+        .scripts
+        .iter()
+        .filter_map(|s| s.stop.as_ref().filter(|t| !t.decided).map(|t| (s, t)))
+        .map(|(s, t)| match t.more_blocks {
+            Some(more) => format!("{} (about {more} more blocks)", s.script),
+            None => {
+                format!("{} (its change sits on the band's edge: no number of blocks is likely to decide)", s.script)
+            }
+        })
+        .collect();
+    let head = format!(
+        "gate: {} round(s) in {:.0} s of a {:.0} s budget; blocks and s per script: when its verdict was reached",
+        report.repeat, report.seconds, budget
+    );
+    Some(if undecided.is_empty() {
+        format!("{head}; every script decided")
+    } else {
+        format!("{head}; undecided when it stopped: {}", undecided.join(", "))
+    })
 }
 
 /// True when `c` compares pairs of blocks ([`compare_paired`](crate::compare::verdict::compare_paired),
@@ -155,8 +196,9 @@ fn is_paired(c: &MetricComparison) -> bool {
 fn change_note(report: &CostReport) -> Option<&'static str> {
     let c = report.scripts.iter().find_map(|s| s.comparison.as_ref())?;
     Some(if is_paired(c) {
-        "change: the median of the paired blocks' ratios B/A (each pair run back to back), with its bootstrap 95% \
-         interval; not median B / median A, which the machine's drift between blocks moves"
+        "change: the median of the paired blocks' ratios B/A (each pair run back to back), with its interval from a \
+         95% confidence sequence at the round that decided (valid however many rounds were looked at); not median B / \
+         median A, which the machine's drift between blocks moves"
     } else {
         "change: median B / median A (a stored baseline has no pairs), with the bootstrap 95% interval of that ratio"
     })
@@ -203,9 +245,12 @@ mod tests {
                 us_per_call: vec![base, new],
                 cpu_us_per_call: vec![vec![20.0; 10], vec![22.0; 10]],
                 comparison: Some(comparison),
+                stop: None,
             }],
             verdict,
             cycle_cpu_us: vec![],
+            budget_s: None,
+            seconds: 1.0,
         }
     }
 
@@ -223,6 +268,7 @@ mod tests {
         let md = markdown(&r, &options);
         assert!(md.contains("| script | median A µs | median B µs | change |"), "{md}");
         assert!(md.contains("| fail | 14.50 | 15.95 | +10.0% |"), "{md}");
+        assert!(md.contains("| verdict | blocks | s |"), "{md}");
         assert!(md.contains("the median of the paired blocks' ratios B/A"), "{md}");
     }
 
