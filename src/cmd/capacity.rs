@@ -108,6 +108,16 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             args.run.scenario.display()
         )));
     }
+    // A consumers-only scenario has no rate to offer: its question (how fast the consumers
+    // drain a backlog) needs a preloaded backlog, which a probe cannot make yet.
+    if base.plan.producers.count == 0 {
+        return Err(AppError::Usage(format!(
+            "{}: capacity: the scenario has no producers ([producers] count = 0); a search offers an open-loop \
+             enqueue rate (give producers; without consumers the search judges the enqueues alone)",
+            args.run.scenario.display()
+        )));
+    }
+    let consumers = base.plan.consumers.count > 0;
     let start = args.start_rate.or(base.plan.producers.open_loop.as_ref().map(|o| o.rate_per_sec)).unwrap_or(1000.0);
     if !(FLOOR..=CEILING).contains(&start) {
         return Err(AppError::Usage(format!("--start-rate {start}: expected {FLOOR} to {CEILING} jobs/s")));
@@ -151,6 +161,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         let ended = 'search: loop {
             let Some(next) = search.next() else {
                 break match (search.lo(), search.hi()) {
+                    _ if search.client_bound() => SearchEnd::ClientBound,
                     (None, _) => SearchEnd::NoRate,
                     (Some(_), None) => SearchEnd::Ceiling,
                     (Some(_), Some(_)) => SearchEnd::Found,
@@ -234,6 +245,9 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
                 }
             }
         };
+        // A budget spent below a client-bound rate ends on what matters more: the harness's
+        // host, not the deployment, topped the bracket.
+        let ended = if ended == SearchEnd::Budget && search.client_bound() { SearchEnd::ClientBound } else { ended };
         let (lo, hi) = (search.lo(), search.hi());
         let binding = hi
             .and_then(|hi| probes.iter().rev().find(|p| p.rate == hi && p.outcome == Some(ProbeOutcome::NotSustained)))
@@ -246,6 +260,8 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             target: session.target_url(),
             protocol: registry.protocol().name().to_string(),
             slos: slos.iter().map(|s| s.text.clone()).collect(),
+            workload: if consumers { "producers and consumers" } else { "producers only" }.to_string(),
+            criteria: crate::capacity::criteria(consumers),
             sustainable_rate: lo.filter(|_| matches!(ended, SearchEnd::Found | SearchEnd::Ceiling)),
             interval: RateInterval { lo, hi },
             tolerance: args.tolerance,
@@ -270,7 +286,9 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         let outcome = match report.ended {
             _ if violations => Outcome::Failed,
             SearchEnd::NoRate => Outcome::Failed,
-            SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed => Outcome::Inconclusive,
+            SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed | SearchEnd::ClientBound => {
+                Outcome::Inconclusive
+            }
             SearchEnd::Found | SearchEnd::Ceiling => Outcome::Success,
         };
         let mut table = report.table();
@@ -289,9 +307,8 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
 /// ms [0.890, 0.934] ok`, or its reasons.
 fn probe_line(p: &ProbeRecord) -> String {
     let outcome = match p.outcome {
-        Some(ProbeOutcome::Sustained) => "sustained",
-        Some(ProbeOutcome::NotSustained) => "NOT sustained",
         None => "undecided, a longer probe follows",
+        Some(_) => p.outcome_word(),
     };
     let mut line = format!("{outcome}: achieved {:.0}/s, finished {:.0}/s", p.achieved_per_sec, p.completed_per_sec);
     if !p.reasons.is_empty() {

@@ -11,6 +11,7 @@ use super::stop::{Interruption, StopSignal};
 use super::thread::{run_thread, Go, ThreadSpec};
 use crate::faults::{FaultSpan, FaultsSeen, Nemesis, SpanKind};
 use crate::keyspace::{Depth, QueueKeys, DEPTH_SCRIPT};
+use crate::metrics::host::{HostReading, HostWindow};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
 use crate::net::{ConnectOptions, Connector};
 use crate::plane::Plane;
@@ -122,6 +123,12 @@ pub struct Driven {
     pub never_sent: u64,
     /// Each load thread's CPU share of its running time, 0..1, by thread index.
     pub busy: Vec<f64>,
+    /// Each load thread's wait for a CPU while runnable, a share of its running time, 0..1, by
+    /// thread index (`None` where the kernel keeps no run delay).
+    pub waited: Vec<Option<f64>>,
+    /// The harness's host over the load phase: the process's CPU, the host's CPU pressure and
+    /// load average.
+    pub host: HostWindow,
 }
 
 /// Reads the depth of every place of `queues` ([`QueueKeys::depth_keys`]): one atomic read per
@@ -277,6 +284,8 @@ pub async fn drive(
     }
     let started = SystemTime::now();
     let start = Instant::now();
+    let host_start = HostReading::now();
+    let mut host_at_load_end = None;
     let (mut reporter, sink) = Reporter::new(start, plan.warmup);
     if let Some(tap) = opts.interval_tap.clone() {
         reporter.tap_closed(tap);
@@ -387,6 +396,7 @@ pub async fn drive(
                     // producers' rate window are measured against. A job budget's last producer
                     // has set it already, at its last reply (`producer::run`).
                     let ended = Instant::now();
+                    host_at_load_end = Some(HostReading::now());
                     let _ = shared.load_end.set(ended);
                     shared.advance(Phase::Drain);
                     drain_started = Some(now);
@@ -495,8 +505,10 @@ pub async fn drive(
     let sent = shared.sent.load(Ordering::Relaxed);
     let never_sent = shared.never_sent.load(Ordering::Relaxed);
     let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
-    busy.sort_by_key(|(index, _)| *index);
-    let busy = busy.into_iter().map(|(_, b)| b).collect();
+    busy.sort_by_key(|(index, _, _)| *index);
+    let waited = busy.iter().map(|(_, _, w)| *w).collect();
+    let busy = busy.into_iter().map(|(_, b, _)| b).collect();
+    let host = host_start.until(&host_at_load_end.unwrap_or_else(HostReading::now));
     Driven {
         metrics,
         started,
@@ -511,6 +523,8 @@ pub async fn drive(
         sent,
         never_sent,
         busy,
+        waited,
+        host,
     }
 }
 

@@ -215,10 +215,16 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     // lanes are counted here, not per call.
     // The thread's CPU share over the load phase (what says whether the harness held a rate
     // back), read at the first flush after it: the drain's idling must not dilute it.
-    let load_busy = Rc::new(std::cell::Cell::new(None::<f64>));
+    // Its wait for a CPU over the same span (what says whether the host held the harness back).
+    let delay_at_begin = crate::metrics::host::thread_run_delay_s();
+    let load_busy = Rc::new(std::cell::Cell::new(None::<(f64, Option<f64>)>));
     let busy_now = move || {
         let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);
-        (user + sys) / begin.elapsed().as_secs_f64().max(1e-9)
+        let elapsed = begin.elapsed().as_secs_f64().max(1e-9);
+        let waited = delay_at_begin
+            .zip(crate::metrics::host::thread_run_delay_s())
+            .map(|(a, b)| ((b - a) / elapsed).clamp(0.0, 1.0));
+        ((user + sys) / elapsed, waited)
     };
     let flusher = {
         let (ctx, routes, load_busy) = (ctx.clone(), routes.clone(), load_busy.clone());
@@ -273,8 +279,8 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     let streams = ctx.history.borrow_mut().take();
     ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
     ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
-    let busy = load_busy.get().unwrap_or_else(busy_now);
-    ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
+    let (busy, waited) = load_busy.get().unwrap_or_else(busy_now);
+    ctx.shared.busy.lock().expect("busy").push((spec.index, busy, waited));
     streams
 }
 
