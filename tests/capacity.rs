@@ -68,6 +68,14 @@ async fn the_search_finds_a_known_capacity_and_its_neighbours_agree() {
     let report = &result.report;
     let table = &result.table;
     eprintln!("{table}");
+    // A box so loaded that the harness waited for a CPU measured itself: the search says so,
+    // names no rate, and there is no boundary to check.
+    if report.ended == SearchEnd::ClientBound {
+        assert_eq!((result.outcome, report.sustainable_rate), (Outcome::Inconclusive, None), "{table}");
+        assert!(report.probes.iter().any(|p| p.client_bound), "{table}");
+        eprintln!("the harness's host was the bottleneck: nothing to check against the known capacity");
+        return;
+    }
     // A loaded box moves the boundary between probes; the search may then spend its budget
     // before the re-check: its bracket is still what it knows, and is checked below.
     assert!(matches!(report.ended, SearchEnd::Found | SearchEnd::Budget), "{table}");
