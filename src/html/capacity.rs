@@ -205,3 +205,73 @@ pub fn rewrite_capacity_html(dir: &Path) -> Result<std::path::PathBuf, ReportErr
     write_capacity_html(dir, &report)?;
     Ok(dir.join(CAPACITY_HTML))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::{RateInterval, SearchEnd, Step};
+
+    fn probe(index: usize, rate: f64, achieved: f64, finished: f64) -> ProbeRecord {
+        let latency = crate::report::Percentiles { p50: 300, p99: 900, p999: 1_500, ..Default::default() };
+        ProbeRecord {
+            index,
+            rate,
+            step: Step::Bracket,
+            folder: format!("probe-{index:02}"),
+            measured_secs: 8.0,
+            achieved_per_sec: achieved,
+            completed_per_sec: finished,
+            steady: Some(true),
+            not_steady: Vec::new(),
+            slos: Vec::new(),
+            passed: true,
+            failures: Vec::new(),
+            violations: 0,
+            latency_us: [("enqueue".to_string(), latency), ("claim".to_string(), latency)].into_iter().collect(),
+            client_bound: false,
+            outcome: Some(ProbeOutcome::Sustained),
+            reasons: Vec::new(),
+        }
+    }
+
+    fn report(probes: Vec<ProbeRecord>) -> CapacityReport {
+        CapacityReport {
+            schema_version: 1,
+            tool: "emq-bench test".into(),
+            scenario: "producers".into(),
+            target: "redis://127.0.0.1:1/0".into(),
+            protocol: "echomq-v1".into(),
+            slos: vec!["enqueue.p99 < 2ms".into(), "claim.p99 < 5ms".into()],
+            workload: "producers only".into(),
+            criteria: crate::capacity::criteria(false),
+            sustainable_rate: None,
+            interval: RateInterval { lo: Some(400.0), hi: None },
+            tolerance: 0.05,
+            ended: SearchEnd::Budget,
+            binding: Vec::new(),
+            probe_secs: 8.0,
+            budget_secs: 60.0,
+            elapsed_secs: 30.0,
+            error: None,
+            probes,
+        }
+    }
+
+    #[test]
+    fn each_script_is_plotted_against_the_rate_that_drives_it_and_no_axis_is_empty() {
+        // Nobody finishes a job: enqueue against the enqueues sent, claim (no finished rate at
+        // any probe) against the offered rate; never every point at x = 0.
+        let r = report(vec![probe(1, 200.0, 198.0, 0.0), probe(2, 400.0, 397.0, 0.0)]);
+        let (_, enqueue) = curve(&r, "enqueue");
+        assert_eq!(enqueue, "enqueues sent per second");
+        let (chart, claim) = curve(&r, "claim");
+        assert_eq!(claim, "jobs offered per second");
+        let XAxis::Throughput(x0, x1, _) = chart.x else { panic!("a rate axis") };
+        assert!(x0 < x1 && x1 > 400.0, "{x0}..{x1}");
+        let page = render(&r);
+        assert!(page.contains("producers only: judged on objectives, rate_carried, steady.rate, steady.p99, verdict"));
+        // With consumers, claim follows the jobs finished.
+        let r = report(vec![probe(1, 200.0, 198.0, 197.0)]);
+        assert_eq!(curve(&r, "claim").1, "jobs finished per second");
+    }
+}
