@@ -107,7 +107,7 @@ async fn keeping_only_violations_drops_every_retired_job_that_passed_and_still_c
         ..args(dir.path(), RETAINED, server.url(), None)
     };
     let result = run(args, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Success, "{:?}", result.failures);
+    assert_eq!(result.outcome, CommandOutcome::Success, "{:?}", result.failures);
     let jobs = &result.summary.jobs;
     let (enqueued, retired) = (jobs["enqueued"], jobs["retired"]);
     assert!(retired > 0, "clean removed nothing: {jobs:?}");
@@ -132,7 +132,7 @@ async fn keeping_only_violations_still_catches_a_clean_that_names_rows_it_keeps(
         ..args(dir.path(), RETAINED, server.url(), Some(lua))
     };
     let result = run(args, std::future::pending()).await.unwrap();
-    assert_eq!(result.outcome, Outcome::Failed, "a row kept after its retirement passed");
+    assert_eq!(result.outcome, CommandOutcome::Failed, "a row kept after its retirement passed");
     let found = &result.summary.check.as_ref().expect("a check").by_invariant;
     assert!(found.get("I1").is_some_and(|&n| n > 0), "no row kept after its retirement named: {found:?}");
 }

@@ -61,7 +61,12 @@ pub struct ProbeRecord {
     pub violations: u64,
     /// Latency from the intended send per script called, µs, each percentile with its interval.
     pub latency_us: BTreeMap<String, Percentiles>,
-    /// `sustained`, `not_sustained`, or `null`: undecided (the next probe is longer).
+    /// True when the harness's own host was the bottleneck (summary.json `client`): such a
+    /// probe, unless sustained, is `client_bound`, never counted as not sustained.
+    #[serde(default)]
+    pub client_bound: bool,
+    /// `sustained`, `not_sustained`, `client_bound`, or `null`: undecided (the next probe is
+    /// longer).
     pub outcome: Option<ProbeOutcome>,
     /// Why it was not sustained or undecided, one line each.
     pub reasons: Vec<String>,
@@ -120,13 +125,24 @@ impl ProbeRecord {
         if leaning {
             reasons.push("an undecided objective is over its allowed share: counted as not sustained".to_string());
         }
-        let outcome = if !passed || violated || short || leaning || steady == Some(false) {
+        let mut outcome = if !passed || violated || short || leaning || steady == Some(false) {
             Some(ProbeOutcome::NotSustained)
         } else if undecided {
             None
         } else {
             Some(ProbeOutcome::Sustained)
         };
+        // A client that had no CPU to spare measured its own scheduling: what it did not
+        // sustain says nothing of the deployment. A correctness finding still counts.
+        let client = summary.client.as_ref().filter(|c| c.client_bound);
+        if let Some(c) = client {
+            reasons.push(format!("client-bound: {}", c.reasons.join("; ")));
+            let violations = summary.check.as_ref().is_some_and(|c| c.violations_total > 0);
+            if outcome != Some(ProbeOutcome::Sustained) && !violations {
+                reasons.push("not counted against the deployment: the harness's host was the bottleneck".into());
+                outcome = Some(ProbeOutcome::ClientBound);
+            }
+        }
         let window =
             summary.scripts.iter().find(|s| s.window == "load").map_or(summary.measured_secs, |s| s.window_secs);
         ProbeRecord {
@@ -144,10 +160,35 @@ impl ProbeRecord {
             failures,
             violations: summary.check.as_ref().map_or(0, |c| c.violations_total as u64),
             latency_us: summary.scripts.iter().filter(|s| s.ok > 0).map(|s| (s.script.clone(), s.latency_us)).collect(),
+            client_bound: client.is_some(),
             outcome,
             reasons,
         }
     }
+}
+
+impl ProbeRecord {
+    /// The outcome as the table prints it: `sustained`, `NOT sustained`, `CLIENT-BOUND`,
+    /// `undecided`.
+    pub fn outcome_word(&self) -> &'static str {
+        match self.outcome {
+            Some(ProbeOutcome::Sustained) => "sustained",
+            Some(ProbeOutcome::NotSustained) => "NOT sustained",
+            Some(ProbeOutcome::ClientBound) => "CLIENT-BOUND",
+            None => "undecided",
+        }
+    }
+}
+
+/// What decides a probe for a workload with or without consumers (capacity.json `criteria`).
+pub fn criteria(consumers: bool) -> Vec<String> {
+    let steady = crate::report::steady::criteria(true, consumers, false);
+    ["objectives", "rate_carried"]
+        .into_iter()
+        .map(String::from)
+        .chain(steady.into_iter().map(|c| format!("steady.{c}")))
+        .chain(std::iter::once("verdict".to_string()))
+        .collect()
 }
 
 /// A range of rates, jobs/s.
@@ -175,6 +216,9 @@ pub enum SearchEnd {
     Stopped,
     /// A probe could not run (`error` says why): the interval is what is known.
     ProbeFailed,
+    /// The lowest rate not sustained was client-bound (the harness's host was the bottleneck):
+    /// the interval's low end is what the deployment sustained, its high end is the client's.
+    ClientBound,
 }
 
 /// `capacity.json`: the answer, how sure it is, and every probe.
@@ -192,6 +236,15 @@ pub struct CapacityReport {
     pub protocol: String,
     /// The objectives, as written.
     pub slos: Vec<String>,
+    /// What the scenario runs: `producers and consumers` or `producers only`.
+    #[serde(default)]
+    pub workload: String,
+    /// What decided each probe, for this workload: `objectives`, `rate_carried` (at most
+    /// [`MAX_UNSENT`] of the intended sends unsent), `steady.<check>` for each steadiness
+    /// criterion the workload admits ([`crate::report::steady::criteria`]) and `verdict`. A
+    /// client-bound probe is never counted against the deployment either way.
+    #[serde(default)]
+    pub criteria: Vec<String>,
     /// The highest offered rate sustained (R*), jobs (enqueue calls) per second: the bracket's
     /// low end, once the search ended `found` (re-checked) or `ceiling`; `null` otherwise (the
     /// interval then says what is known).
@@ -225,15 +278,11 @@ impl CapacityReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:>3}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}  {:<13}  objectives",
-            "#", "offered/s", "achieved/s", "finished/s", "step", "steady", "outcome"
+            "{:>3}  {:>10}  {:>10}  {:>10}  {:>8}  {:>6}  {:>6}  {:<13}  objectives",
+            "#", "offered/s", "achieved/s", "finished/s", "step", "steady", "client", "outcome"
         );
         for p in &self.probes {
-            let outcome = match p.outcome {
-                Some(ProbeOutcome::Sustained) => "sustained",
-                Some(ProbeOutcome::NotSustained) => "NOT sustained",
-                None => "undecided",
-            };
+            let outcome = p.outcome_word();
             let steady = match p.steady {
                 Some(true) => "yes",
                 Some(false) => "NO",
@@ -254,13 +303,14 @@ impl CapacityReport {
                 .collect();
             let _ = writeln!(
                 out,
-                "{:>3}  {:>10.0}  {:>10.0}  {:>10.0}  {:>8}  {:>6}  {:<13}  {}",
+                "{:>3}  {:>10.0}  {:>10.0}  {:>10.0}  {:>8}  {:>6}  {:>6}  {:<13}  {}",
                 p.index,
                 p.rate,
                 p.achieved_per_sec,
                 p.completed_per_sec,
                 step,
                 steady,
+                if p.client_bound { "BOUND" } else { "ok" },
                 outcome,
                 slos.join("; ")
             );
@@ -295,6 +345,11 @@ impl CapacityReport {
             SearchEnd::ProbeFailed => {
                 format!("INCONCLUSIVE: a probe could not run: {}", self.error.as_deref().unwrap_or("unknown"))
             }
+            SearchEnd::ClientBound => format!(
+                "INCONCLUSIVE, CLIENT-BOUND: the harness's own host was the bottleneck at {} jobs/s, so no deployment \
+                 rate is named from it (give the harness CPU to spare: a quieter host, more --threads)",
+                self.interval.hi.map_or("every rate probed".to_string(), r)
+            ),
         };
         let rate = self.sustainable_rate.map_or("not established".to_string(), |x| format!("{} jobs/s", r(x)));
         let mut line = format!("sustainable rate: {rate} ({bracket}; {how})");

@@ -17,6 +17,9 @@ pub enum ProbeOutcome {
     Sustained,
     /// An objective was violated, the run was not steady, or its verdict failed.
     NotSustained,
+    /// Not sustained while the harness's own host was the bottleneck (`report::client`): the
+    /// search goes no higher, and names no deployment rate from it.
+    ClientBound,
 }
 
 /// Which step of the search a probe belongs to (capacity.json `probes[].step`).
@@ -65,6 +68,7 @@ pub struct Search {
     start: f64,
     sustained: Vec<f64>,
     not_sustained: Vec<f64>,
+    client_bound: Vec<f64>,
     /// The low end whose re-check passed, once it has.
     confirmed: Option<f64>,
 }
@@ -80,6 +84,7 @@ impl Search {
             start: start.clamp(floor, ceiling),
             sustained: Vec::new(),
             not_sustained: Vec::new(),
+            client_bound: Vec::new(),
             confirmed: None,
         }
     }
@@ -94,12 +99,25 @@ impl Search {
                 }
             }
             ProbeOutcome::NotSustained => self.not_sustained.push(probe.rate),
+            ProbeOutcome::ClientBound => self.client_bound.push(probe.rate),
         }
     }
 
-    /// The lowest rate that was not sustained.
+    /// The lowest rate that was not sustained, by the deployment or because the client was
+    /// bound: the search offers no more than a rate its client could not carry.
     pub fn hi(&self) -> Option<f64> {
-        self.not_sustained.iter().copied().reduce(f64::min)
+        self.not_sustained.iter().chain(&self.client_bound).copied().reduce(f64::min)
+    }
+
+    /// True when [`Search::hi`] is a rate the client was bound at (and the deployment did not
+    /// fail at it or below): the bracket's top is the harness's, not the deployment's.
+    pub fn client_bound(&self) -> bool {
+        let deployment = self.not_sustained.iter().copied().reduce(f64::min);
+        match (self.client_bound.iter().copied().reduce(f64::min), deployment) {
+            (Some(c), Some(d)) => c < d,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
     }
 
     /// The highest rate sustained below [`Search::hi`] (a pass above a lower failure is noise,
@@ -135,7 +153,9 @@ impl Search {
             }
             (Some(lo), Some(hi)) => {
                 if self.narrow() {
-                    if self.confirmed == Some(lo) {
+                    // A bracket topped by the client's limit is the harness's: no re-check
+                    // would make its low end the deployment's answer.
+                    if self.confirmed == Some(lo) || self.client_bound() {
                         return None;
                     }
                     return probe(lo, 3, Step::Recheck);
@@ -214,6 +234,32 @@ mod tests {
         }
         assert_eq!(rechecks, 2);
         assert!(s.lo().unwrap() < s.hi().unwrap() && s.hi().unwrap() <= 3_000.0);
+    }
+
+    #[test]
+    fn a_client_bound_probe_caps_the_search_and_is_named() {
+        // The deployment would sustain 8 000/s, but the client cannot offer more than 3 000/s.
+        let mut s = Search::new(1_000.0, 0.05, 10.0, 1e7);
+        while let Some(p) = s.next() {
+            let outcome = if p.rate > 3_000.0 { ProbeOutcome::ClientBound } else { ProbeOutcome::Sustained };
+            assert_ne!(p.step, Step::Recheck, "a client-bound bracket is not re-checked");
+            s.record(p, outcome);
+        }
+        assert!(s.client_bound() && s.narrow());
+        assert!(s.lo().unwrap() <= 3_000.0 && s.hi().unwrap() > 3_000.0);
+        // Client-bound at every rate: down to the floor, and named.
+        let mut s = Search::new(100.0, 0.05, 10.0, 1e7);
+        while let Some(p) = s.next() {
+            s.record(p, ProbeOutcome::ClientBound);
+        }
+        assert_eq!((s.lo(), s.hi(), s.client_bound()), (None, Some(10.0), true));
+        // A deployment failure below the client's limit is the deployment's.
+        let mut s = Search::new(1_000.0, 0.05, 10.0, 1e7);
+        let at = |rate| NextProbe { rate, length: 1, step: Step::Bisect };
+        s.record(at(4_000.0), ProbeOutcome::ClientBound);
+        s.record(at(2_000.0), ProbeOutcome::NotSustained);
+        assert!(!s.client_bound());
+        assert_eq!(s.hi(), Some(2_000.0));
     }
 
     #[test]

@@ -135,12 +135,14 @@ Exit codes:
 pub const CAPACITY: &str = "\
 Examples:
   emq-bench capacity smoke --slo \"claim.p99 < 5ms\" --out results/capacity
+  emq-bench capacity my-producers-only.toml --slo \"enqueue.p99 < 2ms\"   # [consumers] count = 0
 
 Exit codes:
   0  a sustained rate was found
   1  nothing was sustained, or a probe found a violation
   2  usage or input error
-  3  the budget ran out before the search could tell";
+  3  the budget ran out before the search could tell, or the harness's own host was the
+     bottleneck (client-bound probes are never counted against the deployment)";
 
 /// `emq-bench merge`.
 pub const MERGE: &str = "\

@@ -84,6 +84,10 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         };
         let mut search = Search::new(start, args.tolerance, FLOOR, CEILING);
         let ended = searching.search(&mut search).await;
+        // A budget spent below a client-bound rate ends on what matters more: the harness's
+        // host, not the deployment, topped the bracket.
+        let ended = if ended == SearchEnd::Budget && search.client_bound() { SearchEnd::ClientBound } else { ended };
+        let consumers = base.plan.consumers.count > 0;
         let Searching { began, probes, failed, .. } = searching;
         let (lo, hi) = (search.lo(), search.hi());
         let binding = hi
@@ -97,6 +101,8 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
             target: session.target_url(),
             protocol: registry.protocol().name().to_string(),
             slos: slos.iter().map(|s| s.text.clone()).collect(),
+            workload: if consumers { "producers and consumers" } else { "producers only" }.to_string(),
+            criteria: crate::capacity::criteria(consumers),
             sustainable_rate: lo.filter(|_| matches!(ended, SearchEnd::Found | SearchEnd::Ceiling)),
             interval: RateInterval { lo, hi },
             tolerance: args.tolerance,
@@ -190,6 +196,15 @@ fn check_plan(args: &CapacityArgs, base: &RunOptions, slos: &[Slo]) -> Result<f6
             args.run.scenario.display()
         )));
     }
+    // A consumers-only scenario has no rate to offer: its question (how fast the consumers
+    // drain a backlog) needs a preloaded backlog, which a probe cannot make yet.
+    if base.plan.producers.count == 0 {
+        return Err(AppError::Usage(format!(
+            "{}: capacity: the scenario has no producers ([producers] count = 0); a search offers an open-loop \
+             enqueue rate (give producers; without consumers the search judges the enqueues alone)",
+            args.run.scenario.display()
+        )));
+    }
     let start = args.start_rate.or(base.plan.producers.open_loop.as_ref().map(|o| o.rate_per_sec)).unwrap_or(1000.0);
     if !(FLOOR..=CEILING).contains(&start) {
         return Err(AppError::Usage(format!("--start-rate {start}: expected {FLOOR} to {CEILING} jobs/s")));
@@ -264,6 +279,7 @@ impl Searching<'_> {
         loop {
             let Some(mut probe) = search.next() else {
                 return match (search.lo(), search.hi()) {
+                    _ if search.client_bound() => SearchEnd::ClientBound,
                     (None, _) => SearchEnd::NoRate,
                     (Some(_), None) => SearchEnd::Ceiling,
                     (Some(_), Some(_)) => SearchEnd::Found,
@@ -360,7 +376,9 @@ fn finish(report: CapacityReport, dir: PathBuf) -> CapacityRun {
     let outcome = match report.ended {
         _ if violations => CommandOutcome::Failed,
         SearchEnd::NoRate => CommandOutcome::Failed,
-        SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed => CommandOutcome::Inconclusive,
+        SearchEnd::Budget | SearchEnd::Stopped | SearchEnd::ProbeFailed | SearchEnd::ClientBound => {
+            CommandOutcome::Inconclusive
+        }
         SearchEnd::Found | SearchEnd::Ceiling => CommandOutcome::Success,
     };
     let mut table = report.table();
@@ -375,9 +393,8 @@ fn finish(report: CapacityReport, dir: PathBuf) -> CapacityRun {
 /// ms [0.890, 0.934] ok`, or its reasons.
 fn probe_line(p: &ProbeRecord) -> String {
     let outcome = match p.outcome {
-        Some(ProbeOutcome::Sustained) => "sustained",
-        Some(ProbeOutcome::NotSustained) => "NOT sustained",
         None => "undecided, a longer probe follows",
+        Some(_) => p.outcome_word(),
     };
     let mut line = format!("{outcome}: achieved {:.0}/s, finished {:.0}/s", p.achieved_per_sec, p.completed_per_sec);
     if !p.reasons.is_empty() {

@@ -69,8 +69,9 @@ pub enum XAxis {
     Percentile,
     /// Repetitions 1..=n of a comparison, linear.
     Repetition(usize),
-    /// Jobs per second, linear, over (from, to): a capacity search's throughput.
-    Throughput(f64, f64),
+    /// A rate per second, linear, over (from, to), with the axis' description: a capacity
+    /// search's throughput (`jobs finished per second`, `enqueues sent per second`).
+    Throughput(f64, f64, &'static str),
 }
 
 /// A chart to draw.
@@ -107,8 +108,10 @@ impl Chart<'_> {
             let result = match (self.x, self.log_y) {
                 (XAxis::Time(a, b), false) => self.draw(&root, a..b.max(a + 1.0), 0.0..(hi * 1.1).max(1e-9)),
                 (XAxis::Time(a, b), true) => self.draw(&root, a..b.max(a + 1.0), log_range(lo, hi).log_scale()),
-                (XAxis::Throughput(a, b), false) => self.draw(&root, a..b.max(a + 1.0), 0.0..(hi * 1.1).max(1e-9)),
-                (XAxis::Throughput(a, b), true) => self.draw(&root, a..b.max(a + 1.0), log_range(lo, hi).log_scale()),
+                (XAxis::Throughput(a, b, _), false) => self.draw(&root, a..b.max(a + 1.0), 0.0..(hi * 1.1).max(1e-9)),
+                (XAxis::Throughput(a, b, _), true) => {
+                    self.draw(&root, a..b.max(a + 1.0), log_range(lo, hi).log_scale())
+                }
                 (XAxis::Repetition(n), false) => self.draw(&root, 0.5..n as f64 + 0.5, 0.0..(hi * 1.1).max(1e-9)),
                 (XAxis::Repetition(n), true) => self.draw(&root, 0.5..n as f64 + 0.5, log_range(lo, hi).log_scale()),
                 (XAxis::Percentile, log) => {
@@ -144,9 +147,19 @@ impl Chart<'_> {
             XAxis::Percentile => "percentile (1/(1-p), log)",
             XAxis::Time(..) => "s since the run start",
             XAxis::Repetition(_) => "repetition",
-            XAxis::Throughput(..) => "jobs finished per second",
+            XAxis::Throughput(.., desc) => desc,
         };
-        let x_fmt = move |v: &f64| if percentile { percentile_label(*v) } else { format!("{v:.0}") };
+        // A rate axis labels with `short`: a narrow range keeps its decimals (0.25, 0.5, not 0 0 1).
+        let rate = matches!(self.x, XAxis::Throughput(..));
+        let x_fmt = move |v: &f64| {
+            if percentile {
+                percentile_label(*v)
+            } else if rate {
+                short(*v)
+            } else {
+                format!("{v:.0}")
+            }
+        };
         chart
             .configure_mesh()
             .x_desc(x_desc)

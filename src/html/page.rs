@@ -107,6 +107,14 @@ fn header(out: &mut String, view: &RunView) {
         None => "not run".into(),
     };
     let _ = write!(out, "<tr><td>invariants</td><td>{check}</td></tr>");
+    if let Some(client) = &s.client {
+        let class = if client.client_bound { "fail" } else { "note" };
+        let _ = write!(
+            out,
+            "<tr><td>client</td><td class=\"{class}\">{}</td></tr>",
+            esc(&client.line()).replace('\n', "<br>")
+        );
+    }
     let thresholds: Vec<String> = s
         .thresholds
         .iter()

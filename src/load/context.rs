@@ -47,8 +47,10 @@ pub struct RunShared {
     /// never made (the backlog at the stop), over all threads, added once per thread.
     pub never_sent: AtomicU64,
     /// Each load thread's CPU share of its running time, 0..1 (user + sys over wall, from
-    /// getrusage(RUSAGE_THREAD)), by thread index, filled as the threads end (once each).
-    pub busy: std::sync::Mutex<Vec<(usize, f64)>>,
+    /// getrusage(RUSAGE_THREAD)), and its wait for a CPU as a share of the same time (`None`
+    /// where the kernel keeps no run delay), by thread index, filled as the threads end (once
+    /// each).
+    pub busy: std::sync::Mutex<Vec<(usize, f64, Option<f64>)>>,
 }
 
 impl RunShared {

@@ -12,6 +12,7 @@ use super::thread::{run_thread, Go, ThreadSpec};
 use crate::faults::nemesis::Running;
 use crate::faults::{FaultSpan, FaultsSeen, Nemesis, SpanKind};
 use crate::keyspace::{Depth, QueueKeys, DEPTH_SCRIPT};
+use crate::metrics::host::{HostReading, HostWindow};
 use crate::metrics::{LiveSnapshot, Reporter, RunMetrics};
 use crate::net::{ConnectOptions, Connector};
 use crate::plane::Plane;
@@ -123,6 +124,12 @@ pub struct Driven {
     pub never_sent: u64,
     /// Each load thread's CPU share of its running time, 0..1, by thread index.
     pub busy: Vec<f64>,
+    /// Each load thread's wait for a CPU while runnable, a share of its running time, 0..1, by
+    /// thread index (`None` where the kernel keeps no run delay).
+    pub waited: Vec<Option<f64>>,
+    /// The harness's host over the load phase: the process's CPU, the host's CPU pressure and
+    /// load average.
+    pub host: HostWindow,
 }
 
 /// Reads the depth of every place of `queues` ([`QueueKeys::depth_keys`]): one atomic read per
@@ -207,6 +214,7 @@ pub async fn drive(
     let mut interrupted = wait_ready(spawned.readies, opts.start_at, &stop).await;
     let started = SystemTime::now();
     let start = Instant::now();
+    let host_start = HostReading::now();
     let (reporter, live, faults_running) = go(&plan, &opts, start, spawned.gos, interrupted.is_none());
     let driving = Driving { plan: &plan, opts: &opts, plane: &plane, queues: &queues, shared: &shared, stop: &stop };
     let mut polling = Polling::new(driving, start);
@@ -241,7 +249,8 @@ pub async fn drive(
     // Set at the drain, or at the loop's end when the run ended in its load phase.
     let load_secs = (*shared.load_end.get().unwrap_or(&end) - start).as_secs_f64();
     let mut busy = std::mem::take(&mut *shared.busy.lock().expect("busy"));
-    busy.sort_by_key(|(index, _)| *index);
+    busy.sort_by_key(|(index, _, _)| *index);
+    let host = host_start.until(&polling.host_at_load_end.take().unwrap_or_else(HostReading::now));
     Driven {
         metrics,
         started,
@@ -255,7 +264,9 @@ pub async fn drive(
         load_secs,
         sent: shared.sent.load(Ordering::Relaxed),
         never_sent: shared.never_sent.load(Ordering::Relaxed),
-        busy: busy.into_iter().map(|(_, b)| b).collect(),
+        waited: busy.iter().map(|(_, _, w)| *w).collect(),
+        busy: busy.into_iter().map(|(_, b, _)| b).collect(),
+        host,
     }
 }
 
@@ -477,6 +488,8 @@ struct Polling<'a> {
     unreachable: Unreachable,
     /// When `progress` is next called.
     next_progress: Instant,
+    /// The harness's host read as the load phase ended (the drain's idling is not the load's).
+    host_at_load_end: Option<HostReading>,
 }
 
 /// What the polling loop reads: the run's plan and options, the coordinator's plane and the
@@ -505,6 +518,7 @@ impl<'a> Polling<'a> {
             drain_started: None,
             unreachable: Unreachable::default(),
             next_progress: start + Duration::from_secs(1),
+            host_at_load_end: None,
         }
     }
 
@@ -613,6 +627,7 @@ impl<'a> Polling<'a> {
         // producers' rate window are measured against. A job budget's last producer
         // has set it already, at its last reply (`producer::run`).
         let _ = self.drive.shared.load_end.set(Instant::now());
+        self.host_at_load_end = Some(HostReading::now());
         self.drive.shared.advance(Phase::Drain);
         self.drain_started = Some(now);
         // Faults belong to the load phase: the drain shows whether the run recovers.

@@ -167,10 +167,16 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     spawn_lanes::<W, Q>(&ctx, &spec, connected, shared, begin);
     // The thread's CPU share over the load phase (what says whether the harness held a rate
     // back), read at the first flush after it: the drain's idling must not dilute it.
-    let load_busy = Rc::new(std::cell::Cell::new(None::<f64>));
+    // Its wait for a CPU over the same span (what says whether the host held the harness back).
+    let delay_at_begin = crate::metrics::host::thread_run_delay_s();
+    let load_busy = Rc::new(std::cell::Cell::new(None::<LoadBusy>));
     let busy_now = move || {
         let (user, sys) = crate::metrics::cpu::cpu_seconds(crate::metrics::cpu::CpuOf::Thread);
-        (user + sys) / begin.elapsed().as_secs_f64().max(1e-9)
+        let elapsed = begin.elapsed().as_secs_f64().max(1e-9);
+        let waited = delay_at_begin
+            .zip(crate::metrics::host::thread_run_delay_s())
+            .map(|(a, b)| ((b - a) / elapsed).clamp(0.0, 1.0));
+        ((user + sys) / elapsed, waited)
     };
     wait_for_stop(&ctx, &routes, &load_busy, busy_now, stop).await;
     // Lanes start nothing new once the phase is Stop; the requests already sent get their
@@ -185,8 +191,8 @@ async fn thread_main<W: Wire, Q: Driver<W>>(
     let streams = ctx.history.borrow_mut().take();
     ctx.shared.sent.fetch_add(ctx.sends.get(), std::sync::atomic::Ordering::Relaxed);
     ctx.shared.never_sent.fetch_add(ctx.backlog.get(), std::sync::atomic::Ordering::Relaxed);
-    let busy = load_busy.get().unwrap_or_else(busy_now);
-    ctx.shared.busy.lock().expect("busy").push((spec.index, busy));
+    let (busy, waited) = load_busy.get().unwrap_or_else(busy_now);
+    ctx.shared.busy.lock().expect("busy").push((spec.index, busy, waited));
     streams
 }
 
@@ -256,6 +262,10 @@ fn spawn_lanes<W: Wire, Q: Driver<W>>(
     }
 }
 
+/// A load thread's CPU share of the load phase, and its wait for a CPU as a share of it
+/// (`None` where the kernel keeps no run delay).
+type LoadBusy = (f64, Option<f64>);
+
 /// Hands the counts kept outside the recorder to it: cluster redirects followed by the lanes,
 /// cluster-down and refused replies waited out, reconnects (counted there, not per call).
 fn hand_over_counts(ctx: &ThreadCtx, routes: &Routes) {
@@ -272,8 +282,8 @@ fn hand_over_counts(ctx: &ThreadCtx, routes: &Routes) {
 async fn wait_for_stop(
     ctx: &Rc<ThreadCtx>,
     routes: &Rc<Routes>,
-    load_busy: &Rc<std::cell::Cell<Option<f64>>>,
-    busy_now: impl Fn() -> f64 + 'static,
+    load_busy: &Rc<std::cell::Cell<Option<LoadBusy>>>,
+    busy_now: impl Fn() -> LoadBusy + 'static,
     mut stop: watch::Receiver<bool>,
 ) {
     let flusher = {

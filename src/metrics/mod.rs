@@ -24,6 +24,7 @@ mod compact;
 mod counters;
 pub mod cpu;
 pub mod cumulative;
+pub mod host;
 mod interval;
 mod recorder;
 mod reporter;

@@ -21,6 +21,7 @@
 //! files and tables are ms with 3 decimals ([`ms3`]), as memtier_benchmark and valkey-benchmark
 //! print them; the model itself keeps µs integers.
 
+pub mod client;
 pub mod fleet;
 pub mod gates;
 pub mod growth;

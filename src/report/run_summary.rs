@@ -172,6 +172,11 @@ pub struct RunSummary {
     /// second, and the backlog's start, end and slope (absent in older folders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<super::steady::SystemRates>,
+    /// Whether the harness's own host was the bottleneck over the load phase: its CPU, its wait
+    /// for a CPU, the host's CPU pressure and load average, the send lag; `client_bound` when
+    /// the client was saturated (absent in older folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<super::client::ClientLoad>,
     /// The soak's growth over the load: server memory, harness RSS and results folder, each a
     /// Theil–Sen slope (MB/h) and what a 24-hour run would reach (absent for a load shorter
     /// than 40 s, and in older folders).
@@ -334,6 +339,7 @@ mod tests {
         let verdict = Verdict::of(vec![Finding::new(FindingKind::FaultNotApplied, "fault pause not applied")]);
         RunSummary {
             growth: None,
+            client: None,
             running: false,
             schema_version: SCHEMA_VERSION,
             tool: "emq-bench 0.1.0".into(),
@@ -423,6 +429,7 @@ mod tests {
                     detail: "grows".into(),
                 }],
                 not_tested: None,
+                criteria: Vec::new(),
             }),
             time_in_queue_us: Some(super::super::Percentiles { p50: 400, p99: 3100, ..Default::default() }),
             depths_end: Some(Depths { pending: 1, ..Depths::default() }),

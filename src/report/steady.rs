@@ -120,6 +120,28 @@ pub struct SteadyState {
     /// rate on purpose); `steady` is then `null` unless the rate was not held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_tested: Option<String>,
+    /// The criteria the run's workload admits, in the checks' names (`rate`, `backlog`,
+    /// `throughput`, `p99`): see [`criteria`]. Empty in older folders.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub criteria: Vec<String>,
+}
+
+/// What a run's steadiness is judged on, given its workload: `rate` (the intended rate held,
+/// open loop only), `backlog` and `throughput` (only with consumers: without them nobody drains
+/// the backlog, so it grows by every job sent and nothing finishes, by design), and `p99` (each
+/// script's per-second p99 trend). A `shaped` run (`[[stages]]`) is judged on its rate alone.
+pub fn criteria(open_loop: bool, consumers: bool, shaped: bool) -> Vec<&'static str> {
+    let mut names = Vec::new();
+    if open_loop {
+        names.push("rate");
+    }
+    if !shaped {
+        if consumers {
+            names.extend(["backlog", "throughput"]);
+        }
+        names.push("p99");
+    }
+    names
 }
 
 impl SteadyState {
@@ -232,8 +254,10 @@ impl LoadSeries {
 /// over the window; a script's per-second p99 rises significantly by more than [`P99_CHANGE`].
 ///
 /// `shaped`: the run's rate follows `[[stages]]`, so its throughput, backlog and p99 change on
-/// purpose: only the rate is judged, and the trends are reported as not tested.
-pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool) -> SteadyState {
+/// purpose: only the rate is judged, and the trends are reported as not tested. `consumers`:
+/// the scenario has consumers; without them the backlog and throughput are not judged (see
+/// [`criteria`]).
+pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool, consumers: bool) -> SteadyState {
     let seconds = series.arrivals.len();
     let mut checks = Vec::new();
     if let Some(r) = rates {
@@ -254,7 +278,8 @@ pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool) -
     let too_short = seconds < MIN_POINTS;
     if !too_short && !shaped {
         let arrivals = crate::stats::mean(&series.arrivals).unwrap_or(0.0);
-        if let Some(t) = mann_kendall(&series.backlog) {
+        let backlog = if consumers { mann_kendall(&series.backlog) } else { None };
+        if let Some(t) = backlog {
             let share = if arrivals > 0.0 { t.slope / arrivals * 100.0 } else { 0.0 };
             let trend = t.p_value < TREND_P && t.slope > BACKLOG_SHARE * arrivals && t.slope > 0.0;
             // A size check that needs no significance: a short window whose backlog grew by
@@ -287,7 +312,8 @@ pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool) -
                 ),
             });
         }
-        if let Some(t) = mann_kendall(&series.finished) {
+        let finished = if consumers { mann_kendall(&series.finished) } else { None };
+        if let Some(t) = finished {
             let s = statistic(&t, &series.finished);
             let trends = t.p_value < TREND_P && s.change.abs() > THROUGHPUT_CHANGE;
             checks.push(SteadyCheck {
@@ -329,7 +355,8 @@ pub fn judge(series: &LoadSeries, rates: Option<&ProducerRates>, shaped: bool) -
         Some(true)
     };
     let not_tested = shaped.then(|| "the [[stages]] change the rate on purpose; only the rate held is judged".into());
-    SteadyState { steady, seconds, checks, not_tested }
+    let criteria = criteria(rates.is_some(), consumers, shaped).into_iter().map(String::from).collect();
+    SteadyState { steady, seconds, checks, not_tested, criteria }
 }
 
 fn statistic(t: &TrendTest, xs: &[f64]) -> TrendStatistic {
@@ -390,7 +417,7 @@ mod tests {
     #[test]
     fn a_stationary_run_is_steady() {
         for seed in 0..20 {
-            let s = judge(&stationary(seed * 10), Some(&held(true)), false);
+            let s = judge(&stationary(seed * 10), Some(&held(true)), false, true);
             assert_eq!(s.steady, Some(true), "seed {seed}: {:?}", s.failures());
             assert_eq!(s.checks.len(), 4);
         }
@@ -401,7 +428,7 @@ mod tests {
         let mut s = stationary(1);
         // Consumers finish 730 of 1000 a second: the backlog grows 270 a second.
         s.backlog = s.backlog.iter().enumerate().map(|(i, b)| b + 270.0 * i as f64).collect();
-        let j = judge(&s, Some(&held(true)), false);
+        let j = judge(&s, Some(&held(true)), false, true);
         assert_eq!(j.steady, Some(false));
         let failures = j.failures();
         assert_eq!(failures.len(), 1, "{failures:?}");
@@ -418,7 +445,7 @@ mod tests {
         s.finished = vec![19_400.0; 10];
         s.backlog = vec![80.0, 4_000.0, 200.0, 5_000.0, 300.0, 5_500.0, 900.0, 6_000.0, 1_500.0, 7_226.0];
         s.p99_us.clear();
-        let j = judge(&s, None, false);
+        let j = judge(&s, None, false, true);
         assert_eq!(j.steady, Some(false), "{:?}", j.checks);
         assert!(j.failures()[0].contains("while 97.0 % of the arrivals finished"), "{:?}", j.failures());
     }
@@ -427,18 +454,18 @@ mod tests {
     fn a_trending_p99_is_not_steady_and_a_falling_one_is() {
         let mut s = stationary(2);
         s.p99_us[0].1 = s.p99_us[0].1.iter().enumerate().map(|(i, p)| p + 40.0 * i as f64).collect();
-        let j = judge(&s, None, false);
+        let j = judge(&s, None, false, true);
         assert_eq!(j.steady, Some(false));
         assert!(j.failures()[0].starts_with("p99 claim: per-second p99 rises"), "{:?}", j.failures());
         s.p99_us[0].1.reverse();
-        assert_eq!(judge(&s, None, false).steady, Some(true));
+        assert_eq!(judge(&s, None, false, true).steady, Some(true));
     }
 
     #[test]
     fn falling_throughput_is_not_steady() {
         let mut s = stationary(3);
         s.finished = s.finished.iter().enumerate().map(|(i, f)| f - 15.0 * i as f64).collect();
-        let j = judge(&s, None, false);
+        let j = judge(&s, None, false, true);
         assert_eq!(j.steady, Some(false));
         assert!(j.failures()[0].starts_with("throughput:"), "{:?}", j.failures());
     }
@@ -446,14 +473,14 @@ mod tests {
     #[test]
     fn a_shortfall_is_not_steady_even_when_too_short_to_test_trends() {
         let mut s = stationary(4);
-        let j = judge(&s, Some(&held(false)), false);
+        let j = judge(&s, Some(&held(false)), false, true);
         assert_eq!(j.steady, Some(false));
         assert!(j.failures()[0].starts_with("rate: achieved 700 of 1000"), "{:?}", j.failures());
         s.arrivals.truncate(5);
         s.finished.truncate(5);
         s.backlog.truncate(5);
-        assert_eq!(judge(&s, Some(&held(false)), false).steady, Some(false));
-        let short = judge(&s, Some(&held(true)), false);
+        assert_eq!(judge(&s, Some(&held(false)), false, true).steady, Some(false));
+        let short = judge(&s, Some(&held(true)), false, true);
         assert_eq!(short.steady, None);
         assert!(short.line().contains("too short"), "{}", short.line());
     }
@@ -462,10 +489,35 @@ mod tests {
     fn a_shaped_run_judges_only_its_rate() {
         let mut s = stationary(5);
         s.backlog = s.backlog.iter().enumerate().map(|(i, b)| b + 270.0 * i as f64).collect();
-        let j = judge(&s, Some(&held(true)), true);
+        let j = judge(&s, Some(&held(true)), true, true);
         assert_eq!((j.steady, j.checks.len()), (None, 1));
         assert!(j.line().starts_with("steady: not tested ("), "{}", j.line());
-        assert_eq!(judge(&s, Some(&held(false)), true).steady, Some(false));
+        assert_eq!(judge(&s, Some(&held(false)), true, true).steady, Some(false));
+    }
+
+    #[test]
+    fn without_consumers_the_backlog_and_throughput_are_not_judged() {
+        // Nobody drains: the backlog grows by every job sent and nothing finishes.
+        let mut s = stationary(7);
+        s.finished = vec![0.0; 30];
+        s.backlog = (0..30).map(|i| 1000.0 * i as f64).collect();
+        assert_eq!(judge(&s, Some(&held(true)), false, true).steady, Some(false));
+        let j = judge(&s, Some(&held(true)), false, false);
+        assert_eq!(j.steady, Some(true), "{:?}", j.failures());
+        assert_eq!(j.checks.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["rate", "p99 claim"]);
+        assert_eq!(j.criteria, ["rate", "p99"]);
+        // The rate and the p99 trend still decide.
+        assert_eq!(judge(&s, Some(&held(false)), false, false).steady, Some(false));
+        s.p99_us[0].1 = s.p99_us[0].1.iter().enumerate().map(|(i, p)| p + 40.0 * i as f64).collect();
+        assert_eq!(judge(&s, Some(&held(true)), false, false).steady, Some(false));
+    }
+
+    #[test]
+    fn the_criteria_follow_the_workload() {
+        assert_eq!(criteria(true, true, false), ["rate", "backlog", "throughput", "p99"]);
+        assert_eq!(criteria(false, true, false), ["backlog", "throughput", "p99"]);
+        assert_eq!(criteria(true, false, false), ["rate", "p99"]);
+        assert_eq!(criteria(true, true, true), ["rate"]);
     }
 
     #[test]

@@ -275,6 +275,7 @@ pub(super) fn merge_shards(
     RunSummary {
         // Each shard's growth is its own process's: a fleet has no one harness to measure.
         growth: None,
+        client: None,
         running: false,
         schema_version: SCHEMA_VERSION,
         tool: format!("emq-bench {}", env!("CARGO_PKG_VERSION")),

@@ -87,8 +87,15 @@ pub(super) fn summarize(
     });
     let series = steady::LoadSeries::of(metrics, depths, driven.load_secs);
     let shaped = plan.producers.open_loop.as_ref().is_some_and(|o| o.stages.is_some());
-    let steady = Some(steady::judge(&series, producers.as_ref(), shaped));
+    let steady = Some(steady::judge(&series, producers.as_ref(), shaped, plan.consumers.count > 0));
     let system = Some(series.system_rates());
+    let client = crate::report::client::ClientLoad::judge(&crate::report::client::ClientMeasures {
+        window: Some(driven.host),
+        busy: driven.busy.clone(),
+        waited: driven.waited.clone(),
+        late_fraction: producers.as_ref().map(|p| p.late_fraction),
+        send_lag_p99_us: producers.as_ref().map(|_| scripts.iter().map(|s| s.send_lag_us.p99).max().unwrap_or(0)),
+    });
     RunSummary {
         growth,
         running: false,
@@ -131,6 +138,7 @@ pub(super) fn summarize(
         jobs_measured: jobs_map(&metrics.jobs),
         producers,
         system,
+        client: Some(client),
         steady,
         time_in_queue_us: queue_time.filter(|h| !h.is_empty()).map(crate::report::Percentiles::of),
         depths_end: driven.depths,

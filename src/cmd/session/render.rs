@@ -34,6 +34,10 @@ pub(super) fn render_table(summary: &RunSummary, plan: &Plan, checked: Option<&C
         table.push_str(&system.line());
         table.push('\n');
     }
+    if let Some(client) = &summary.client {
+        table.push_str(&client.line());
+        table.push('\n');
+    }
     if let Some(growth) = &summary.growth {
         table.push_str(&growth.line());
         table.push('\n');
