@@ -184,45 +184,10 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
         .await?;
     drop(server);
 
-    let mut scripts = Vec::new();
-    // A script no arm's directory has (clean, against v1.1's scripts) ran in no block: no row.
-    for &script in Protocol::EchoMqV1.scripts().iter().filter(|s| blocks.iter().any(|(_, c)| c.script == **s)) {
-        let of = |arm: usize, f: fn(&ScriptCost) -> f64| -> Vec<f64> {
-            blocks.iter().filter(|(_, c)| c.script == script && c.arm == arm).map(|(_, c)| f(c)).collect()
-        };
-        let us: Vec<Vec<f64>> = (0..dirs.len()).map(|arm| of(arm, |c| c.us_per_call)).collect();
-        let cpu: Vec<Vec<f64>> = (0..dirs.len()).map(|arm| of(arm, |c| c.cpu_us_per_call)).collect();
-        let calls = blocks.iter().filter(|(rep, c)| *rep == 1 && c.script == script).map(|(_, c)| c.calls).sum::<u64>()
-            / dirs.len() as u64;
-        let (comparison, stop) = gate.of(script).map_or((None, None), |(c, stop)| (Some(c), Some(stop)));
-        scripts.push(ScriptCosts {
-            script: script.name().into(),
-            calls,
-            us_per_call: us,
-            cpu_us_per_call: cpu,
-            comparison,
-            stop,
-        });
-    }
+    let mut scripts = script_rows(&blocks, dirs.len(), &gate);
     let mut lua_dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     if let Some((file, stored)) = &baseline {
-        // The stored run's last arm becomes BASE: the same layout as two arms measured now.
-        for s in &mut scripts {
-            let old = stored.scripts.iter().find(|o| o.script == s.script);
-            let last = |v: &Vec<Vec<f64>>| v.last().cloned().unwrap_or_default();
-            let (base_us, base_cpu) =
-                old.map_or((Vec::new(), Vec::new()), |o| (last(&o.us_per_call), last(&o.cpu_us_per_call)));
-            s.comparison = Some(compare_metric(
-                Metric::script(&s.script, Measure::ServerUs),
-                base_us.clone(),
-                s.us_per_call[0].clone(),
-                &options,
-            ));
-            s.us_per_call.insert(0, base_us);
-            s.cpu_us_per_call.insert(0, base_cpu);
-        }
-        let base = stored.lua_dirs.last().map_or("?", String::as_str);
-        lua_dirs.insert(0, format!("{base} (stored in {}, valkey {})", file.display(), stored.server_version));
+        against_baseline(&mut scripts, &mut lua_dirs, file, stored, &options);
     }
     let verdict = (lua_dirs.len() == 2)
         .then(|| Overall::of(scripts.iter().filter_map(|s| s.comparison.as_ref().map(|c| c.verdict))));
@@ -247,17 +212,7 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     };
     let md = markdown(&report, &options);
     if let Some(dir) = &args.out {
-        let io = |e: std::io::Error| AppError::Io { path: dir.display().to_string(), source: e };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let json = dir.join("cost.json");
-        write_atomic(&json, |w| {
-            serde_json::to_writer_pretty(&mut *w, &report)
-                .map_err(|source| ReportError::Json { path: json.clone(), source })
-        })?;
-        write_atomic(&dir.join("cost.md"), |w| {
-            w.write_all(md.as_bytes()).map_err(|source| ReportError::Io { path: dir.join("cost.md"), source })
-        })?;
-        ci::junit(&report).write(&dir.join(crate::ci::junit::JUNIT_FILE))?;
+        write_folder(dir, &report, &md)?;
     }
     let errors = super::exports::write(&args.export, || ci::bmf(&report), || ci::gab(&report));
     if !errors.is_empty() {
@@ -265,6 +220,77 @@ pub async fn cost(args: CostArgs) -> Result<CostResult, AppError> {
     }
     let table = if args.markdown { md } else { table(&report, &options) };
     Ok(CostResult { report, table })
+}
+
+/// One row per script the blocks measured (a script no arm's directory has, `clean` against
+/// v1.1's scripts, ran in no block: no row), each arm's costs per block and the gate's verdict.
+fn script_rows(blocks: &[(u32, ScriptCost)], arms: usize, gate: &Gate) -> Vec<ScriptCosts> {
+    let mut scripts = Vec::new();
+    // A script no arm's directory has (clean, against v1.1's scripts) ran in no block: no row.
+    for &script in Protocol::EchoMqV1.scripts().iter().filter(|s| blocks.iter().any(|(_, c)| c.script == **s)) {
+        let of = |arm: usize, f: fn(&ScriptCost) -> f64| -> Vec<f64> {
+            blocks.iter().filter(|(_, c)| c.script == script && c.arm == arm).map(|(_, c)| f(c)).collect()
+        };
+        let us: Vec<Vec<f64>> = (0..arms).map(|arm| of(arm, |c| c.us_per_call)).collect();
+        let cpu: Vec<Vec<f64>> = (0..arms).map(|arm| of(arm, |c| c.cpu_us_per_call)).collect();
+        let calls = blocks.iter().filter(|(rep, c)| *rep == 1 && c.script == script).map(|(_, c)| c.calls).sum::<u64>()
+            / arms as u64;
+        let (comparison, stop) = gate.of(script).map_or((None, None), |(c, stop)| (Some(c), Some(stop)));
+        scripts.push(ScriptCosts {
+            script: script.name().into(),
+            calls,
+            us_per_call: us,
+            cpu_us_per_call: cpu,
+            comparison,
+            stop,
+        });
+    }
+    scripts
+}
+
+/// Makes the stored run `stored` (from `file`) the BASE arm: its last arm's costs go first in
+/// every script's row and in `lua_dirs`, and each script is compared against them.
+fn against_baseline(
+    scripts: &mut [ScriptCosts],
+    lua_dirs: &mut Vec<String>,
+    file: &std::path::Path,
+    stored: &CostReport,
+    options: &CompareOptions,
+) {
+    // The stored run's last arm becomes BASE: the same layout as two arms measured now.
+    for s in scripts.iter_mut() {
+        let old = stored.scripts.iter().find(|o| o.script == s.script);
+        let last = |v: &Vec<Vec<f64>>| v.last().cloned().unwrap_or_default();
+        let (base_us, base_cpu) =
+            old.map_or((Vec::new(), Vec::new()), |o| (last(&o.us_per_call), last(&o.cpu_us_per_call)));
+        s.comparison = Some(compare_metric(
+            Metric::script(&s.script, Measure::ServerUs),
+            base_us.clone(),
+            s.us_per_call[0].clone(),
+            options,
+        ));
+        s.us_per_call.insert(0, base_us);
+        s.cpu_us_per_call.insert(0, base_cpu);
+    }
+    let base = stored.lua_dirs.last().map_or("?", String::as_str);
+    lua_dirs.insert(0, format!("{base} (stored in {}, valkey {})", file.display(), stored.server_version));
+}
+
+/// Writes cost.json, cost.md (`md`) and junit.xml into `dir`, creating it.
+///
+/// Errors: the folder or a file cannot be written.
+fn write_folder(dir: &std::path::Path, report: &CostReport, md: &str) -> Result<(), AppError> {
+    let io = |e: std::io::Error| AppError::Io { path: dir.display().to_string(), source: e };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let json = dir.join("cost.json");
+    write_atomic(&json, |w| {
+        serde_json::to_writer_pretty(&mut *w, report).map_err(|source| ReportError::Json { path: json.clone(), source })
+    })?;
+    write_atomic(&dir.join("cost.md"), |w| {
+        w.write_all(md.as_bytes()).map_err(|source| ReportError::Io { path: dir.join("cost.md"), source })
+    })?;
+    ci::junit(report).write(&dir.join(crate::ci::junit::JUNIT_FILE))?;
+    Ok(())
 }
 
 /// Reads a stored `cost.json`. Errors: [`AppError::Usage`] naming the file (exit 2).
