@@ -157,10 +157,16 @@ pub fn markdown(run: &JudgedRun) -> String {
         out.push_str("| fault | at s | took effect | detail |\n| --- | ---: | --- | --- |\n");
         for span in &f.injected {
             let applied = if span.applied { "yes" } else { "**no**" };
-            let _ = writeln!(out, "| {} | {:.1} | {applied} | {} |", span.kind, span.from_s, cell(&span.detail));
+            let kind = span.queue.as_ref().map_or_else(|| span.kind.to_string(), |q| format!("{} on queue {q}", span.kind));
+            let _ = writeln!(out, "| {} | {:.1} | {applied} | {} |", cell(&kind), span.from_s, cell(&span.detail));
         }
     }
-    let _ = writeln!(out, "\nSeen: {} reconnects, {} calls with an unknown outcome.", f.reconnects, f.unknown_outcomes);
+    let _ = writeln!(
+        out,
+        "\nSeen: {} reconnects (connections opened again), {} calls failed on a lost or unopened connection, {} calls \
+         with an unknown outcome.",
+        f.reconnects, f.connection_errors, f.unknown_outcomes
+    );
     out
 }
 

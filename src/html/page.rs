@@ -207,7 +207,8 @@ fn failover_table(out: &mut String, view: &RunView) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{:.2}–{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            f.kind, f.from_s, f.to_s, esc(&f.detail), esc(&e.answered_again()), e.cluster_down_s,
+            esc(&f.queue.as_ref().map_or_else(|| f.kind.to_string(), |q| format!("{} on queue {q}", f.kind))),
+            f.from_s, f.to_s, esc(&f.detail), esc(&e.answered_again()), e.cluster_down_s,
             bad(e.lost_enqueues), bad(e.reissued_tokens), bad(e.fencing_violations), bad(e.other_violations),
             e.unknown_outcomes, esc(&e.jobs.join(", "))
         );

@@ -715,6 +715,7 @@ impl Unreachable {
                 count: 0,
                 detail: error,
                 effects: None,
+                queue: None,
             });
         }
     }

@@ -293,6 +293,7 @@ pub(super) fn merge_shards(
     for s in &all {
         faults.reconnects += s.faults.reconnects;
         faults.unknown_outcomes += s.faults.unknown_outcomes;
+        faults.connection_errors += s.faults.connection_errors;
         faults.seen.extend(s.faults.seen.iter().cloned());
     }
     let mut target = first.target.clone();
