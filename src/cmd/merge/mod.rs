@@ -71,26 +71,38 @@ fn is_shard_name(name: &str) -> bool {
 
 /// The shard folders found at and under `dir`, whatever the folders around them are named: a
 /// folder with a summary.json is a shard's (or a merged fleet's, which `read_shard` refuses
-/// when named, and which is skipped below one); else its subfolders are searched (an earlier
-/// merge's `merged/` is not), and a `shard-NNN` folder with no shard below it is a shard
-/// killed before its summary.
+/// when named, and which is skipped below one). Else the shards among its subfolders are
+/// taken (a subfolder with a summary.json, or named `shard-NNN`: a shard killed before its
+/// summary), and only when it has none are its subfolders searched in turn: a fleet's folder
+/// stops the search, so copies of its shards further below (an earlier merge's `merged/`, a
+/// folder of edited shards) are not read with them.
 fn shards_under(dir: &Path, named: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let merged = |d: &Path| RunSummary::read(&d.join(SUMMARY_FILE)).is_ok_and(|s| s.fleet.is_some());
     if dir.join(SUMMARY_FILE).is_file() {
-        let nested_merge = !named && RunSummary::read(&dir.join(SUMMARY_FILE)).is_ok_and(|s| s.fleet.is_some());
-        if !nested_merge {
+        if named || !merged(dir) {
             out.push(dir.to_path_buf());
         }
         return Ok(());
     }
-    let before = out.len();
     let mut subs: Vec<PathBuf> =
         std::fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     subs.sort();
+    let is_shard = |p: &Path| {
+        let named_so = p.file_name().is_some_and(|n| is_shard_name(&n.to_string_lossy()));
+        (p.join(SUMMARY_FILE).is_file() && !merged(p)) || named_so
+    };
+    let shards: Vec<PathBuf> = subs.iter().filter(|p| is_shard(p)).cloned().collect();
+    if !shards.is_empty() {
+        out.extend(shards);
+        return Ok(());
+    }
+    let before = out.len();
     for sub in subs {
         shards_under(&sub, false, out)?;
     }
-    let own_name = dir.file_name().is_some_and(|n| is_shard_name(&n.to_string_lossy()));
-    if out.len() == before && own_name {
+    // A `shard-NNN` folder given by name, with no shard below it: a shard killed before its
+    // summary (the merge names it missing).
+    if named && out.len() == before && dir.file_name().is_some_and(|n| is_shard_name(&n.to_string_lossy())) {
         out.push(dir.to_path_buf());
     }
     Ok(())
