@@ -388,7 +388,10 @@ fn merge_finds_shards_in_folders_of_any_name() {
     std::fs::create_dir_all(empty.join("notes")).unwrap();
     let out = merge_all(&[empty.clone()], &tmp.path().join("m-empty"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let looked = format!("{}: no summary.json there nor in any folder below it (it holds notes/)", empty.join("summary.json").display());
+    let looked = format!(
+        "{}: no summary.json there nor in any folder below it (it holds notes/)",
+        empty.join("summary.json").display()
+    );
     assert!(stderr(&out).contains(&looked), "{}", stderr(&out));
     // A shard whose summary says it is still running: said, not taken for a finished one.
     for i in 0..3 {

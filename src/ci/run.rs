@@ -81,10 +81,12 @@ pub fn junit(run: &JudgedRun) -> Report {
             let broken = run.invariants.map_or(0, |report| report.by_invariant.get(inv.id()).copied().unwrap_or(0));
             let outcome = match (run.invariants, seen_live) {
                 // The verdict left them to the fault thresholds (its violations finding is absent).
-                (Some(_), None) if broken > 0 && finding(FindingKind::Violations).is_none() => Outcome::Skipped(format!(
+                (Some(_), None) if broken > 0 && finding(FindingKind::Violations).is_none() => {
+                    Outcome::Skipped(format!(
                     "{broken} violations, all in injected faults' windows: judged by the fault.<effect> thresholds \
                      (the thresholds suite)"
-                )),
+                ))
+                }
                 (Some(report), _) if broken > 0 => {
                     let broken: Vec<_> = report.violations.iter().filter(|v| v.invariant == inv).collect();
                     let mut text = String::new();

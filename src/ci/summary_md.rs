@@ -157,7 +157,8 @@ pub fn markdown(run: &JudgedRun) -> String {
         out.push_str("| fault | at s | took effect | detail |\n| --- | ---: | --- | --- |\n");
         for span in &f.injected {
             let applied = if span.applied { "yes" } else { "**no**" };
-            let kind = span.queue.as_ref().map_or_else(|| span.kind.to_string(), |q| format!("{} on queue {q}", span.kind));
+            let kind =
+                span.queue.as_ref().map_or_else(|| span.kind.to_string(), |q| format!("{} on queue {q}", span.kind));
             let _ = writeln!(out, "| {} | {:.1} | {applied} | {} |", cell(&kind), span.from_s, cell(&span.detail));
         }
     }

@@ -194,11 +194,9 @@ pub(crate) fn thresholds(cx: &Ctx, raw: &BTreeMap<String, String>) -> Result<Vec
                     )
                 })?
             }
-            ThresholdMetric::FaultEffect { .. } => {
-                rest.parse::<u64>().map(|n| n as f64).map_err(|_| {
-                    cx.err_at(&format!("thresholds.{key}"), &field, format!("{rest:?}"), "a count, e.g. 0 or 40")
-                })?
-            }
+            ThresholdMetric::FaultEffect { .. } => rest.parse::<u64>().map(|n| n as f64).map_err(|_| {
+                cx.err_at(&format!("thresholds.{key}"), &field, format!("{rest:?}"), "a count, e.g. 0 or 40")
+            })?,
             ThresholdMetric::Ops { .. } | ThresholdMetric::ErrorRate { .. } => {
                 rest.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| {
                     cx.err_at(&format!("thresholds.{key}"), &field, format!("{rest:?}"), "a non-negative number")

@@ -139,7 +139,8 @@ pub(super) fn union_invariants(shards: &[ShardFolder]) -> Result<Option<Invarian
         if !path.is_file() {
             return Ok(None);
         }
-        let text = std::fs::read_to_string(&path).map_err(|source| AppError::Io { path: path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|source| AppError::Io { path: path.display().to_string(), source })?;
         let report: InvariantsReport = serde_json::from_str(&text)
             .map_err(|e| AppError::Usage(format!("{}: not an invariants report: {e}", path.display())))?;
         checked_jobs += report.checked_jobs;

@@ -199,10 +199,7 @@ fn read_fleet(dirs: &[PathBuf]) -> Result<(Vec<ShardFolder>, Vec<String>), AppEr
         }
     }
     let Some(first) = shards.first() else {
-        return Err(AppError::Usage(format!(
-            "no finished shard to merge: {}",
-            unreadable.join("; ")
-        )));
+        return Err(AppError::Usage(format!("no finished shard to merge: {}", unreadable.join("; "))));
     };
     let record = first.summary.shard.clone().expect("read_shard checks it");
     for s in &shards {
@@ -335,7 +332,8 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
     let mut summary = combine::merge_shards(&shards, &histograms, &plan, &record.group, record.shards);
     let fleet = summary.fleet.clone().expect("merge_shards sets it");
     let mut findings = fleet_findings(&shards, &fleet, &unreadable);
-    summary.thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &summary.scripts, &summary.faults.injected);
+    summary.thresholds =
+        crate::report::thresholds::evaluate(&plan.thresholds, &summary.scripts, &summary.faults.injected);
     // A `shared` fleet's check: the merge's own, over every shard's history.
     let shared = record.queues == QueueMode::Shared.name();
     let mut fleet_check = None;

@@ -72,9 +72,20 @@ fn corrupt_payloads_and_accepted_duplicates_fail_as_i4_and_i8() {
 
 #[test]
 fn a_threshold_that_did_not_hold_fails_and_one_that_held_does_not() {
-    let held = ThresholdResult { key: "claim.p99".into(), condition: "< 2ms".into(), value: Some(900.0), passed: true, fault: None };
-    let missed =
-        ThresholdResult { key: "claim.p99".into(), condition: "< 2ms".into(), value: Some(2531.0), passed: false, fault: None };
+    let held = ThresholdResult {
+        key: "claim.p99".into(),
+        condition: "< 2ms".into(),
+        value: Some(900.0),
+        passed: true,
+        fault: None,
+    };
+    let missed = ThresholdResult {
+        key: "claim.p99".into(),
+        condition: "< 2ms".into(),
+        value: Some(2531.0),
+        passed: false,
+        fault: None,
+    };
     let facts = Facts { thresholds: vec![held.clone()], ..clean() };
     assert!(kinds(&facts, &rules()).is_empty());
     let facts = Facts { thresholds: vec![held, missed], ..clean() };
