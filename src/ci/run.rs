@@ -82,7 +82,7 @@ pub fn junit(run: &JudgedRun) -> Report {
             let outcome = match (run.invariants, seen_live) {
                 // The verdict left them to the fault thresholds (its violations finding is absent).
                 (Some(_), None) if broken > 0 && finding(FindingKind::Violations).is_none() => {
-                    Outcome::Skipped(format!(
+                    CaseOutcome::Skipped(format!(
                     "{broken} violations, all in injected faults' windows: judged by the fault.<effect> thresholds \
                      (the thresholds suite)"
                 ))
