@@ -128,3 +128,44 @@ async fn a_scenario_with_target_cluster_starts_its_own_replicated_cluster_and_ch
     assert!(result.summary.target.embedded);
     assert_eq!(result.summary.check.as_ref().expect("a check ran").violations_total, 0);
 }
+
+/// `scenarios/failover.toml` as a CI job would gate on it: its `[thresholds]` bound what each
+/// fault may do. A bound tightened below what the kill lost (a lag of 300 ms with replication
+/// asynchronous loses acknowledged enqueues) fails the run, naming the effect, the fault and
+/// its queue as the run names it; the fault line under the table names that queue too.
+#[test]
+fn a_fault_threshold_tightened_below_what_the_kill_lost_fails_naming_the_effect_and_the_queue() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shipped = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/failover.toml");
+    let mut scenario: toml::Table = std::fs::read_to_string(&shipped).unwrap().parse().unwrap();
+    let thresholds = scenario["thresholds"].as_table_mut().expect("failover.toml bounds its faults");
+    assert!(thresholds.contains_key("fault.lost_enqueues"), "{thresholds:?}");
+    thresholds.insert("fault.lost_enqueues".into(), "== 0".into());
+    let path = tmp.path().join("failover-tight.toml");
+    std::fs::write(&path, toml::to_string(&scenario).unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_emq-bench"))
+        .arg("run")
+        .arg(&path)
+        .arg("--out")
+        .arg(tmp.path().join("results"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let dir = tmp.path().join("results");
+    let summary = emq_bench::report::run_summary::RunSummary::read(&dir.join("summary.json")).unwrap();
+    let kill = summary.faults.injected.iter().find(|f| f.kind.name() == "kill-primary").expect("the kill");
+    let queue = kill.queue.as_deref().expect("the kill names its queue");
+    assert!(queue.ends_with(" (queue 1 of 3)"), "{queue}");
+    let name = queue.split(' ').next().unwrap();
+    let queues: Vec<&String> = summary.target.topology.nodes.iter().flat_map(|n| &n.queues).collect();
+    assert!(queues.iter().any(|q| *q == name), "{name} is one of the run's queues {queues:?}");
+    assert!(stdout.contains("fault injected: kill-primary "), "{stdout}");
+    assert!(stdout.contains(&format!("on queue {queue}")), "{stdout}");
+    let lost = kill.effects.as_ref().expect("the check attributed the kill's effects").lost_enqueues;
+    assert!(lost > 0, "the kill lost no acknowledged enqueue: {stdout}");
+    let line = format!("FAIL threshold fault.lost_enqueues == 0 failed: {lost} (kill-primary at ");
+    assert!(stderr.contains(&line), "{stderr}");
+    let result = summary.thresholds.iter().find(|t| t.key == "fault.lost_enqueues").unwrap();
+    assert!(!result.passed && result.fault.as_deref().is_some_and(|f| f.starts_with("kill-primary at")));
+}

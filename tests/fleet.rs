@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 use emq_bench::report::hlog::read_log;
@@ -327,6 +327,86 @@ fn a_shard_killed_mid_run_is_missing_at_the_merge() {
     assert!(stderr(&out).contains("shard(s) 1 of 3 missing"), "{}", stderr(&out));
 }
 
+/// A merged folder holds what a run's folder holds for CI and a reader: junit.xml, summary.md
+/// and invariants.json beside summary.json (with the time in queue), and a report.html and
+/// summary.md that say they cover a fleet, naming every shard with its own verdict.
+fn assert_complete_fleet_folder(dir: &Path, shards: usize) {
+    let summary = RunSummary::read(&dir.join("summary.json")).unwrap();
+    assert!(summary.time_in_queue_us.is_some_and(|q| q.p50 > 0), "{:?}", summary.time_in_queue_us);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("invariants.json")).unwrap()).unwrap();
+    let check = summary.check.as_ref().unwrap();
+    assert_eq!(report["checked_jobs"].as_u64(), Some(check.checked_jobs as u64), "{report}");
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+    assert!(junit.contains("I7 ") && junit.contains("name=\"verdict\""), "{junit}");
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(md.contains("**PASS** (exit 0)") && md.contains(&format!("{shards} of {shards} shards merged")), "{md}");
+    let html = support::assert_offline_page(&dir.join("report.html"));
+    assert!(html.contains("<h2>Fleet ") && html.contains(&format!("{shards} of {shards} shards merged")), "{html}");
+    assert_eq!(html.matches("<span class=\"pass\">pass</span></td>").count(), shards, "every shard's verdict");
+}
+
+/// Shards whose `--out` are separate folders (a pod's volume each): no shard merges on its
+/// own, and `merge` finds the shards' `shard-NNN/` inside folders of any name, given one by
+/// one or by their parent. A folder without a shard's summary says which file it looked for
+/// and what it found.
+#[test]
+fn merge_finds_shards_in_folders_of_any_name() {
+    let server = support::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let pods = tmp.path().join("pods");
+    let children: Vec<Child> =
+        (0..3).map(|i| shard(&server.url(), i, 3, "pods", &pods.join(format!("pod{i}")), &[])).collect();
+    for (i, out) in children.into_iter().map(|c| c.wait_with_output().unwrap()).enumerate() {
+        assert_eq!(out.status.code(), Some(0), "shard {i}: {}", stderr(&out));
+        assert!(pods.join(format!("pod{i}/shard-{i:03}/summary.json")).is_file());
+    }
+    assert!(!pods.join("pod0/merged").exists(), "no shard has the others' folders to merge");
+    let merge_all = |dirs: &[PathBuf], out: &Path| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_emq-bench")).arg("merge").args(dirs).arg("--out").arg(out).output().unwrap()
+    };
+    let pod_dirs: Vec<PathBuf> = (0..3).map(|i| pods.join(format!("pod{i}"))).collect();
+    let out = merge_all(&pod_dirs, &tmp.path().join("m-pods"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_complete_fleet_folder(&tmp.path().join("m-pods"), 3);
+    // The same folders named `shard-I`, one by one, then by their parent.
+    let renamed = tmp.path().join("volumes");
+    std::fs::rename(&pods, &renamed).unwrap();
+    let mut dirs = Vec::new();
+    for i in 0..3 {
+        let to = renamed.join(format!("shard-{i}"));
+        std::fs::rename(renamed.join(format!("pod{i}")), &to).unwrap();
+        dirs.push(to);
+    }
+    let out = merge_all(&dirs, &tmp.path().join("m-named"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = merge_all(&[renamed.clone()], &tmp.path().join("m-parent"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_complete_fleet_folder(&tmp.path().join("m-parent"), 3);
+    // A folder with no shard in it: the file looked for, and what is there.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(empty.join("notes")).unwrap();
+    let out = merge_all(&[empty.clone()], &tmp.path().join("m-empty"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let looked = format!(
+        "{}: no summary.json there nor in any folder below it (it holds notes/)",
+        empty.join("summary.json").display()
+    );
+    assert!(stderr(&out).contains(&looked), "{}", stderr(&out));
+    // A shard whose summary says it is still running: said, not taken for a finished one.
+    for i in 0..3 {
+        let dir = renamed.join(format!("shard-{i}/shard-{i:03}"));
+        std::fs::remove_file(dir.join("shard.done")).unwrap();
+        let path = dir.join("summary.json");
+        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        v["running"] = true.into();
+        std::fs::write(&path, v.to_string()).unwrap();
+    }
+    let out = merge_all(&[renamed.clone()], &tmp.path().join("m-running"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("summary.json: marked running (the shard is still running"), "{}", stderr(&out));
+}
+
 /// `shared` queues on the 3-primary cluster: shard 0 runs every producer, shards 1 and 2 the
 /// consumers, all on the same three queues. No shard checks on its own; the last one's merge
 /// joins the three histories (each event keeps its shard), checks once with zero violations,
@@ -364,6 +444,7 @@ async fn a_shared_fleet_produces_on_one_shard_consumes_on_two_and_is_checked_onc
     assert!(enqueued > 100 && finished == enqueued, "every job finished: {:?}", merged.jobs);
     assert!(merged.drained, "the consumers drained every job the other shard produced");
     assert_eq!(merged.keys.as_ref().unwrap().to_string(), "deleted");
+    assert_complete_fleet_folder(&tmp.path().join("merged"), 3);
     // The fleet's history says which shard made each call.
     let (header, streams) = emq_bench::history::file::load(&tmp.path().join("merged/history.bin")).unwrap();
     let history = emq_bench::history::History::merge(header, &streams).unwrap();

@@ -8,7 +8,7 @@ use super::junit::{Case, CaseOutcome, Reason, Report, Suite, JUNIT_FILE};
 use crate::check::Invariant;
 use crate::report::gates::GateOutcome;
 use crate::report::writer::Writer;
-use crate::report::{ms3, PercentileBound, ReportError, RunResults, ScriptSummary};
+use crate::report::{ms3, JudgedRun, PercentileBound, ReportError, RunResults, ScriptSummary};
 use crate::verdict::FindingKind;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -35,18 +35,33 @@ pub fn verdict_writers<'a>() -> [&'a dyn Writer<RunResults<'a>>; 2] {
     [&JunitXml, &super::summary_md::SummaryMd]
 }
 
+/// The files a fleet's merged folder has of a run's (`invariants.json`, `junit.xml`,
+/// `summary.md`), written by the run's own writers from the merge's judgment.
+pub fn judged_writers<'a>() -> [&'a dyn Writer<JudgedRun<'a>>; 3] {
+    [&crate::report::InvariantsJson, &JunitXml, &super::summary_md::SummaryMd]
+}
+
 impl Writer<RunResults<'_>> for JunitXml {
     fn file(&self) -> &'static str {
         JUNIT_FILE
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
+        junit(&run.judged()).write(path)
+    }
+}
+
+impl Writer<JudgedRun<'_>> for JunitXml {
+    fn file(&self) -> &'static str {
+        JUNIT_FILE
+    }
+    fn write(&self, path: &Path, run: &JudgedRun) -> Result<(), ReportError> {
         junit(run).write(path)
     }
 }
 
-/// The JUnit document of a finished run: suites `invariants` (I1–I8), `thresholds`, `gates`
-/// and `verdict`, each case's class `emq-bench.<scenario>.<suite>`.
-pub fn junit(run: &RunResults) -> Report {
+/// The JUnit document of a finished run (or a fleet's merge): suites `invariants` (I1–I8),
+/// `thresholds`, `gates` and `verdict`, each case's class `emq-bench.<scenario>.<suite>`.
+pub fn junit(run: &JudgedRun) -> Report {
     let summary = run.summary;
     let class = |suite: &str| format!("emq-bench.{}.{suite}", summary.name);
     let findings: Vec<_> = summary.verdict.iter().flat_map(|v| &v.findings).collect();
@@ -63,8 +78,16 @@ pub fn junit(run: &RunResults) -> Report {
                 Invariant::I8 => finding(FindingKind::DuplicateAccepted),
                 _ => None,
             };
+            let broken = run.invariants.map_or(0, |report| report.by_invariant.get(inv.id()).copied().unwrap_or(0));
             let outcome = match (run.invariants, seen_live) {
-                (Some(report), _) if report.by_invariant.get(inv.id()).copied().unwrap_or(0) > 0 => {
+                // The verdict left them to the fault thresholds (its violations finding is absent).
+                (Some(_), None) if broken > 0 && finding(FindingKind::Violations).is_none() => {
+                    CaseOutcome::Skipped(format!(
+                    "{broken} violations, all in injected faults' windows: judged by the fault.<effect> thresholds \
+                     (the thresholds suite)"
+                ))
+                }
+                (Some(report), _) if broken > 0 => {
                     let broken: Vec<_> = report.violations.iter().filter(|v| v.invariant == inv).collect();
                     let mut text = String::new();
                     for v in broken.iter().take(QUOTED_VIOLATIONS) {

@@ -6,7 +6,7 @@
 use crate::check::Invariant;
 use crate::report::gates::GateOutcome;
 use crate::report::writer::Writer;
-use crate::report::{ms3, PercentileBound, ReportError, RunResults};
+use crate::report::{ms3, JudgedRun, PercentileBound, ReportError, RunResults};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -20,6 +20,14 @@ impl Writer<RunResults<'_>> for SummaryMd {
         SUMMARY_MD_FILE
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), ReportError> {
+        crate::report::write_text(path, &markdown(&run.judged()))
+    }
+}
+impl Writer<JudgedRun<'_>> for SummaryMd {
+    fn file(&self) -> &'static str {
+        SUMMARY_MD_FILE
+    }
+    fn write(&self, path: &Path, run: &JudgedRun) -> Result<(), ReportError> {
         crate::report::write_text(path, &markdown(run))
     }
 }
@@ -36,8 +44,8 @@ fn with_interval(value_us: u64, bound: PercentileBound) -> String {
     format!("{} ({}–{})", ms3(value_us), end(bound.lo_us), end(bound.hi_us))
 }
 
-/// The page of a finished run.
-pub fn markdown(run: &RunResults) -> String {
+/// The page of a finished run (or a fleet's merge).
+pub fn markdown(run: &JudgedRun) -> String {
     let s = run.summary;
     let mut out = String::new();
     let (word, code, lines) = match &s.verdict {
@@ -64,6 +72,31 @@ pub fn markdown(run: &RunResults) -> String {
         s.started
     );
 
+    if let Some(fleet) = &s.fleet {
+        let _ = writeln!(
+            out,
+            "### Fleet `{}`\n\n{} of {} shards merged, started within {:.1} ms of each other.\n",
+            cell(&fleet.group),
+            fleet.merged.len(),
+            fleet.shards,
+            fleet.start_spread_ms
+        );
+        out.push_str("| shard | ran to its end | its verdict | enqueued | completed jobs | start offset ms |\n");
+        out.push_str("| ---: | --- | --- | ---: | ---: | ---: |\n");
+        for r in &fleet.merged {
+            let verdict = r.passed.map_or("none recorded", |p| if p { "pass" } else { "**fail**" });
+            let ended = if r.completed { "yes" } else { "**no**" };
+            let _ = writeln!(
+                out,
+                "| {} | {ended} | {verdict} | {} | {} | {:.1} |",
+                r.shard.index, r.enqueued, r.completed_jobs, r.shard.start_offset_ms
+            );
+        }
+        for index in &fleet.missing {
+            let _ = writeln!(out, "| {index} | **missing** | | | | |");
+        }
+        out.push('\n');
+    }
     out.push_str("### Scripts\n\nLatency in ms, each with its 95% distribution-free interval.\n\n");
     out.push_str(
         "| script | calls | errors | ops/s | p50 | p99 | p99.9 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
@@ -124,10 +157,17 @@ pub fn markdown(run: &RunResults) -> String {
         out.push_str("| fault | at s | took effect | detail |\n| --- | ---: | --- | --- |\n");
         for span in &f.injected {
             let applied = if span.applied { "yes" } else { "**no**" };
-            let _ = writeln!(out, "| {} | {:.1} | {applied} | {} |", span.kind, span.from_s, cell(&span.detail));
+            let kind =
+                span.queue.as_ref().map_or_else(|| span.kind.to_string(), |q| format!("{} on queue {q}", span.kind));
+            let _ = writeln!(out, "| {} | {:.1} | {applied} | {} |", cell(&kind), span.from_s, cell(&span.detail));
         }
     }
-    let _ = writeln!(out, "\nSeen: {} reconnects, {} calls with an unknown outcome.", f.reconnects, f.unknown_outcomes);
+    let _ = writeln!(
+        out,
+        "\nSeen: {} reconnects (connections opened again), {} calls failed on a lost or unopened connection, {} calls \
+         with an unknown outcome.",
+        f.reconnects, f.connection_errors, f.unknown_outcomes
+    );
     out
 }
 

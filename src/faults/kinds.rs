@@ -74,6 +74,10 @@ pub(crate) async fn inject(
         count,
         detail,
         effects: None,
+        queue: fault.kind.on_a_queue().then(|| {
+            let name = target.queues.get(fault.queue).map_or_else(|| "?".to_string(), |k| k.queue.to_string());
+            format!("{name} (queue {} of {})", fault.queue + 1, target.queues.len())
+        }),
     }
 }
 

@@ -113,6 +113,7 @@ impl Nemesis {
                             count: 0,
                             detail: format!("no fault injected: its connections failed: {err}"),
                             effects: None,
+                            queue: None,
                         }],
                     };
                     let _ = command.spans.send(spans);

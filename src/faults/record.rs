@@ -101,6 +101,13 @@ pub struct FaultSpan {
     /// (the failover table); `None` for seen spans, and when the check did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effects: Option<FaultEffects>,
+    /// `kill-primary`, `cluster-failover` and `partition`: the queue whose primary the fault
+    /// acted on, named as the run names it (a cluster run's `queues = N` are renamed to spread
+    /// them over the primaries, so the scenario's `queue = "bench-K"`, the run's (K+1)-th queue,
+    /// may be called otherwise here), with its place among the run's queues: `bench-2 (queue 1
+    /// of 3)`. `None` for the other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// What one injected fault did, from its start until the next fault starts or the run ends:
@@ -174,13 +181,16 @@ impl FaultEffects {
 }
 
 impl FaultSpan {
-    /// `kind 3.0-4.0 s (count; detail)`, as the table's footer prints it.
+    /// `kind 3.0-4.0 s [on queue Q (queue K of N)] (count; detail)`, as the table's footer prints it.
     pub fn describe(&self) -> String {
         let mut out = if self.to_s > self.from_s {
             format!("{} {:.1}-{:.1} s", self.kind, self.from_s, self.to_s)
         } else {
             format!("{} at {:.1} s", self.kind, self.from_s)
         };
+        if let Some(queue) = &self.queue {
+            out.push_str(&format!(" on queue {queue}"));
+        }
         match (self.count, self.detail.is_empty()) {
             (0, true) => {}
             (0, false) => out.push_str(&format!(" ({})", self.detail)),
@@ -212,6 +222,10 @@ pub struct FaultsSeen {
     pub reconnects: u64,
     /// Calls whose outcome is unknown (timeout, connection lost) over the measured part.
     pub unknown_outcomes: u64,
+    /// Calls that failed on a lost connection, or on one that could not be opened (the
+    /// scripts' `connection` errors), over the measured part: not `reconnects`, which counts
+    /// connections opened again.
+    pub connection_errors: u64,
 }
 
 impl FaultsSeen {
@@ -227,7 +241,8 @@ impl FaultsSeen {
         let mut seen = unreachable;
         seen.extend(per_second_spans(metrics));
         let unknown_outcomes = metrics.scripts.iter().map(|s| unknown_of(&s.errors)).sum();
-        FaultsSeen { injected, seen, reconnects, unknown_outcomes }
+        let connection_errors = metrics.scripts.iter().map(|s| s.errors[ErrorCode::Connection.index()]).sum();
+        FaultsSeen { injected, seen, reconnects, unknown_outcomes, connection_errors }
     }
 
     /// The reconnect and unknown-outcome spans computed again from `metrics`' series: what a
@@ -296,9 +311,18 @@ impl FaultsSeen {
             out.push_str(&format!("faults seen: {}\n", seen.join(", ")));
         }
         out.push_str(&format!(
-            "faults total: {} reconnects, {} calls with an unknown outcome (timeout, connection lost, or WAIT short of its replicas)\n",
-            self.reconnects, self.unknown_outcomes
+            "faults total: {} reconnects (connections opened again after a loss), {} calls failed on a lost or \
+             unopened connection (the `connection` errors), {} calls with an unknown outcome (timeout, connection \
+             lost, or WAIT short of its replicas)\n",
+            self.reconnects, self.connection_errors, self.unknown_outcomes
         ));
+        if self.connection_errors > self.reconnects {
+            out.push_str(
+                "  (one lost connection fails every call in flight on it, and counts one reconnect only once it is \
+                 opened again: a node gone for good, or a cluster's load that moved to the node that took over, \
+                 reconnects nothing)\n",
+            );
+        }
         out
     }
 }
@@ -339,6 +363,7 @@ fn per_second_spans(metrics: &RunMetrics) -> Vec<FaultSpan> {
             count,
             detail: String::new(),
             effects: None,
+            queue: None,
         }));
     }
     seen
@@ -349,7 +374,7 @@ mod tests {
     use super::*;
 
     fn span(kind: SpanKind, from_s: f64, to_s: f64) -> FaultSpan {
-        FaultSpan { kind, applied: true, from_s, to_s, count: 0, detail: String::new(), effects: None }
+        FaultSpan { kind, applied: true, from_s, to_s, count: 0, detail: String::new(), effects: None, queue: None }
     }
 
     #[test]
@@ -398,6 +423,12 @@ mod tests {
         let footer = faults.footer();
         assert!(footer.contains("fault injected: kill-connections at 3.0 s (9; CLIENT KILL)"), "{footer}");
         assert!(footer.contains("faults seen: reconnects 3.0-4.0 s (4)"), "{footer}");
-        assert!(footer.contains("4 reconnects, 0 calls"), "{footer}");
+        assert!(footer.contains("4 reconnects (connections opened again after a loss), 0 calls failed"), "{footer}");
+        assert!(!footer.contains("one lost connection fails"), "{footer}");
+        faults.connection_errors = 5;
+        faults.reconnects = 0;
+        let footer = faults.footer();
+        assert!(footer.contains("0 reconnects (connections opened again after a loss), 5 calls failed on a lost"));
+        assert!(footer.contains("one lost connection fails every call in flight on it"), "{footer}");
     }
 }

@@ -20,6 +20,7 @@ pub fn render(view: &RunView) -> String {
         esc(&s.tool)
     );
     header(&mut out, view);
+    fleet_section(&mut out, view);
     scripts_table(&mut out, view);
     failover_table(&mut out, view);
     let shade: Vec<(f64, f64)> = view.faults.iter().map(|f| (f.from_s, f.to_s)).collect();
@@ -150,6 +151,50 @@ fn header(out: &mut String, view: &RunView) {
     out.push_str("</table>");
 }
 
+/// A fleet's merged folder: how many shards were merged of how many, how far apart they
+/// started, and each shard's row with its own verdict. Nothing for a run of one process.
+fn fleet_section(out: &mut String, view: &RunView) {
+    let Some(fleet) = &view.summary.fleet else { return };
+    let missing: Vec<String> = fleet.missing.iter().map(u32::to_string).collect();
+    let _ = write!(
+        out,
+        "<h2>Fleet {}</h2><p>{} of {} shards merged{}; they started within {:.1} ms of each other (server clock, \
+         clock uncertainty included). Each shard's own folder has its report.</p>",
+        esc(&fleet.group),
+        fleet.merged.len(),
+        fleet.shards,
+        if missing.is_empty() {
+            String::new()
+        } else {
+            format!(", <span class=\"fail\">shard(s) {} missing</span>", missing.join(", "))
+        },
+        fleet.start_spread_ms
+    );
+    out.push_str(
+        "<table><tr><th>shard</th><th>folder</th><th>ran to its end</th><th>its verdict</th><th>enqueued</th>\
+         <th>completed jobs</th><th>start offset ms</th><th>clock ± ms</th></tr>",
+    );
+    for r in &fleet.merged {
+        let verdict = match r.passed {
+            Some(true) => "<span class=\"pass\">pass</span>",
+            Some(false) => "<span class=\"fail\">fail</span>",
+            None => "none recorded",
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td></tr>",
+            r.shard.index,
+            esc(&r.folder),
+            if r.completed { "yes" } else { "<span class=\"fail\">no</span>" },
+            r.enqueued,
+            r.completed_jobs,
+            r.shard.start_offset_ms,
+            r.shard.clock_uncertainty_ms
+        );
+    }
+    out.push_str("</table>");
+}
+
 /// The failover table: per injected fault with attributed effects (a run's check ran), its
 /// window and what it did, each queue's time until its enqueues were acknowledged again,
 /// CLUSTERDOWN seconds, and what the check attributes to its window. Nothing without one.
@@ -170,7 +215,8 @@ fn failover_table(out: &mut String, view: &RunView) {
         let _ = write!(
             out,
             "<tr><td>{}</td><td>{:.2}–{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            f.kind, f.from_s, f.to_s, esc(&f.detail), esc(&e.answered_again()), e.cluster_down_s,
+            esc(&f.queue.as_ref().map_or_else(|| f.kind.to_string(), |q| format!("{} on queue {q}", f.kind))),
+            f.from_s, f.to_s, esc(&f.detail), esc(&e.answered_again()), e.cluster_down_s,
             bad(e.lost_enqueues), bad(e.reissued_tokens), bad(e.fencing_violations), bad(e.other_violations),
             e.unknown_outcomes, esc(&e.jobs.join(", "))
         );

@@ -730,6 +730,7 @@ impl Unreachable {
                 count: 0,
                 detail: error,
                 effects: None,
+                queue: None,
             });
         }
     }

@@ -161,6 +161,7 @@ mod tests {
             count: 0,
             detail: String::new(),
             effects: None,
+            queue: None,
         });
         write_intervals_csv(&path, &sample_run(), &faults, None).unwrap();
         let mut r = csv::Reader::from_path(&path).unwrap();

@@ -48,7 +48,7 @@ pub use intervals_csv::write_intervals_csv;
 pub use json::write_json;
 pub use percentile_bounds::{PercentileBound, PercentileIntervals};
 pub use queue_csv::write_queue_csv;
-pub use results::{DepthSample, InvariantsJson, RunResults, SummaryJson};
+pub use results::{DepthSample, InvariantsJson, JudgedRun, RunResults, SummaryJson};
 pub use scripts_csv::write_scripts_csv;
 pub use server_csv::write_server_csv;
 pub use summary::{errors_line, over_load_phase, summarize, Percentiles, ScriptSummary};

@@ -38,6 +38,26 @@ pub struct RunResults<'a> {
     pub gates: &'a [super::gates::GateResult],
 }
 
+impl<'a> RunResults<'a> {
+    /// The part of the run its verdict files are written from.
+    pub fn judged(&self) -> JudgedRun<'a> {
+        JudgedRun { summary: self.summary, invariants: self.invariants, gates: self.gates }
+    }
+}
+
+/// A finished run or a fleet's merge, judged: what the files that carry a verdict for CI
+/// (`invariants.json`, `junit.xml`, `summary.md`) are written from. A run's folder and a
+/// fleet's merged folder both write them through the same writers.
+pub struct JudgedRun<'a> {
+    /// `summary.json`'s content, its verdict included.
+    pub summary: &'a RunSummary,
+    /// The invariant check's report, when the check ran (a sharded fleet's: the union of its
+    /// shards').
+    pub invariants: Option<&'a InvariantsReport>,
+    /// The default gates, as the judge evaluated them.
+    pub gates: &'a [super::gates::GateResult],
+}
+
 /// `summary.json`.
 pub struct SummaryJson;
 impl Writer<RunResults<'_>> for SummaryJson {
@@ -56,6 +76,14 @@ impl Writer<RunResults<'_>> for InvariantsJson {
         crate::check::report::INVARIANTS_FILE
     }
     fn write(&self, path: &Path, run: &RunResults) -> Result<(), super::ReportError> {
+        Writer::<JudgedRun>::write(self, path, &run.judged())
+    }
+}
+impl Writer<JudgedRun<'_>> for InvariantsJson {
+    fn file(&self) -> &'static str {
+        crate::check::report::INVARIANTS_FILE
+    }
+    fn write(&self, path: &Path, run: &JudgedRun) -> Result<(), super::ReportError> {
         run.invariants.map_or(Ok(()), |report| super::write_json(path, report))
     }
 }

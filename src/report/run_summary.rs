@@ -335,6 +335,7 @@ mod tests {
             count: 2,
             detail: detail.into(),
             effects: None,
+            queue: None,
         };
         let verdict = Verdict::of(vec![Finding::new(FindingKind::FaultNotApplied, "fault pause not applied")]);
         RunSummary {
@@ -356,6 +357,7 @@ mod tests {
                 seen: vec![span(SpanKind::Unreachable, true, "connection refused")],
                 reconnects: 3,
                 unknown_outcomes: 1,
+                connection_errors: 2,
             },
             keys: Some(KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into()))),
             cleanup: Some(crate::verdict::Cleanup { deleted: 12, remaining: vec!["bench-0".into()], secs: 0.25 }),
@@ -447,6 +449,7 @@ mod tests {
                 condition: "< 2ms".into(),
                 value: Some(2531.0),
                 passed: false,
+                fault: None,
             }],
             server_samples: Some(crate::probe::ServerSamples { interval_s: 1.0, ..Default::default() }),
             shard: Some(super::super::fleet::ShardRecord {

@@ -2,8 +2,9 @@
 //!
 //! Keys: `<script>.<stat>` with stat `p50 p90 p99 p99.9 p99.99 max mean` (a latency, the value
 //! a duration: "2ms", "750us"), `<script>.ops` (ok calls/s, a number), `<script>.errors.rate`
-//! and `errors.rate` (errors / calls, a number in 0..=1). Values: `<`, `<=`, `>` or `>=`, then
-//! the limit. A failed threshold makes `run` exit 1 and says which.
+//! and `errors.rate` (errors / calls, a number in 0..=1), and `fault.<effect>` (what each
+//! injected fault did, [`FaultEffect`], a count bounded per fault). Values: `<`, `<=`, `==`,
+//! `>` or `>=`, then the limit. A failed threshold makes `run` exit 1 and says which.
 
 use super::context::Ctx;
 use super::error::ScenarioError;
@@ -31,6 +32,61 @@ pub enum ThresholdMetric {
         /// Script name, or all scripts.
         script: Option<String>,
     },
+    /// One effect of every injected fault, each fault judged on its own.
+    FaultEffect {
+        /// Which effect.
+        effect: FaultEffect,
+    },
+}
+
+/// What one injected fault did that a threshold can bound (`fault.<name>`): the field of the
+/// same name in summary.json's `faults.injected[].effects`, attributed to the fault's window
+/// (from its start until the next fault's). The violations among them are the check's, so a
+/// bound on them needs the check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultEffect {
+    /// Acknowledged enqueues whose job is gone (I7).
+    LostEnqueues,
+    /// Tokens handed out to two holders or more (I5).
+    ReissuedTokens,
+    /// Fencing failures (I6).
+    FencingViolations,
+    /// Other violations in the window.
+    OtherViolations,
+    /// Calls sent in the window whose outcome is unknown.
+    UnknownOutcomes,
+    /// Seconds in which the load waited out CLUSTERDOWN refusals.
+    ClusterDownS,
+}
+
+impl FaultEffect {
+    /// Every effect, in summary.json's order.
+    pub const ALL: [FaultEffect; 6] = [
+        FaultEffect::LostEnqueues,
+        FaultEffect::ReissuedTokens,
+        FaultEffect::FencingViolations,
+        FaultEffect::OtherViolations,
+        FaultEffect::UnknownOutcomes,
+        FaultEffect::ClusterDownS,
+    ];
+
+    /// Its name, summary.json's field and the threshold key's part after `fault.`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultEffect::LostEnqueues => "lost_enqueues",
+            FaultEffect::ReissuedTokens => "reissued_tokens",
+            FaultEffect::FencingViolations => "fencing_violations",
+            FaultEffect::OtherViolations => "other_violations",
+            FaultEffect::UnknownOutcomes => "unknown_outcomes",
+            FaultEffect::ClusterDownS => "cluster_down_s",
+        }
+    }
+
+    /// True for the effects that are invariant violations (the check's findings): a bound on
+    /// one makes the violations of its kind in a fault's window the bound's to judge.
+    pub fn is_violation(self) -> bool {
+        !matches!(self, FaultEffect::UnknownOutcomes | FaultEffect::ClusterDownS)
+    }
 }
 
 /// A comparison operator.
@@ -44,6 +100,8 @@ pub enum Cmp {
     Gt,
     /// `>=`
     Ge,
+    /// `==`
+    Eq,
 }
 
 impl Cmp {
@@ -54,6 +112,7 @@ impl Cmp {
             Cmp::Le => value <= limit,
             Cmp::Gt => value > limit,
             Cmp::Ge => value >= limit,
+            Cmp::Eq => value == limit,
         }
     }
 }
@@ -69,7 +128,7 @@ pub struct Threshold {
     pub metric: ThresholdMetric,
     /// The comparison.
     pub cmp: Cmp,
-    /// The limit: µs for latencies, ops/s, or a rate in 0..=1.
+    /// The limit: µs for latencies, ops/s, a rate in 0..=1, or a count per fault.
     pub limit: f64,
 }
 
@@ -89,12 +148,19 @@ pub(crate) fn thresholds(cx: &Ctx, raw: &BTreeMap<String, String>) -> Result<Vec
     for (key, text) in raw {
         let field = format!("thresholds.\"{key}\"");
         let bad_key = || {
-            let expected =
-                "<script>.p50|p90|p99|p99.9|p99.99|max|mean, <script>.ops, <script>.errors.rate or errors.rate";
+            let effects: Vec<&str> = FaultEffect::ALL.iter().map(|e| e.name()).collect();
+            let expected = format!(
+                "<script>.p50|p90|p99|p99.9|p99.99|max|mean, <script>.ops, <script>.errors.rate, errors.rate or \
+                 fault.{}",
+                effects.join("|")
+            );
             cx.err_at(&format!("thresholds.{key}"), &field, format!("{key:?}"), expected)
         };
         let script_of = |name: &str| Script::from_name(name).map(|s| s.name().to_string()).ok_or_else(bad_key);
-        let metric = if key == "errors.rate" {
+        let metric = if let Some(name) = key.strip_prefix("fault.") {
+            let effect = FaultEffect::ALL.into_iter().find(|e| e.name() == name).ok_or_else(bad_key)?;
+            ThresholdMetric::FaultEffect { effect }
+        } else if key == "errors.rate" {
             ThresholdMetric::ErrorRate { script: None }
         } else if let Some(script) = key.strip_suffix(".errors.rate") {
             ThresholdMetric::ErrorRate { script: Some(script_of(script)?) }
@@ -106,7 +172,7 @@ pub(crate) fn thresholds(cx: &Ctx, raw: &BTreeMap<String, String>) -> Result<Vec
             ThresholdMetric::Latency { script: script_of(script)?, quantile }
         };
         let trimmed = text.trim();
-        let (cmp, rest) = [("<=", Cmp::Le), (">=", Cmp::Ge), ("<", Cmp::Lt), (">", Cmp::Gt)]
+        let (cmp, rest) = [("<=", Cmp::Le), (">=", Cmp::Ge), ("==", Cmp::Eq), ("<", Cmp::Lt), (">", Cmp::Gt)]
             .iter()
             .find_map(|(op, cmp)| trimmed.strip_prefix(op).map(|rest| (*cmp, rest.trim())))
             .ok_or_else(|| {
@@ -114,7 +180,7 @@ pub(crate) fn thresholds(cx: &Ctx, raw: &BTreeMap<String, String>) -> Result<Vec
                     &format!("thresholds.{key}"),
                     &field,
                     format!("{text:?}"),
-                    "an operator (<, <=, >, >=) and a limit, e.g. \"< 2ms\"",
+                    "an operator (<, <=, ==, >, >=) and a limit, e.g. \"< 2ms\"",
                 )
             })?;
         let limit = match metric {
@@ -128,6 +194,9 @@ pub(crate) fn thresholds(cx: &Ctx, raw: &BTreeMap<String, String>) -> Result<Vec
                     )
                 })?
             }
+            ThresholdMetric::FaultEffect { .. } => rest.parse::<u64>().map(|n| n as f64).map_err(|_| {
+                cx.err_at(&format!("thresholds.{key}"), &field, format!("{rest:?}"), "a count, e.g. 0 or 40")
+            })?,
             ThresholdMetric::Ops { .. } | ThresholdMetric::ErrorRate { .. } => {
                 rest.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).ok_or_else(|| {
                     cx.err_at(&format!("thresholds.{key}"), &field, format!("{rest:?}"), "a non-negative number")
@@ -157,6 +226,8 @@ mod tests {
             ("errors.rate", "<= 0.001"),
             ("enqueue.ops", ">= 1000"),
             ("complete.p99.9", "<750us"),
+            ("fault.lost_enqueues", "<= 40"),
+            ("fault.fencing_violations", "== 0"),
         ])
         .unwrap();
         let by_key = |k: &str| t.iter().find(|t| t.key == k).unwrap().clone();
@@ -168,6 +239,10 @@ mod tests {
         assert_eq!(by_key("complete.p99.9").limit, 750.0);
         assert_eq!(by_key("errors.rate").metric, ThresholdMetric::ErrorRate { script: None });
         assert_eq!((by_key("enqueue.ops").cmp, by_key("enqueue.ops").limit), (Cmp::Ge, 1000.0));
+        let lost = by_key("fault.lost_enqueues");
+        assert_eq!(lost.metric, ThresholdMetric::FaultEffect { effect: FaultEffect::LostEnqueues });
+        assert_eq!((lost.cmp, lost.limit), (Cmp::Le, 40.0));
+        assert_eq!(by_key("fault.fencing_violations").cmp, Cmp::Eq);
     }
 
     #[test]
@@ -178,6 +253,8 @@ mod tests {
             ("claim.p99", "2ms"),
             ("claim.p99", "< fast"),
             ("errors.rate", "< x"),
+            ("fault.lost", "<= 1"),
+            ("fault.lost_enqueues", "<= 1.5"),
         ] {
             let err = parse(&[(k, v)]).unwrap_err().to_string();
             assert!(err.contains(k), "{err}");

@@ -4,6 +4,7 @@
 //! its own moment).
 
 use super::ShardFolder;
+use crate::check::report::{InvariantsReport, INVARIANTS_FILE};
 use crate::check::CheckSummary;
 use crate::error::AppError;
 use crate::faults::FaultsSeen;
@@ -121,6 +122,50 @@ fn check(all: &[&RunSummary]) -> Option<CheckSummary> {
         };
     }
     Some(union)
+}
+
+/// The fleet's `invariants.json` of a `sharded` fleet: every shard's violations together (each
+/// names its own `s<I>.` queue), over the jobs every shard checked; `None` when no shard ran
+/// the check, or when one that ran it has no invariants.json (a union without it would
+/// undercount: the merged folder then has none, and its summary's `check` says the counts).
+///
+/// Errors: a shard's invariants.json that is there and does not read.
+pub(super) fn union_invariants(shards: &[ShardFolder]) -> Result<Option<InvariantsReport>, AppError> {
+    let mut checked_jobs = 0;
+    let mut violations = Vec::new();
+    let mut any = false;
+    for shard in shards.iter().filter(|s| s.summary.check.is_some()) {
+        let path = shard.dir.join(INVARIANTS_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|source| AppError::Io { path: path.display().to_string(), source })?;
+        let report: InvariantsReport = serde_json::from_str(&text)
+            .map_err(|e| AppError::Usage(format!("{}: not an invariants report: {e}", path.display())))?;
+        checked_jobs += report.checked_jobs;
+        violations.extend(report.violations);
+        any = true;
+    }
+    Ok(any.then(|| InvariantsReport::new(checked_jobs, violations)))
+}
+
+/// The fleet's time in queue: every job's wait ([`crate::report::queue_time`]) read from the
+/// histories `histories` (each shard's for a `sharded` fleet, whose jobs each stay in one
+/// shard; the merge's joined one for a `shared` fleet), added. `None` when any history is
+/// missing or unreadable: the waits of some shards alone are not the fleet's.
+pub(super) fn time_in_queue(histories: &[std::path::PathBuf], spill: &std::path::Path) -> Option<Histogram<u64>> {
+    let budget = crate::cli::DEFAULT_CHECK_MEMORY_MB << 20;
+    let mut sum: Option<Histogram<u64>> = None;
+    for path in histories {
+        let parts = crate::history::HistoryParts::read(path, budget, spill).ok()?;
+        let h = crate::report::queue_time::time_in_queue(&parts).ok()?;
+        match &mut sum {
+            Some(sum) => sum.add(&h).ok()?,
+            None => sum = Some(h),
+        }
+    }
+    sum
 }
 
 fn depths(all: &[&RunSummary]) -> Option<Depths> {
@@ -249,6 +294,7 @@ pub(super) fn merge_shards(
     for s in &all {
         faults.reconnects += s.faults.reconnects;
         faults.unknown_outcomes += s.faults.unknown_outcomes;
+        faults.connection_errors += s.faults.connection_errors;
         faults.seen.extend(s.faults.seen.iter().cloned());
     }
     let mut target = first.target.clone();
@@ -314,6 +360,7 @@ pub(super) fn merge_shards(
         // Steadiness is a shard's own: each shard's summary.json carries it.
         system: None,
         steady: None,
+        // The merge reads it from the histories ([`time_in_queue`]).
         time_in_queue_us: None,
         depths_end: match shared {
             // Every shard read the same queues at its end: the last reading is the fleet's.

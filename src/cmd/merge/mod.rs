@@ -24,7 +24,7 @@ use crate::error::AppError;
 use crate::report::fleet::FleetRecord;
 use crate::report::hlog::{read_log, write_entries};
 use crate::report::run_summary::{RunSummary, SUMMARY_FILE};
-use crate::report::{write_json, write_scripts_csv};
+use crate::report::{write_json, write_scripts_csv, JudgedRun};
 use crate::scenario::QueueMode;
 use crate::verdict::{Cleanup, Finding, FindingKind, KeptBecause, KeysFate, Verdict};
 use hdrhistogram::Histogram;
@@ -63,45 +63,110 @@ impl ShardFolder {
     }
 }
 
-/// The shard folders `dirs` name: each a shard's folder (it has summary.json, or is named
-/// `shard-NNN`: a shard killed before its summary), or a fleet's folder whose `shard-*` folders
-/// are read (the `merged` folder of an earlier merge is not).
+/// True when `name` is a shard's own folder name, `shard-NNN` as `run --shards` writes it
+/// ([`crate::report::fleet::shard_folder`]): three digits or more.
+fn is_shard_name(name: &str) -> bool {
+    name.strip_prefix("shard-").is_some_and(|n| n.len() >= 3 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The shard folders found at and under `dir`, whatever the folders around them are named: a
+/// folder with a summary.json is a shard's (or a merged fleet's, which `read_shard` refuses
+/// when named, and which is skipped below one). Else the shards among its subfolders are
+/// taken (a subfolder with a summary.json, or named `shard-NNN`: a shard killed before its
+/// summary), and only when it has none are its subfolders searched in turn: a fleet's folder
+/// stops the search, so copies of its shards further below (an earlier merge's `merged/`, a
+/// folder of edited shards) are not read with them.
+fn shards_under(dir: &Path, named: bool, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let merged = |d: &Path| RunSummary::read(&d.join(SUMMARY_FILE)).is_ok_and(|s| s.fleet.is_some());
+    if dir.join(SUMMARY_FILE).is_file() {
+        if named || !merged(dir) {
+            out.push(dir.to_path_buf());
+        }
+        return Ok(());
+    }
+    let mut subs: Vec<PathBuf> =
+        std::fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    subs.sort();
+    let is_shard = |p: &Path| {
+        let named_so = p.file_name().is_some_and(|n| is_shard_name(&n.to_string_lossy()));
+        (p.join(SUMMARY_FILE).is_file() && !merged(p)) || named_so
+    };
+    let shards: Vec<PathBuf> = subs.iter().filter(|p| is_shard(p)).cloned().collect();
+    if !shards.is_empty() {
+        out.extend(shards);
+        return Ok(());
+    }
+    let before = out.len();
+    for sub in subs {
+        shards_under(&sub, false, out)?;
+    }
+    // A `shard-NNN` folder given by name, with no shard below it: a shard killed before its
+    // summary (the merge names it missing).
+    if named && out.len() == before && dir.file_name().is_some_and(|n| is_shard_name(&n.to_string_lossy())) {
+        out.push(dir.to_path_buf());
+    }
+    Ok(())
+}
+
+/// What `dir` holds, for an error that says what was there: its entries' names (folders with
+/// a `/`), the first few.
+fn listing(dir: &Path) -> String {
+    let Ok(entries) = std::fs::read_dir(dir) else { return "nothing readable".to_string() };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| {
+            let slash = if e.path().is_dir() { "/" } else { "" };
+            format!("{}{slash}", e.file_name().to_string_lossy())
+        })
+        .collect();
+    names.sort();
+    match names.len() {
+        0 => "an empty folder".to_string(),
+        n if n > 8 => format!("{}, ... ({n} entries)", names[..8].join(", ")),
+        _ => names.join(", "),
+    }
+}
+
+/// The shard folders `dirs` name: each a shard's folder, or any folder holding shards' folders
+/// at any depth (a fleet's `--out`, a pod's volume, their parent), whatever their names.
+///
+/// Errors: a folder that cannot be read, or that holds no summary.json and no shard's folder
+/// (the error names the file looked for and what the folder holds).
 fn shard_dirs(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, AppError> {
-    let is_shard = |p: &Path| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("shard-"));
     let mut out = Vec::new();
     for dir in dirs {
-        if dir.join(SUMMARY_FILE).is_file() || (is_shard(dir) && dir.is_dir()) {
-            out.push(dir.clone());
-            continue;
-        }
-        let entries = std::fs::read_dir(dir).map_err(|e| {
-            AppError::Usage(format!("{}: not a shard's results folder nor a fleet's: {e}", dir.display()))
+        let before = out.len();
+        shards_under(dir, true, &mut out).map_err(|e| {
+            AppError::Usage(format!("{}: not a shard's results folder nor a folder holding them: {e}", dir.display()))
         })?;
-        let mut subs: Vec<PathBuf> =
-            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir() && is_shard(p)).collect();
-        if subs.is_empty() {
+        if out.len() == before {
             return Err(AppError::Usage(format!(
-                "{}: no summary.json and no shard-NNN/ folders: not a shard's results folder nor a fleet's",
-                dir.display()
+                "{}: no {SUMMARY_FILE} there nor in any folder below it (it holds {}): not a shard's results folder \
+                 nor a folder holding them",
+                dir.join(SUMMARY_FILE).display(),
+                listing(dir)
             )));
         }
-        subs.sort();
-        out.extend(subs);
     }
     Ok(out)
 }
 
-fn read_shard(dir: &Path) -> Result<Option<ShardFolder>, AppError> {
+/// Reads the shard folder `dir`; `Ok(Err(why))` when it holds no finished shard's summary
+/// (`why` names the file looked for and what was there, or says the shard is still running).
+fn read_shard(dir: &Path) -> Result<Result<ShardFolder, String>, AppError> {
     let path = dir.join(SUMMARY_FILE);
     if !path.is_file() {
-        return Ok(None);
+        return Ok(Err(format!("{}: no such file (the folder holds {})", path.display(), listing(dir))));
     }
     let summary = RunSummary::read(&path).map_err(|e| AppError::Usage(e.to_string()))?;
     // A shard killed mid-run (a lost node, a task killed by its scheduler) leaves the summary
     // it rewrites while it runs, which is not its end: the shard is missing, as one killed
     // before its first summary.
     if summary.running && !dir.join(SHARD_DONE).is_file() {
-        return Ok(None);
+        return Ok(Err(format!(
+            "{}: marked running (the shard is still running, or was killed before its end)",
+            path.display()
+        )));
     }
     if summary.shard.is_none() {
         let what = if summary.fleet.is_some() { "a fleet's merged folder" } else { "a run of one process" };
@@ -119,25 +184,22 @@ fn read_shard(dir: &Path) -> Result<Option<ShardFolder>, AppError> {
         }
     };
     let done = dir.join(SHARD_DONE).is_file();
-    Ok(Some(ShardFolder { dir: dir.to_path_buf(), summary, totals, done }))
+    Ok(Ok(ShardFolder { dir: dir.to_path_buf(), summary, totals, done }))
 }
 
 /// Reads the shards of `dirs`, all of one fleet (one group, size, `t0` and configuration),
-/// by index; the folders without a summary are returned apart.
+/// by index; why each folder without a finished shard's summary has none is returned apart.
 fn read_fleet(dirs: &[PathBuf]) -> Result<(Vec<ShardFolder>, Vec<String>), AppError> {
     let mut shards: Vec<ShardFolder> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
     for dir in dirs {
         match read_shard(dir)? {
-            Some(shard) => shards.push(shard),
-            None => unreadable.push(dir.display().to_string()),
+            Ok(shard) => shards.push(shard),
+            Err(why) => unreadable.push(why),
         }
     }
     let Some(first) = shards.first() else {
-        return Err(AppError::Usage(format!(
-            "no shard summary in {}: the shards have not finished (or were killed before writing)",
-            dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
-        )));
+        return Err(AppError::Usage(format!("no finished shard to merge: {}", unreadable.join("; "))));
     };
     let record = first.summary.shard.clone().expect("read_shard checks it");
     for s in &shards {
@@ -186,12 +248,11 @@ fn fleet_findings(shards: &[ShardFolder], fleet: &FleetRecord, unreadable: &[Str
         findings.push(Finding::new(
             FindingKind::ShardMissing,
             format!(
-                "fleet {} incomplete: shard(s) {} of {} missing (no summary.json{}): the merged figures cover {} \
-                 shard(s) only",
+                "fleet {} incomplete: shard(s) {} of {} missing ({}): the merged figures cover {} shard(s) only",
                 fleet.group,
                 missing.join(", "),
                 fleet.shards,
-                if unreadable.is_empty() { String::new() } else { format!(" in {}", unreadable.join(", ")) },
+                if unreadable.is_empty() { "no folder of theirs was given".to_string() } else { unreadable.join("; ") },
                 fleet.merged.len()
             ),
         ));
@@ -271,7 +332,8 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
     let mut summary = combine::merge_shards(&shards, &histograms, &plan, &record.group, record.shards);
     let fleet = summary.fleet.clone().expect("merge_shards sets it");
     let mut findings = fleet_findings(&shards, &fleet, &unreadable);
-    summary.thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &summary.scripts);
+    summary.thresholds =
+        crate::report::thresholds::evaluate(&plan.thresholds, &summary.scripts, &summary.faults.injected);
     // A `shared` fleet's check: the merge's own, over every shard's history.
     let shared = record.queues == QueueMode::Shared.name();
     let mut fleet_check = None;
@@ -300,8 +362,6 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
                             crate::metrics::JobCounter::FailedByStall.name().to_string(),
                             outcome.failed_by_stall,
                         );
-                        let invariants = args.out.join(crate::check::report::INVARIANTS_FILE);
-                        crate::report::write_json(&invariants, &outcome.report)?;
                         CheckFate::Ran { violations: outcome.report.violations_total }
                     }
                     None => CheckFate::Skipped,
@@ -336,13 +396,29 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
     };
     // The keys' fate is each shard's (its findings are carried); only a `shared` fleet's merge
     // deletes keys, below, once the merged folder is written.
-    findings.extend(judge::judge(&facts, &Rules::of(&plan, true)).findings);
+    let rules = Rules::of(&plan, true);
+    findings.extend(judge::judge(&facts, &rules).findings);
+    let gates = judge::gates(&facts, &rules);
     let verdict = Verdict::of(findings);
     summary.verdict = Some(verdict.clone());
     let dirs: Vec<&Path> = shards.iter().map(|s| s.dir.as_path()).collect();
     let start = humantime::parse_rfc3339(&summary.started).unwrap_or(std::time::UNIX_EPOCH);
     summary.target.unavailable.extend(series::merge_series(&dirs, &args.out, start, shared)?);
+    // The fleet's invariants.json: the merge's own check's (`shared`), else the union of the
+    // shards' (each checked its own queues).
+    let invariants = match fleet_check.as_ref().and_then(|c| c.outcome.as_ref()) {
+        Some(outcome) => Some(outcome.report.clone()),
+        None if shared => None,
+        None => combine::union_invariants(&shards)?,
+    };
+    let histories: Vec<PathBuf> = match shared {
+        true => vec![args.out.join("history.bin")],
+        false => shards.iter().map(|s| s.dir.join("history.bin")).collect(),
+    };
+    let queue_time = combine::time_in_queue(&histories, &args.out);
+    summary.time_in_queue_us = queue_time.filter(|h| !h.is_empty()).map(|h| crate::report::Percentiles::of(&h));
     write_merged(&args.out, &summary, &histograms, &fleet)?;
+    write_judged(&args.out, &JudgedRun { summary: &summary, invariants: invariants.as_ref(), gates: &gates })?;
     let mut verdict = verdict;
     if let Some(checked) = fleet_check {
         // The folder is written (its keys say `deleting`): the keys are no longer the only
@@ -365,6 +441,7 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
                 summary.verdict = Some(verdict.clone());
             }
             write_json(&args.out.join(SUMMARY_FILE), &summary).map_err(AppError::Report)?;
+            write_judged(&args.out, &JudgedRun { summary: &summary, invariants: invariants.as_ref(), gates: &gates })?;
         }
         checked.lock.release_all().await;
     }
@@ -509,6 +586,16 @@ fn write_merged(
     }
     crate::report::write_text(&dir.join("shards.csv"), &csv).map_err(io)?;
     crate::html::write_report(dir).map_err(io)?;
+    Ok(())
+}
+
+/// The merged folder's `invariants.json`, `junit.xml` and `summary.md`, by the run's writers.
+///
+/// Errors: the first file not written, as [`AppError::Report`] (exit 1).
+fn write_judged(dir: &Path, judged: &JudgedRun) -> Result<(), AppError> {
+    for writer in crate::ci::run::judged_writers() {
+        writer.write(&dir.join(writer.file()), judged).map_err(AppError::Report)?;
+    }
     Ok(())
 }
 

@@ -77,7 +77,7 @@ pub(super) fn summarize(
     // The producers' scripts are rated over the load phase (after warmup), the rest over the
     // whole measured run.
     crate::report::over_load_phase(&mut scripts, driven.load_secs - metrics.warmup_intervals as f64);
-    let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts);
+    let thresholds = crate::report::thresholds::evaluate(&plan.thresholds, &scripts, &driven.faults.injected);
     let producers = plan.producers.open_loop.as_ref().map(|open| {
         let late = all_jobs(metrics)[JobCounter::LateSends.index()];
         let jobs_bounded = matches!(plan.stop, scenario::Stop::Jobs(_));

@@ -15,16 +15,17 @@
 //! 7. re-used ids accepted as new jobs (I8);
 //! 8. jobs left unfinished after the drain limit (a run with consumers, not interrupted);
 //! 9. what the end found: the keys not deleted, the run lock lost, the check not run, files
-//!    not written, keys kept against the plan, invariant violations.
+//!    not written, keys kept against the plan, invariant violations (but those in an injected
+//!    fault's window of a kind a `fault.<effect>` threshold bounds, which rule 3 judges).
 
 use crate::faults::{FaultSpan, SpanKind};
 use crate::load::coordinator::Depths;
 use crate::metrics::JobCounter;
 use crate::report::gates::{self, GateOutcome, GateResult, Intent};
 use crate::report::rates::ProducerRates;
-use crate::report::thresholds::ThresholdResult;
+use crate::report::thresholds::{effect_of, ThresholdResult};
 use crate::report::ScriptSummary;
-use crate::scenario::thresholds::ThresholdMetric;
+use crate::scenario::thresholds::{FaultEffect, ThresholdMetric};
 use crate::scenario::{FaultKind, Plan, Stop};
 use crate::verdict::{Finding, FindingKind, KeptBecause, KeysFate, Verdict};
 use std::collections::BTreeMap;
@@ -45,6 +46,9 @@ pub struct Rules {
     pub faults_due: Vec<(FaultKind, usize)>,
     /// `--keep`: kept keys are the user's wish, not a finding.
     pub keep: bool,
+    /// The violation effects a `fault.<effect>` threshold bounds: the violations of those
+    /// kinds in an injected fault's window are the threshold's to judge, not rule 9's.
+    pub bounded_effects: Vec<FaultEffect>,
 }
 
 impl Rules {
@@ -52,10 +56,12 @@ impl Rules {
     pub fn of(plan: &Plan, keep: bool) -> Rules {
         let mut rates_gated = Vec::new();
         let mut all_rates_gated = false;
+        let mut bounded_effects = Vec::new();
         for threshold in &plan.thresholds {
             match &threshold.metric {
                 ThresholdMetric::ErrorRate { script: None } => all_rates_gated = true,
                 ThresholdMetric::ErrorRate { script: Some(s) } => rates_gated.push(s.clone()),
+                ThresholdMetric::FaultEffect { effect } if effect.is_violation() => bounded_effects.push(*effect),
                 _ => {}
             }
         }
@@ -76,6 +82,7 @@ impl Rules {
             allow_shortfall: plan.producers.allow_shortfall,
             faults_due,
             keep,
+            bounded_effects,
         }
     }
 
@@ -339,7 +346,24 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
         );
     }
     if let CheckFate::Ran { violations } = facts.check {
-        if violations > 0 {
+        // The violations a `fault.<effect>` threshold bounds, in a fault's window: judged by
+        // it (rule 3). Any other (outside every window, or of a kind no threshold bounds) fails.
+        let bounded: u64 = facts
+            .injected
+            .iter()
+            .filter_map(|f| f.effects.as_ref())
+            .flat_map(|e| rules.bounded_effects.iter().map(|&effect| effect_of(effect, e)))
+            .sum();
+        let left = (violations as u64).saturating_sub(bounded);
+        if left > 0 && bounded > 0 {
+            say(
+                FindingKind::Violations,
+                format!(
+                    "{left} invariant violations beyond what the fault thresholds bound ({bounded} in the faults' \
+                     windows are theirs to judge; all in invariants.json)"
+                ),
+            );
+        } else if left > 0 {
             say(FindingKind::Violations, format!("{violations} invariant violations (all in invariants.json)"));
         }
     }

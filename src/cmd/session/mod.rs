@@ -700,7 +700,7 @@ impl Session {
             let _ = write_all(dir, &results, &crate::ci::run::verdict_writers());
         }
         // A repeated run's folder combines its repetitions' junit.xml.
-        crate::ci::run::junit(&results)
+        crate::ci::run::junit(&results.judged())
     }
 
     /// The repetition's result: the table, then the verdict's lines (main prints them after

@@ -223,7 +223,7 @@ impl FaultKind {
     }
 
     /// True when the kind acts on the primary of one queue (`queue`).
-    fn on_a_queue(self) -> bool {
+    pub fn on_a_queue(self) -> bool {
         matches!(self, FaultKind::KillPrimary | FaultKind::ClusterFailover | FaultKind::Partition)
     }
 

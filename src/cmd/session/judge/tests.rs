@@ -72,9 +72,20 @@ fn corrupt_payloads_and_accepted_duplicates_fail_as_i4_and_i8() {
 
 #[test]
 fn a_threshold_that_did_not_hold_fails_and_one_that_held_does_not() {
-    let held = ThresholdResult { key: "claim.p99".into(), condition: "< 2ms".into(), value: Some(900.0), passed: true };
-    let missed =
-        ThresholdResult { key: "claim.p99".into(), condition: "< 2ms".into(), value: Some(2531.0), passed: false };
+    let held = ThresholdResult {
+        key: "claim.p99".into(),
+        condition: "< 2ms".into(),
+        value: Some(900.0),
+        passed: true,
+        fault: None,
+    };
+    let missed = ThresholdResult {
+        key: "claim.p99".into(),
+        condition: "< 2ms".into(),
+        value: Some(2531.0),
+        passed: false,
+        fault: None,
+    };
     let facts = Facts { thresholds: vec![held.clone()], ..clean() };
     assert!(kinds(&facts, &rules()).is_empty());
     let facts = Facts { thresholds: vec![held, missed], ..clean() };
@@ -110,6 +121,7 @@ fn a_fault_that_did_not_take_effect_or_a_schedule_that_did_not_fire_fails() {
         count: 0,
         detail: detail.into(),
         effects: None,
+        queue: None,
     };
     let facts = Facts { injected: vec![span(PAUSE, "failed: ERR unknown command")], ..clean() };
     let rules = Rules { faults_due: vec![(FaultKind::Pause, 1)], ..rules() };
@@ -235,4 +247,35 @@ fn invariant_violations_fail_last_and_a_skipped_check_does_not() {
     assert_eq!(kinds(&facts, &rules()), [K::Violations]);
     assert_eq!(message(&facts, &rules()), "7 invariant violations (all in invariants.json)");
     assert!(kinds(&Facts { check: CheckFate::Skipped, ..clean() }, &rules()).is_empty(), "--no-check");
+}
+
+/// A fault threshold takes the violations of its kind in the faults' windows: the run passes
+/// when they are all the faults', and any beyond them (outside every window, or of a kind no
+/// threshold bounds) still fails.
+#[test]
+fn violations_a_fault_threshold_bounds_are_its_to_judge() {
+    use crate::faults::record::FaultEffects;
+    use crate::faults::{FaultSpan, SpanKind};
+    use crate::scenario::thresholds::FaultEffect;
+    let kill = |lost: u64, fencing: u64| FaultSpan {
+        kind: SpanKind::Injected(crate::scenario::FaultKind::KillPrimary),
+        applied: true,
+        from_s: 5.0,
+        to_s: 5.5,
+        count: 1,
+        detail: String::new(),
+        effects: Some(FaultEffects { lost_enqueues: lost, fencing_violations: fencing, ..FaultEffects::default() }),
+        queue: Some("bench-2".into()),
+    };
+    let bounded = Rules { bounded_effects: vec![FaultEffect::LostEnqueues], ..rules() };
+    let facts = Facts { injected: vec![kill(30, 0)], check: CheckFate::Ran { violations: 30 }, ..clean() };
+    assert!(kinds(&facts, &bounded).is_empty(), "{}", message(&facts, &bounded));
+    assert_eq!(kinds(&facts, &rules()), vec![K::Violations], "no threshold: every violation fails");
+    // Two violations outside the window.
+    let facts = Facts { injected: vec![kill(30, 0)], check: CheckFate::Ran { violations: 32 }, ..clean() };
+    assert_eq!(kinds(&facts, &bounded), vec![K::Violations]);
+    assert!(message(&facts, &bounded).contains("2 invariant violations beyond what the fault thresholds bound"));
+    // A fencing failure in the window, a kind no threshold bounds.
+    let facts = Facts { injected: vec![kill(30, 1)], check: CheckFate::Ran { violations: 31 }, ..clean() };
+    assert_eq!(kinds(&facts, &bounded), vec![K::Violations]);
 }
