@@ -380,13 +380,13 @@ fn merge_finds_shards_in_folders_of_any_name() {
     }
     let out = merge_all(&dirs, &tmp.path().join("m-named"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let out = merge_all(&[renamed.clone()], &tmp.path().join("m-parent"));
+    let out = merge_all(std::slice::from_ref(&renamed), &tmp.path().join("m-parent"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_complete_fleet_folder(&tmp.path().join("m-parent"), 3);
     // A folder with no shard in it: the file looked for, and what is there.
     let empty = tmp.path().join("empty");
     std::fs::create_dir_all(empty.join("notes")).unwrap();
-    let out = merge_all(&[empty.clone()], &tmp.path().join("m-empty"));
+    let out = merge_all(std::slice::from_ref(&empty), &tmp.path().join("m-empty"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let looked = format!(
         "{}: no summary.json there nor in any folder below it (it holds notes/)",
@@ -402,7 +402,7 @@ fn merge_finds_shards_in_folders_of_any_name() {
         v["running"] = true.into();
         std::fs::write(&path, v.to_string()).unwrap();
     }
-    let out = merge_all(&[renamed.clone()], &tmp.path().join("m-running"));
+    let out = merge_all(std::slice::from_ref(&renamed), &tmp.path().join("m-running"));
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("summary.json: marked running (the shard is still running"), "{}", stderr(&out));
 }

@@ -318,6 +318,35 @@ mod tests {
 
     /// A summary with every optional part present, as a failed nemesis run on a cluster writes
     /// it.
+    /// The target of [`full_summary`]: a TLS cluster node with every field set, `info` before
+    /// and after.
+    fn full_target(info: &InfoSnapshot) -> TargetInfo {
+        TargetInfo {
+            durability: crate::net::Durability::Primary.to_string(),
+            url: "rediss://bench:***@127.0.0.1:7000".into(),
+            topology: Topology {
+                kind: Kind::Cluster,
+                nodes: vec![Node {
+                    address: "127.0.0.1:7000".into(),
+                    version: "9.1.2".into(),
+                    queues: vec!["bench-0".into()],
+                    info_before: Some(info.clone()),
+                    info_after: Some(info.clone()),
+                    role: "primary".into(),
+                    slots: vec![(0, 5460)],
+                    ..Node::default()
+                }],
+            },
+            tls: Some(TlsInfo { version: "TLSv1_3".into(), cipher_suite: "TLS13_AES_256_GCM_SHA384".into() }),
+            unavailable: vec!["INFO commandstats: denied".into()],
+            embedded: false,
+            protocol: "echomq-v1".into(),
+            lua_dir: "built-in".into(),
+            script_sha1: [("enqueue".to_string(), "ab".repeat(20))].into(),
+            bullmq: Some(crate::bullmq::release::Release { version: "5.0.0".into(), differs: vec!["x".into()] }),
+        }
+    }
+
     fn full_summary() -> RunSummary {
         let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/nemesis.toml"));
         let plan = crate::scenario::load(path).unwrap();
@@ -366,30 +395,7 @@ mod tests {
             drained: false,
             measured_secs: 29.5,
             warmup_secs: 1,
-            target: TargetInfo {
-                durability: crate::net::Durability::Primary.to_string(),
-                url: "rediss://bench:***@127.0.0.1:7000".into(),
-                topology: Topology {
-                    kind: Kind::Cluster,
-                    nodes: vec![Node {
-                        address: "127.0.0.1:7000".into(),
-                        version: "9.1.2".into(),
-                        queues: vec!["bench-0".into()],
-                        info_before: Some(info.clone()),
-                        info_after: Some(info.clone()),
-                        role: "primary".into(),
-                        slots: vec![(0, 5460)],
-                        ..Node::default()
-                    }],
-                },
-                tls: Some(TlsInfo { version: "TLSv1_3".into(), cipher_suite: "TLS13_AES_256_GCM_SHA384".into() }),
-                unavailable: vec!["INFO commandstats: denied".into()],
-                embedded: false,
-                protocol: "echomq-v1".into(),
-                lua_dir: "built-in".into(),
-                script_sha1: [("enqueue".to_string(), "ab".repeat(20))].into(),
-                bullmq: Some(crate::bullmq::release::Release { version: "5.0.0".into(), differs: vec!["x".into()] }),
-            },
+            target: full_target(&info),
             server_version: Some("9.1.2".into()),
             server_before: Some(info.clone()),
             server_after: Some(info),
