@@ -185,6 +185,14 @@ pub fn history_findings(events: &[Event], run: &History) -> Vec<Violation> {
     check_job(events, Rows::NotRead, run, true, None)
 }
 
+/// True when [`history_findings`] would find nothing even if no claim's outcome were unknown:
+/// the stricter reading the end check applies to a drained run (a token never handed out, a
+/// retirement from `failed` without a final `fail`), so a job the live check drops for good
+/// (`--keep-history violations`) is one the end check would have passed too.
+pub fn passes_strictly(events: &[Event], run: &History) -> bool {
+    check_job(events, Rows::NotRead, run, false, None).is_empty()
+}
+
 /// Checks one job's events (sorted by send time) against its row.
 fn check_job(
     events: &[Event],

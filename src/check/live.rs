@@ -16,7 +16,7 @@
 //! rewritten with those found so far (at most once a second; the end check writes it whole),
 //! and the first one to a callback (`--fail-fast` stops the run there).
 
-use super::history::history_findings;
+use super::history::{history_findings, passes_strictly};
 use super::report::{InvariantsReport, INVARIANTS_FILE};
 use super::violation::{Invariant, Violation};
 use crate::history::buffer::{decode_version, encode_events};
@@ -412,7 +412,9 @@ impl LiveCheck {
             }
             job.events.sort_unstable_by_key(|e| (e.sent_us, e.done_us));
             let findings = history_findings(&job.events, &self.run);
-            if !findings.is_empty() {
+            // Dropped only when the end check's stricter reading passes it too: what it could
+            // find must stay in the history.
+            if !findings.is_empty() || (self.kept.is_some() && !passes_strictly(&job.events, &self.run)) {
                 self.kept.iter_mut().for_each(|kept| kept.extend(&job.events));
             }
             found.extend(findings);
@@ -588,6 +590,27 @@ mod tests {
         assert!(found.is_empty());
         assert_eq!(decoded(live.take_kept()), [1, 3]);
         assert_eq!(live.open_jobs(), 0);
+    }
+
+    /// A job the lenient live reading passes but the end check's strict one would not (its
+    /// first token never seen handed out: only a claim of unknown outcome explains it) is kept,
+    /// not dropped, and no finding is reported for it live.
+    #[test]
+    fn keeping_violations_keeps_a_job_only_the_strict_reading_would_fail() {
+        let mut live = LiveCheck::keeping(HistoryHeader::for_tests(1));
+        let t0 = Instant::now();
+        live.feed(
+            vec![
+                event(1, Kind::Enqueue, Outcome::Ok, 7, 0, 0),
+                event(1, Kind::Claim, Outcome::Ok, 2, 100, 1),
+                event(1, Kind::Complete, Outcome::Ok, 2, 200, 1),
+                event(1, Kind::Retire, Outcome::Ok, 0, 1_000, 0),
+            ],
+            t0,
+        );
+        let (found, checked) = live.due(t0 + SETTLE);
+        assert_eq!((found.len(), checked), (0, 1), "{found:#?}");
+        assert_eq!(decoded(live.take_kept()), [1]);
     }
 
     /// The callback sees the first violation once; the counts follow every report.

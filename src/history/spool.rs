@@ -263,8 +263,14 @@ fn write_loop(
         let msg = match rx.recv_timeout(TICK) {
             Ok(msg) => Some(msg),
             Err(mpsc::RecvTimeoutError::Timeout) => None,
-            // Every sender gone without the end: the run was dropped (killed).
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            // Every sender gone without the end: the run was dropped (a panic, an abort). A
+            // filter's open jobs are still written: they may hold the evidence.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Some(filter) = filter.as_mut() {
+                    filter.finish().iter().for_each(|kept| put(&mut out, &mut totals, kept, &mut failed));
+                }
+                break;
+            }
         };
         let now = Instant::now();
         match msg {

@@ -10,8 +10,19 @@ use std::time::SystemTime;
 /// What a run, `--repeat` or `ab` writes into its folder besides the files of the
 /// [`run_writers`] (`history.bin`, written as the run records it, among them): a folder that
 /// holds any of them holds an earlier run's results, which a new run must not mix its own into.
-pub(super) const OTHER_ENTRIES: [&str; 9] =
-    [super::HISTORY_FILE, "merged.json", "compare.json", "compare.md", "compare.html", "rep-001", "A", "B", "warmup"];
+pub(super) const OTHER_ENTRIES: [&str; 10] = [
+    super::HISTORY_FILE,
+    // A history's second segment: one left beside a new history.bin would be read as its own.
+    "history.1.bin",
+    "merged.json",
+    "compare.json",
+    "compare.md",
+    "compare.html",
+    "rep-001",
+    "A",
+    "B",
+    "warmup",
+];
 
 /// Checks `--out` before any server is touched: it is created when missing (exit 2 when it
 /// cannot be), and refused (exit 2) when it already holds an earlier run's results.

@@ -399,10 +399,6 @@ impl RunOptions {
     }
 }
 
-/// Refuses a `[target] wait` that could never be acknowledged: on the redis-rs transport
-/// (which sends no `WAIT`), on the embedded standalone server (no replica), or on an embedded
-/// cluster with fewer replicas per primary than asked. A `--url` deployment's replicas are
-/// counted when the session opens.
 /// `--keep-history violations` drops only what the live check passed of jobs `clean` retired:
 /// refused (exit 2) without retention, or where the run has no live check (a `shared` fleet's
 /// shard holds part of each job's history; the merge checks it whole).
@@ -424,6 +420,10 @@ fn check_keep_history(args: &RunArgs, plan: &Plan) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Refuses a `[target] wait` that could never be acknowledged: on the redis-rs transport
+/// (which sends no `WAIT`), on the embedded standalone server (no replica), or on an embedded
+/// cluster with fewer replicas per primary than asked. A `--url` deployment's replicas are
+/// counted when the session opens.
 fn check_durability(
     args: &RunArgs,
     plan: &Plan,
