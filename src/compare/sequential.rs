@@ -20,7 +20,7 @@
 use super::cause::InconclusiveCause;
 use super::metric::{Better, Metric};
 use super::options::CompareOptions;
-use super::verdict::{Decision, MetricComparison, MetricVerdict, Side};
+use super::verdict::{paired_figures, Decision, MetricComparison, MetricVerdict};
 use crate::stats::{self, Interval};
 
 /// Judges `metric` at look `look` (1-based: the rounds of pairs measured so far) from every
@@ -34,27 +34,10 @@ pub fn compare_sequential(
     look: u32,
     options: &CompareOptions,
 ) -> MetricComparison {
-    let better = metric.measure.better();
-    let ratios: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, n)| n / b).collect();
-    let noise = options.noise(metric.measure);
-    let ci = stats::median_sequence_interval(&ratios, 1.0 - options.confidence, look);
-    let sign = |above: bool| stats::sign_test(&ratios, above).or(Some(1.0).filter(|_| !ratios.is_empty()));
-    let mut out = MetricComparison {
-        label: metric.label(),
-        metric,
-        better,
-        change: stats::median(&ratios).map(|r| r - 1.0),
-        ci,
-        p_worse: sign(better == Better::Lower),
-        p_better: sign(better == Better::Higher),
-        test: None,
-        noise,
-        verdict: MetricVerdict::Inconclusive,
-        cause: None,
-        reason: String::new(),
-        base: Side::of(pairs.iter().map(|p| p.0).collect()),
-        new: Side::of(pairs.iter().map(|p| p.1).collect()),
-    };
+    let (mut out, ratios) = paired_figures(metric, pairs, options, |ratios| {
+        stats::median_sequence_interval(ratios, 1.0 - options.confidence, look)
+    });
+    let (better, noise, ci) = (out.better, out.noise, out.ci);
     let decision = match ci {
         None => Decision::Inconclusive(InconclusiveCause::FewPairsForLook { pairs: ratios.len(), look }),
         Some(ci) => decide(ci, better, noise, look, options),

@@ -249,6 +249,38 @@ fn decide(m: &MetricComparison, o: &CompareOptions) -> Decision {
     band_verdict(m, o)
 }
 
+/// A paired comparison's figures before its decision (verdict inconclusive, no reason yet), and
+/// the ratios new/base of the pairs whose base is above 0: their median change, the interval
+/// `ci` makes of them, both one-sided sign tests (1.0 with too few pairs, none without any), and
+/// each side's values. What [`compare_paired`] and the sequential rule share.
+pub(super) fn paired_figures(
+    metric: Metric,
+    pairs: &[(f64, f64)],
+    options: &CompareOptions,
+    ci: impl FnOnce(&[f64]) -> Option<Interval>,
+) -> (MetricComparison, Vec<f64>) {
+    let better = metric.measure.better();
+    let ratios: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, n)| n / b).collect();
+    let sign = |above: bool| stats::sign_test(&ratios, above).or(Some(1.0).filter(|_| !ratios.is_empty()));
+    let out = MetricComparison {
+        label: metric.label(),
+        noise: options.noise(metric.measure),
+        metric,
+        better,
+        change: stats::median(&ratios).map(|r| r - 1.0),
+        ci: ci(&ratios),
+        p_worse: sign(better == Better::Lower),
+        p_better: sign(better == Better::Higher),
+        test: None,
+        verdict: MetricVerdict::Inconclusive,
+        cause: None,
+        reason: String::new(),
+        base: Side::of(pairs.iter().map(|p| p.0).collect()),
+        new: Side::of(pairs.iter().map(|p| p.1).collect()),
+    };
+    (out, ratios)
+}
+
 /// The last step of the rule, shared by [`compare_metric`] and [`compare_paired`]: significant and the
 /// whole interval beyond the noise band in one direction; no change when the whole interval lies
 /// inside the band; else inconclusive ([`InconclusiveCause::CrossesBand`]).
@@ -304,33 +336,11 @@ fn band_verdict(m: &MetricComparison, o: &CompareOptions) -> Decision {
 /// and that interval lies wholly beyond the noise band, as in [`compare_metric`]. The sides' values
 /// and medians are reported as they are; `change` is the median ratio − 1.
 pub fn compare_paired(metric: Metric, pairs: &[(f64, f64)], options: &CompareOptions) -> MetricComparison {
-    let better = metric.measure.better();
-    let ratios: Vec<f64> = pairs.iter().filter(|(b, _)| *b > 0.0).map(|(b, n)| n / b).collect();
-    let (worse_above, better_above) = match better {
-        Better::Lower => (true, false),
-        Better::Higher => (false, true),
-    };
-    let median_ratio = stats::median(&ratios);
-    let noise = options.noise(metric.measure);
-    let mut out = MetricComparison {
-        label: metric.label(),
-        metric,
-        better,
-        change: median_ratio.map(|r| r - 1.0),
-        ci: match ratios.len() {
-            0 | 1 => None,
-            _ => stats::median_ci(&ratios, options.confidence, options.resamples, options.seed),
-        },
-        p_worse: stats::sign_test(&ratios, worse_above).or(Some(1.0).filter(|_| !ratios.is_empty())),
-        p_better: stats::sign_test(&ratios, better_above).or(Some(1.0).filter(|_| !ratios.is_empty())),
-        test: None,
-        noise,
-        verdict: MetricVerdict::Inconclusive,
-        cause: None,
-        reason: String::new(),
-        base: Side::of(pairs.iter().map(|p| p.0).collect()),
-        new: Side::of(pairs.iter().map(|p| p.1).collect()),
-    };
+    let (mut out, ratios) = paired_figures(metric, pairs, options, |ratios| match ratios.len() {
+        0 | 1 => None,
+        _ => stats::median_ci(ratios, options.confidence, options.resamples, options.seed),
+    });
+    let noise = out.noise;
     let n = ratios.len();
     let floor = stats::min_sign_p_value(n);
     let decision = if n < options.min_repetitions.max(1) {
