@@ -20,6 +20,7 @@ pub use slo::{Slo, SloDecision, SloReading};
 
 use crate::metrics::RunMetrics;
 use crate::report::run_summary::RunSummary;
+use crate::report::steady::{SteadyCheck, SteadyState};
 
 /// The share of a probe's intended sends that may go unsent for it to count as sustained.
 pub const MAX_UNSENT: f64 = 0.01;
@@ -49,8 +50,13 @@ pub struct ProbeRecord {
     pub completed_per_sec: f64,
     /// `true`/`false`, or `null` when too short to tell.
     pub steady: Option<bool>,
-    /// The steadiness checks that failed, one line each.
+    /// The steadiness checks that failed and bind, one line each.
     pub not_steady: Vec<String>,
+    /// The per-second p99 trends of scripts no objective names, one line each: reported, never
+    /// binding (a script the user set no objective on makes a probe unsteady only through the
+    /// backlog and throughput, where the deployment falls behind).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trends_not_binding: Vec<String>,
     /// Each objective's reading.
     pub slos: Vec<SloReading>,
     /// The run's own verdict.
@@ -85,8 +91,7 @@ impl ProbeRecord {
         slos: &[Slo],
     ) -> ProbeRecord {
         let slo_readings: Vec<SloReading> = slos.iter().map(|s| s.read(run)).collect();
-        let steady = summary.steady.as_ref().and_then(|s| s.steady);
-        let not_steady = summary.steady.as_ref().map(|s| s.failures()).unwrap_or_default();
+        let (steady, not_steady, trends_not_binding) = binding_steadiness(summary.steady.as_ref(), slos);
         let failures = summary.verdict.as_ref().map(crate::verdict::Verdict::lines).unwrap_or_default();
         let passed = summary.passed() == Some(true);
         let mut reasons = Vec::new();
@@ -110,6 +115,7 @@ impl ProbeRecord {
             ));
         }
         reasons.extend(not_steady.iter().map(|l| format!("not steady: {l}")));
+        reasons.extend(trends_not_binding.iter().map(|l| format!("trend reported, not binding (no objective): {l}")));
         if steady.is_none() {
             reasons.push("steadiness: too short to tell".to_string());
         }
@@ -155,6 +161,7 @@ impl ProbeRecord {
             completed_per_sec: summary.system.as_ref().map_or(0.0, |s| s.completed_per_sec),
             steady,
             not_steady,
+            trends_not_binding,
             slos: slo_readings,
             passed,
             failures,
@@ -165,6 +172,24 @@ impl ProbeRecord {
             reasons,
         }
     }
+}
+
+/// A probe's steadiness as the search reads it: the run's own judgment, except that a failed
+/// `p99 <script>` check of a script no objective names does not bind. Returns the steadiness,
+/// the binding failures and the non-binding trends, one line each.
+fn binding_steadiness(state: Option<&SteadyState>, slos: &[Slo]) -> (Option<bool>, Vec<String>, Vec<String>) {
+    let Some(state) = state else { return (None, Vec::new(), Vec::new()) };
+    let informs = |c: &SteadyCheck| c.name.strip_prefix("p99 ").is_some_and(|script| !slos.iter().any(|s| s.script == script));
+    let line = |c: &SteadyCheck| format!("{}: {}", c.name, c.detail);
+    let (informing, binding): (Vec<&SteadyCheck>, Vec<&SteadyCheck>) =
+        state.checks.iter().filter(|c| !c.steady).partition(|c| informs(c));
+    let (binding, informing): (Vec<String>, Vec<String>) =
+        (binding.into_iter().map(line).collect(), informing.into_iter().map(line).collect());
+    let steady = match state.steady {
+        Some(false) if binding.is_empty() => Some(true),
+        s => s,
+    };
+    (steady, binding, informing)
 }
 
 impl ProbeRecord {
@@ -357,5 +382,35 @@ impl CapacityReport {
             line.push_str(&format!("\nbinding at the lowest rate not sustained: {}", self.binding.join("; ")));
         }
         line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(name: &str, steady: bool) -> SteadyCheck {
+        SteadyCheck { name: name.into(), steady, trend: None, detail: "per-second p99 rises +40.0 %".into() }
+    }
+
+    #[test]
+    fn a_trend_binds_only_on_a_script_an_objective_names_or_where_the_deployment_falls_behind() {
+        let slos = [Slo::parse("enqueue.p99 < 20ms").unwrap()];
+        let state = |checks: Vec<SteadyCheck>| SteadyState { steady: Some(false), seconds: 24, checks, ..Default::default() };
+        // claim has no objective: its rising p99 is reported and the probe is steady.
+        let (steady, binding, informing) =
+            binding_steadiness(Some(&state(vec![check("rate", true), check("p99 claim", false)])), &slos);
+        assert_eq!((steady, binding.len(), informing.len()), (Some(true), 0, 1));
+        assert!(informing[0].starts_with("p99 claim: "), "{informing:?}");
+        // enqueue's own trend binds, and so does the backlog whatever the objectives.
+        for failed in ["p99 enqueue", "backlog"] {
+            let (steady, binding, informing) =
+                binding_steadiness(Some(&state(vec![check(failed, false), check("p99 claim", false)])), &slos);
+            assert_eq!((steady, binding.len(), informing.len()), (Some(false), 1, 1), "{failed}");
+        }
+        // Too short to tell stays undecided; a steady run stays steady.
+        let short = SteadyState { steady: None, ..Default::default() };
+        assert_eq!(binding_steadiness(Some(&short), &slos).0, None);
+        assert_eq!(binding_steadiness(None, &slos).0, None);
     }
 }

@@ -223,6 +223,7 @@ mod tests {
             completed_per_sec: finished,
             steady: Some(true),
             not_steady: Vec::new(),
+            trends_not_binding: Vec::new(),
             slos: Vec::new(),
             passed: true,
             failures: Vec::new(),
