@@ -7,6 +7,7 @@
 //! that make them, live with the run's stages (`cmd::session::judge`).
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The exit code of a run that passed.
@@ -254,11 +255,25 @@ impl KeysFate {
     pub fn describe(&self, cleanup: Option<&Cleanup>) -> String {
         match (self, cleanup) {
             (KeysFate::Deleted, Some(c)) => format!("deleted ({} keys in {:.1} s)", c.deleted, c.secs),
-            (KeysFate::Deleting, Some(c)) => format!(
-                "deleting, not finished: {} keys deleted as of the summary's last rewrite; queues not finished: {}",
-                c.deleted,
-                c.remaining.join(", ")
-            ),
+            (KeysFate::Deleting, Some(c)) => {
+                let left = match c.remaining_keys {
+                    Some(n) => format!(", about {n} keys left of the {} counted before", c.counted.values().sum::<u64>()),
+                    None => String::new(),
+                };
+                format!(
+                    "deleting, not finished: {} keys deleted as of the summary's last rewrite{left}; queues not \
+                     finished: {}",
+                    c.deleted,
+                    c.remaining
+                        .iter()
+                        .map(|q| match c.counted.get(q) {
+                            Some(n) => format!("{q} ({n} keys counted)"),
+                            None => q.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
             (fate, _) => fate.to_string(),
         }
     }
@@ -308,12 +323,39 @@ pub struct Cleanup {
     pub remaining: Vec<String>,
     /// How long the deletion took (so far), s.
     pub secs: f64,
+    /// Each queue's keys as counted on the server before the deletion started, from the job
+    /// rows its places hold (one read per queue; see `queue_keys_counted`): a run killed
+    /// during its cleanup leaves a folder that says how many there were. Empty when the count
+    /// could not be read, and in folders of older versions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counted: BTreeMap<String, u64>,
+    /// About how many keys were left as of the last rewrite while `keys` says `deleting`: the
+    /// count of every queue not finished less what the deletion under way had removed from its
+    /// own (0 once `deleted`). Absent without a count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining_keys: Option<u64>,
 }
 
 impl Cleanup {
     /// The record before the deletion of `queues`' keys starts: none deleted, all remaining.
     pub fn before(queues: &[String]) -> Cleanup {
-        Cleanup { deleted: 0, remaining: queues.to_vec(), secs: 0.0 }
+        Cleanup { remaining: queues.to_vec(), ..Default::default() }
+    }
+
+    /// Records the count taken before the deletion: `counted` keys per queue.
+    pub fn count(&mut self, counted: BTreeMap<String, u64>) {
+        self.remaining_keys = Some(counted.values().sum());
+        self.counted = counted;
+    }
+
+    /// Records `so_far` keys deleted from the queue under way (the first of `remaining`):
+    /// `remaining_keys` becomes the count of every queue not finished less `so_far`.
+    pub fn under_way(&mut self, so_far: u64) {
+        if self.counted.is_empty() {
+            return;
+        }
+        let left: u64 = self.remaining.iter().map(|q| self.counted.get(q).copied().unwrap_or(0)).sum();
+        self.remaining_keys = Some(left.saturating_sub(so_far));
     }
 }
 
@@ -373,15 +415,33 @@ mod tests {
 
     #[test]
     fn a_fate_read_with_its_cleanup_says_how_far_the_deletion_got() {
-        let done = Cleanup { deleted: 3_012_345, remaining: Vec::new(), secs: 9.84 };
+        let done = Cleanup { deleted: 3_012_345, secs: 9.84, ..Default::default() };
         assert_eq!(KeysFate::Deleted.describe(Some(&done)), "deleted (3012345 keys in 9.8 s)");
-        let left = Cleanup { deleted: 120_000, remaining: vec!["bench-1".into(), "bench-2".into()], secs: 1.0 };
+        let left = Cleanup { deleted: 120_000, remaining: vec!["bench-1".into(), "bench-2".into()], secs: 1.0, ..done };
         assert_eq!(
             KeysFate::Deleting.describe(Some(&left)),
             "deleting, not finished: 120000 keys deleted as of the summary's last rewrite; queues not finished: \
              bench-1, bench-2"
         );
         assert_eq!(KeysFate::Deleted.describe(None), "deleted", "an older folder has no record");
-        assert_eq!(Cleanup::before(&["q".into()]), Cleanup { deleted: 0, remaining: vec!["q".into()], secs: 0.0 });
+        let queues = ["bench-0".to_string(), "bench-1".into(), "bench-2".into()];
+        assert_eq!(Cleanup::before(&queues[..1]), Cleanup { remaining: vec!["bench-0".into()], ..Default::default() });
+        // Counted first; then bench-0 done and 20 000 of bench-1's gone.
+        let mut record = Cleanup::before(&queues);
+        record.count(queues.iter().cloned().zip([100_000, 150_000, 50_000]).collect());
+        assert_eq!(record.remaining_keys, Some(300_000));
+        record.remaining.remove(0);
+        record.deleted = 120_000;
+        record.under_way(20_000);
+        assert_eq!(record.remaining_keys, Some(180_000));
+        assert_eq!(
+            KeysFate::Deleting.describe(Some(&record)),
+            "deleting, not finished: 120000 keys deleted as of the summary's last rewrite, about 180000 keys left of \
+             the 300000 counted before; queues not finished: bench-1 (150000 keys counted), bench-2 (50000 keys \
+             counted)"
+        );
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!((json["remaining_keys"].as_u64(), json["counted"]["bench-2"].as_u64()), (Some(180_000), Some(50_000)));
+        assert_eq!(serde_json::from_value::<Cleanup>(json).unwrap(), record);
     }
 }

@@ -262,10 +262,17 @@ fn a_run_killed_during_its_cleanup_leaves_a_summary_that_does_not_say_deleted() 
     let mut conn = redis::Client::open(server.url()).unwrap().get_connection().unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg("emq:{cleaned}:*").query(&mut conn).unwrap();
     assert!(!keys.is_empty(), "the run's keys are gone");
+    // And the folder says how many: counted before the deletion (each row in one set, and
+    // the sets), none deleted, so all of them left.
+    let on_server = keys.len() as u64;
+    assert_eq!(summary["cleanup"]["counted"]["cleaned"].as_u64(), Some(on_server), "{summary}");
+    assert_eq!(summary["cleanup"]["remaining_keys"].as_u64(), Some(on_server), "{summary}");
 
     // `report` renders it, saying so.
     let report = Command::new(bin).args(["report", out.to_str().unwrap()]).output().unwrap();
     assert!(report.status.success(), "report: {}", String::from_utf8_lossy(&report.stderr));
     let page = support::assert_offline_page(&out.join("report.html"));
     assert!(page.contains("deleting, not finished"), "the page does not say the deletion did not finish");
+    let left = format!("about {on_server} keys left of the {on_server} counted before");
+    assert!(page.contains(&left), "the page does not say `{left}`");
 }

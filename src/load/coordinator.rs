@@ -141,31 +141,7 @@ pub struct Driven {
 pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallError> {
     let mut d = Depths::default();
     for q in queues {
-        let places = q.depth_keys();
-        let counts = plane
-            .on_queue(q, |mut conn| {
-                let places = &places;
-                async move {
-                    let mut cmd = redis::cmd("EVAL");
-                    cmd.arg(DEPTH_SCRIPT).arg(places.len());
-                    for (_, key, _) in places {
-                        cmd.arg(key);
-                    }
-                    for &(_, _, list) in places {
-                        cmd.arg(if list { "l" } else { "z" });
-                    }
-                    let counts: Vec<u64> = cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
-                    Ok(counts)
-                }
-            })
-            .await?;
-        if counts.len() != places.len() {
-            return Err(CallError::Reply(format!(
-                "the depth read replied {counts:?}, expected {} counts",
-                places.len()
-            )));
-        }
-        for ((depth, _, _), n) in places.iter().zip(counts) {
+        for (depth, n) in queue_places(plane, q).await? {
             *match depth {
                 Depth::Pending => &mut d.pending,
                 Depth::Delayed => &mut d.delayed,
@@ -176,6 +152,42 @@ pub async fn depths(plane: &Plane, queues: &[QueueKeys]) -> Result<Depths, CallE
         }
     }
     Ok(d)
+}
+
+/// The keys queue `q` holds on the server as its places count them: each job row its places
+/// hold, and each place that holds any (a sorted set or list exists only while not empty). For
+/// EchoMQ this is every key of the queue, as long as each row sits in exactly one place (I2);
+/// for BullMQ, whose jobs have more keys than their row and whose queue has keys that are no
+/// place, it is a lower bound. One read per queue, nothing walked.
+pub async fn queue_keys_counted(plane: &Plane, q: &QueueKeys) -> Result<u64, CallError> {
+    let places = queue_places(plane, q).await?;
+    Ok(places.iter().map(|&(_, n)| n + u64::from(n > 0)).sum())
+}
+
+/// Each place of `q` ([`QueueKeys::depth_keys`]) with its member count, read at once.
+async fn queue_places(plane: &Plane, q: &QueueKeys) -> Result<Vec<(Depth, u64)>, CallError> {
+    let places = q.depth_keys();
+    let counts = plane
+        .on_queue(q, |mut conn| {
+            let places = &places;
+            async move {
+                let mut cmd = redis::cmd("EVAL");
+                cmd.arg(DEPTH_SCRIPT).arg(places.len());
+                for (_, key, _) in places {
+                    cmd.arg(key);
+                }
+                for &(_, _, list) in places {
+                    cmd.arg(if list { "l" } else { "z" });
+                }
+                let counts: Vec<u64> = cmd.query_async(&mut conn).await.map_err(|e| CallError::from_redis(&e))?;
+                Ok(counts)
+            }
+        })
+        .await?;
+    if counts.len() != places.len() {
+        return Err(CallError::Reply(format!("the depth read replied {counts:?}, expected {} counts", places.len())));
+    }
+    Ok(places.iter().zip(counts).map(|((depth, _, _), n)| (*depth, n)).collect())
 }
 
 /// True once every producing shard of a `shared` fleet has said its producers are done;

@@ -389,7 +389,12 @@ mod tests {
                 connection_errors: 2,
             },
             keys: Some(KeysFate::Kept(KeptBecause::DeletionFailed("queue q: broken pipe".into()))),
-            cleanup: Some(crate::verdict::Cleanup { deleted: 12, remaining: vec!["bench-0".into()], secs: 0.25 }),
+            cleanup: Some(crate::verdict::Cleanup {
+                deleted: 12,
+                remaining: vec!["bench-0".into()],
+                secs: 0.25,
+                ..Default::default()
+            }),
             verdict: Some(verdict),
             write_errors: vec!["history.bin: No space left on device".into()],
             drained: false,
@@ -521,7 +526,7 @@ mod tests {
         assert!(!killed.keys_kept(), "not kept on purpose: left");
         assert_eq!(
             killed.cleanup,
-            Some(crate::verdict::Cleanup { deleted: 5, remaining: vec!["q".into()], secs: 0.0 })
+            Some(crate::verdict::Cleanup { deleted: 5, remaining: vec!["q".into()], ..Default::default() })
         );
         let err = serde_json::from_str::<RunSummary>(r#"{"interrupted": false}"#).unwrap_err();
         assert!(err.to_string().contains("measured_secs"), "{err}");

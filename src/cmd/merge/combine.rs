@@ -262,14 +262,19 @@ fn keys(shards: &[ShardFolder], fleet: &FleetRecord) -> KeysFate {
     }
 }
 
-/// The fleet's deletions as one: the keys every shard deleted, the queues any did not finish,
-/// the longest one's time; absent unless every shard recorded one (each deletes its own).
+/// The fleet's deletions as one: the keys every shard counted and deleted, the queues any did
+/// not finish, the keys left (when every shard counted), the longest one's time; absent unless every shard recorded one (each deletes its own).
 fn cleanup(all: &[&RunSummary]) -> Option<Cleanup> {
     let records: Vec<&Cleanup> = all.iter().map(|s| s.cleanup.as_ref()).collect::<Option<_>>()?;
     Some(Cleanup {
         deleted: records.iter().map(|c| c.deleted).sum(),
         remaining: records.iter().flat_map(|c| c.remaining.iter().cloned()).collect(),
         secs: records.iter().map(|c| c.secs).fold(0.0, f64::max),
+        counted: records.iter().flat_map(|c| c.counted.iter()).fold(Default::default(), |mut all, (q, n)| {
+            *all.entry(q.clone()).or_default() += n;
+            all
+        }),
+        remaining_keys: records.iter().map(|c| c.remaining_keys).sum(),
     })
 }
 

@@ -1,7 +1,8 @@
 //! Clean up: the run's keys deleted once its folder is written, each queue on its node, with
 //! the folder saying how far it got. summary.json says `keys: deleting` from before the
 //! deletion starts (the folder is written with it), is rewritten about once a second with
-//! the keys deleted so far and the queues not finished (`cleanup`), and says `deleted`, with
+//! the keys counted before it started, those deleted so far, about how many are left and the
+//! queues not finished (`cleanup`), and says `deleted`, with
 //! the count, only once every queue's keys are gone. A run killed during its cleanup leaves a
 //! folder that says so.
 
@@ -12,6 +13,9 @@ use crate::plane::{self, Plane, Route};
 use crate::report::run_summary::{RunSummary, SUMMARY_FILE};
 use crate::report::write_json;
 use crate::verdict::Cleanup;
+use crate::load::coordinator::queue_keys_counted;
+use crate::resp::CallError;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -34,12 +38,21 @@ pub(super) async fn clean_up(
     let start = Instant::now();
     let names: Vec<String> = queues.iter().map(|keys| keys.queue.to_string()).collect();
     let mut record = Cleanup::before(&names);
+    // The count first, written at once: a run killed at any later moment leaves a folder that
+    // says how many keys there were and about how many are left. A count that cannot be read
+    // is no reason not to delete.
+    if let Ok(counted) = count_keys(plane, queues).await {
+        record.count(counted);
+        summary.cleanup = Some(record.clone());
+        let _ = write_json(&dir.join(SUMMARY_FILE), summary);
+    }
     let mut rewrite_at = start + REWRITE_EVERY;
     let mut error = None;
     for keys in queues {
         let before = record.deleted;
         let deleted = plane::delete_queue(&mut plane.conn_for(keys), keys, |so_far| {
             record.deleted = before + so_far;
+            record.under_way(so_far);
             progress.update(keys.queue.as_str(), record.deleted);
             if Instant::now() >= rewrite_at {
                 record.secs = start.elapsed().as_secs_f64();
@@ -53,6 +66,7 @@ pub(super) async fn clean_up(
             Ok(deleted) => {
                 record.deleted = before + deleted;
                 record.remaining.retain(|queue| queue != keys.queue.as_str());
+                record.under_way(0);
             }
             Err(err) => {
                 error = Some(format!("queue {}: {err}", keys.queue));
@@ -64,4 +78,13 @@ pub(super) async fn clean_up(
     record.secs = start.elapsed().as_secs_f64();
     summary.cleanup = Some(record);
     summary.keys = Some(judge::keys_deleted(error));
+}
+
+/// Each queue's keys as its places count them ([`queue_keys_counted`]), by queue name.
+async fn count_keys(plane: &Plane, queues: &[QueueKeys]) -> Result<BTreeMap<String, u64>, CallError> {
+    let mut counted = BTreeMap::new();
+    for keys in queues {
+        counted.insert(keys.queue.to_string(), queue_keys_counted(plane, keys).await?);
+    }
+    Ok(counted)
 }
