@@ -257,7 +257,9 @@ impl KeysFate {
             (KeysFate::Deleted, Some(c)) => format!("deleted ({} keys in {:.1} s)", c.deleted, c.secs),
             (KeysFate::Deleting, Some(c)) => {
                 let left = match c.remaining_keys {
-                    Some(n) => format!(", about {n} keys left of the {} counted before", c.counted.values().sum::<u64>()),
+                    Some(n) => {
+                        format!(", about {n} keys left of the {} counted before", c.counted.values().sum::<u64>())
+                    }
                     None => String::new(),
                 };
                 format!(
@@ -441,7 +443,10 @@ mod tests {
              counted)"
         );
         let json = serde_json::to_value(&record).unwrap();
-        assert_eq!((json["remaining_keys"].as_u64(), json["counted"]["bench-2"].as_u64()), (Some(180_000), Some(50_000)));
+        assert_eq!(
+            (json["remaining_keys"].as_u64(), json["counted"]["bench-2"].as_u64()),
+            (Some(180_000), Some(50_000))
+        );
         assert_eq!(serde_json::from_value::<Cleanup>(json).unwrap(), record);
     }
 }

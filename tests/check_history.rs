@@ -254,6 +254,9 @@ async fn a_reissued_token_names_both_holders() {
         .expect("the job's last claim");
     let holder = claim.worker.expect("claims name their worker");
     let second = holder + 1000;
+    // Each claim call presents a holder of its own; the reissue's is another.
+    let first_holder = claim.holder.expect("claims record their holder");
+    let second_holder = first_holder + 1000;
     // The first holder's accepted complete moves after the reissue; the second holder's
     // same-token complete is answered "already completed".
     for e in history.events.iter_mut().filter(|e| e.job == number && e.kind == Kind::Complete) {
@@ -262,6 +265,7 @@ async fn a_reissued_token_names_both_holders() {
     }
     history.events.push(Event {
         worker: Some(second),
+        holder: Some(second_holder),
         sent_us: claim.done_us + 400,
         done_us: claim.done_us + 500,
         ..claim
@@ -270,6 +274,7 @@ async fn a_reissued_token_names_both_holders() {
         kind: Kind::Complete,
         outcome: Seen::Alt,
         worker: Some(second),
+        holder: None,
         sent_us: claim.done_us + 2_000,
         done_us: claim.done_us + 2_100,
         ..claim
@@ -283,6 +288,11 @@ async fn a_reissued_token_names_both_holders() {
     };
     let twice = format!("by worker {holder}, ");
     assert!(on(Invariant::I5, &twice) && on(Invariant::I5, &format!("by worker {second}")), "{violations:#?}");
+    let holders = "handed out 2 times to 2 holders: at ";
+    assert!(on(Invariant::I5, holders), "{violations:#?}");
+    for h in [first_holder, second_holder] {
+        assert!(on(Invariant::I5, &format!("holder {h:016x}")), "{violations:#?}");
+    }
     assert!(on(Invariant::I6, "was handed out again"), "{violations:#?}");
     assert!(on(Invariant::I6, "both workers believe they finished the job"), "{violations:#?}");
     let i5 = violations.iter().find(|v| v.invariant == Invariant::I5).unwrap();

@@ -217,6 +217,10 @@ impl<W: Wire> QueueOps for BullOps<W> {
         token.ats
     }
 
+    fn holder(token: &BullToken) -> Option<u64> {
+        Some(token.lock.value())
+    }
+
     fn enqueue_lanes(&self) -> Vec<W::Lane> {
         self.clients.iter().map(ScriptClient::lane).collect()
     }

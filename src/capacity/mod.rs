@@ -179,7 +179,8 @@ impl ProbeRecord {
 /// the binding failures and the non-binding trends, one line each.
 fn binding_steadiness(state: Option<&SteadyState>, slos: &[Slo]) -> (Option<bool>, Vec<String>, Vec<String>) {
     let Some(state) = state else { return (None, Vec::new(), Vec::new()) };
-    let informs = |c: &SteadyCheck| c.name.strip_prefix("p99 ").is_some_and(|script| !slos.iter().any(|s| s.script == script));
+    let informs =
+        |c: &SteadyCheck| c.name.strip_prefix("p99 ").is_some_and(|script| !slos.iter().any(|s| s.script == script));
     let line = |c: &SteadyCheck| format!("{}: {}", c.name, c.detail);
     let (informing, binding): (Vec<&SteadyCheck>, Vec<&SteadyCheck>) =
         state.checks.iter().filter(|c| !c.steady).partition(|c| informs(c));
@@ -396,7 +397,8 @@ mod tests {
     #[test]
     fn a_trend_binds_only_on_a_script_an_objective_names_or_where_the_deployment_falls_behind() {
         let slos = [Slo::parse("enqueue.p99 < 20ms").unwrap()];
-        let state = |checks: Vec<SteadyCheck>| SteadyState { steady: Some(false), seconds: 24, checks, ..Default::default() };
+        let state =
+            |checks: Vec<SteadyCheck>| SteadyState { steady: Some(false), seconds: 24, checks, ..Default::default() };
         // claim has no objective: its rising p99 is reported and the probe is steady.
         let (steady, binding, informing) =
             binding_steadiness(Some(&state(vec![check("rate", true), check("p99 claim", false)])), &slos);

@@ -162,7 +162,7 @@ fn check_remnant(events: &[Event], found: Option<&Found>) -> Vec<Violation> {
         push(Invariant::I1, "no row left of a retired job", format!("a row in queue {}", found.queue.queue), None);
     }
     for e in events.iter().filter(|e| e.outcome.accepted()) {
-        let call = format!("{} with token {} accepted{}", e.kind.name(), e.token, e.holder());
+        let call = format!("{} with token {} accepted{}", e.kind.name(), e.token, e.maker());
         match e.kind {
             Kind::Retire => push(Invariant::I1, "a job removed once", "removed again by clean".into(), Some(e.done_us)),
             Kind::Claim => push(Invariant::I1, "a retired job never handed out again", call, Some(e.done_us)),
@@ -502,12 +502,20 @@ fn check_tokens(
         if pair[0] == pair[1] && reported != Some(pair[0]) {
             reported = Some(pair[0]);
             let claims: Vec<&Event> = events.iter().filter(|c| c.kind == Kind::Claim && c.token == pair[0]).collect();
-            let list: Vec<String> = claims.iter().map(|c| format!("at {}{}", seconds(c.done_us), c.holder())).collect();
+            let list: Vec<String> = claims.iter().map(|c| format!("at {}{}", seconds(c.done_us), c.maker())).collect();
+            // Holders are unique per claim call: as many holders as claims says each was a
+            // claim of its own (the token handed out again after the first was rolled back),
+            // not one claim's reply recorded twice.
+            let holders: std::collections::BTreeSet<u64> = claims.iter().filter_map(|c| c.holder).collect();
+            let to_holders = match claims.iter().all(|c| c.holder.is_some()) {
+                true => format!(" to {} holder{}", holders.len(), if holders.len() == 1 { "" } else { "s" }),
+                false => String::new(),
+            };
             push(
                 claims.first().map(|c| c.done_us),
                 Invariant::I5,
                 "each token handed out once".into(),
-                format!("token {} handed out {} times: {}", pair[0], claims.len(), list.join(", ")),
+                format!("token {} handed out {} times{to_holders}: {}", pair[0], claims.len(), list.join("; ")),
             );
         }
     }
@@ -612,7 +620,7 @@ fn check_fencing(
     if terminal.len() > 1 {
         let list: Vec<String> = terminal
             .iter()
-            .map(|e| format!("{} with token {}{} at {}", e.kind.name(), e.token, e.holder(), seconds(e.done_us)))
+            .map(|e| format!("{} with token {}{} at {}", e.kind.name(), e.token, e.maker(), seconds(e.done_us)))
             .collect();
         push(
             terminal.first().map(|e| e.done_us),
@@ -716,12 +724,12 @@ impl FencedJob<'_> {
                 ),
                 format!(
                     "{accepted_as}{} (its claim read at {}) {} µs after token {} was handed out again at {}{}",
-                    e.holder(),
+                    e.maker(),
                     seconds(own.done_us),
                     e.sent_us - other.done_us,
                     e.token,
                     seconds(other.done_us),
-                    other.holder()
+                    other.maker()
                 ),
             );
         }
@@ -740,9 +748,9 @@ impl FencedJob<'_> {
                     format!(
                         "complete with token {}{} answered \"already completed\" at {}, but the complete accepted was{} at {}: both workers believe they finished the job",
                         e.token,
-                        e.holder(),
+                        e.maker(),
                         seconds(e.done_us),
-                        done.holder(),
+                        done.maker(),
                         seconds(done.done_us)
                     ),
                 );

@@ -78,6 +78,10 @@ impl<W: Wire> QueueOps for EchoOps<W> {
         token.token as u32
     }
 
+    fn holder(token: &Fence) -> Option<u64> {
+        token.holder.map(|h| h.value())
+    }
+
     fn enqueue_lanes(&self) -> Vec<W::Lane> {
         self.clients.iter().map(ScriptClient::lane).collect()
     }

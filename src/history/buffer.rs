@@ -9,9 +9,11 @@
 //! Encoding of one event (version 3): a byte `kind << 5 | outcome`; the job number as a zigzag
 //! varint delta from the previous event's; for enqueues the CRC-32 (4 bytes LE), the queue (a
 //! varint) and the id's time part (a zigzag varint delta, ms, from the previous enqueue's),
-//! otherwise the token and the worker (two varints); the send time as a zigzag varint delta
-//! (µs) from the previous event's; the duration (µs, a varint). Version 2 (older files) has no
-//! worker.
+//! otherwise the token and the worker (two varints), and for a claim its holder (a varint: 0
+//! for none, else one more than the zigzag delta from the stream's previous claim holder, so
+//! the jobs of one claim call and the next call's cost a byte each); the send time as a zigzag
+//! varint delta (µs) from the previous event's; the duration (µs, a varint). Version 2 (older
+//! files) has no worker, versions 2 to 4 no holder.
 
 use super::event::{Event, Kind, Outcome};
 use super::spool::HistorySpill;
@@ -43,6 +45,8 @@ pub struct HistoryBuf {
     /// their send time, so most events reuse it instead of converting again.
     last_sent_at: Instant,
     last_id_ms: u64,
+    /// The last claim holder recorded in this stream, what the next one's delta starts from.
+    last_holder: u64,
     events: u64,
     /// Where closed chunks go as they close (the run's `history.bin`); without it they stay
     /// in `full` until [`take`](HistoryBuf::take).
@@ -98,6 +102,7 @@ impl HistoryBuf {
             last_sent: 0,
             last_sent_at: start,
             last_id_ms: 0,
+            last_holder: 0,
             events: 0,
             spill: None,
             last_spill: start,
@@ -132,7 +137,24 @@ impl HistoryBuf {
         sent: Instant,
         dur_us: u64,
     ) {
-        self.put(job, kind, outcome, token, worker.map_or(0, |w| u64::from(w) + 1), 0, sent, dur_us);
+        self.put(job, kind, outcome, token, worker.map_or(0, |w| u64::from(w) + 1), 0, None, sent, dur_us);
+    }
+
+    /// Appends a claim's event for one job it handed out, with the holder the claim presented
+    /// ([`crate::queue::Holder::value`]; `None` for a claim made without one).
+    #[inline]
+    #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
+    pub fn push_claim(
+        &mut self,
+        job: u32,
+        outcome: Outcome,
+        token: u32,
+        worker: Option<u32>,
+        holder: Option<u64>,
+        sent: Instant,
+        dur_us: u64,
+    ) {
+        self.put(job, Kind::Claim, outcome, token, worker.map_or(0, |w| u64::from(w) + 1), 0, holder, sent, dur_us);
     }
 
     /// [`push`](Self::push) with the enqueued id's time part `id_ms` (ms since the Unix epoch;
@@ -151,7 +173,7 @@ impl HistoryBuf {
         sent: Instant,
         dur_us: u64,
     ) {
-        self.put(job, kind, outcome, token, u64::from(queue), id_ms, sent, dur_us);
+        self.put(job, kind, outcome, token, u64::from(queue), id_ms, None, sent, dur_us);
     }
 
     /// Appends a decoded event again (its times counted from this buffer's start), as
@@ -162,13 +184,15 @@ impl HistoryBuf {
         let dur_us = e.done_us.saturating_sub(e.sent_us);
         if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) {
             self.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, e.id_ms, sent, dur_us);
+        } else if e.kind == Kind::Claim {
+            self.push_claim(e.job, e.outcome, e.token, e.worker, e.holder, sent, dur_us);
         } else {
             self.push(e.job, e.kind, e.outcome, e.token, e.worker, sent, dur_us);
         }
     }
 
     /// Encodes one event: `place` is the queue of an enqueue kind, and for any other the worker
-    /// plus one (0: no worker known).
+    /// plus one (0: no worker known); `holder` is written for claims only.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // one flat call on the hot path; each argument is one field
     fn put(
@@ -179,6 +203,7 @@ impl HistoryBuf {
         token: u32,
         place: u64,
         id_ms: u64,
+        holder: Option<u64>,
         sent: Instant,
         dur_us: u64,
     ) {
@@ -198,6 +223,14 @@ impl HistoryBuf {
         } else {
             at = put_varint(buf, at, u64::from(token));
             at = put_varint(buf, at, place);
+            if kind == Kind::Claim {
+                // A delta of i64::MIN (holders 2^63 apart) has no room for the +1: recorded as none.
+                let code = holder.and_then(|h| zigzag(h.wrapping_sub(self.last_holder) as i64).checked_add(1));
+                at = put_varint(buf, at, code.unwrap_or(0));
+                if let (Some(h), Some(_)) = (holder, code) {
+                    self.last_holder = h;
+                }
+            }
         }
         at = put_varint(buf, at, zigzag(sent_us as i64 - self.last_sent as i64));
         at = put_varint(buf, at, dur_us);
@@ -228,6 +261,7 @@ impl HistoryBuf {
         self.last_sent = 0;
         self.last_sent_at = self.start;
         self.last_id_ms = 0;
+        self.last_holder = 0;
     }
 
     /// Encoded bytes so far.
@@ -311,8 +345,8 @@ impl Reader<'_> {
 
 /// The event encoding this build writes (3: fenced calls and claims carry their worker; 4:
 /// the same bytes, and `clean`'s retirements, [`Kind::Retire`], use the last free kind, so a
-/// kind more needs an encoding of its own).
-pub const EVENT_VERSION: u8 = 4;
+/// kind more needs an encoding of its own; 5: claims carry their holder).
+pub const EVENT_VERSION: u8 = 5;
 
 /// Decodes one thread's stream, written in this build's encoding ([`EVENT_VERSION`]), into
 /// events, in recording order.
@@ -322,11 +356,14 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<Event>, DecodeError> {
     decode_version(bytes, EVENT_VERSION)
 }
 
-/// [`decode`] for a stream in event encoding `version` (2: no worker; 3: this build's).
+/// [`decode`] for a stream in event encoding `version` (2: no worker; 3 and 4: no holder; 5:
+/// this build's).
 ///
 /// Errors: [`DecodeError`] at the first malformed event.
 pub fn decode_version(bytes: &[u8], version: u8) -> Result<Vec<Event>, DecodeError> {
     let with_worker = version >= 3;
+    let with_holder = version >= 5;
+    let mut last_holder = 0u64;
     let mut r = Reader { bytes, at: 0, event: 0 };
     let mut events = Vec::with_capacity(bytes.len() / 8);
     let (mut job, mut sent, mut id_ms) = (0i64, 0i64, 0i64);
@@ -351,11 +388,33 @@ pub fn decode_version(bytes: &[u8], version: u8) -> Result<Vec<Event>, DecodeErr
                 w => Some(u32::try_from(w - 1).map_err(|_| r.error(start, "worker out of range"))?),
             },
         };
+        let holder = match kind == Kind::Claim && with_holder {
+            false => None,
+            true => match r.varint()? {
+                0 => None,
+                code => {
+                    last_holder = last_holder.wrapping_add(unzigzag(code - 1) as u64);
+                    Some(last_holder)
+                }
+            },
+        };
         sent += unzigzag(r.varint()?);
         let dur = r.varint()?;
         let job = u32::try_from(job).map_err(|_| r.error(start, "job number out of range"))?;
         let (sent_us, done_us) = (sent as u64, sent as u64 + dur);
-        events.push(Event { job, kind, outcome, token, queue, id_ms: ms, sent_us, done_us, worker, shard: None });
+        events.push(Event {
+            job,
+            kind,
+            outcome,
+            token,
+            queue,
+            id_ms: ms,
+            sent_us,
+            done_us,
+            worker,
+            holder,
+            shard: None,
+        });
         r.event += 1;
     }
     Ok(events)
@@ -389,6 +448,7 @@ mod tests {
                 sent_us: t,
                 done_us: t + 80,
                 worker: None,
+                holder: None,
                 shard: None,
             });
             expected.push(Event {
@@ -401,6 +461,7 @@ mod tests {
                 sent_us: t + 90,
                 done_us: t + 95,
                 worker: Some(job % 7),
+                holder: None,
                 shard: None,
             });
             expected.push(Event {
@@ -413,6 +474,7 @@ mod tests {
                 sent_us: t + 96,
                 done_us: t + 99,
                 worker: Some(job % 7),
+                holder: None,
                 shard: None,
             });
         }
@@ -427,6 +489,7 @@ mod tests {
             sent_us: 5,
             done_us: 7,
             worker: None,
+            holder: None,
             shard: None,
         });
         let streams = buf.take();
@@ -447,6 +510,33 @@ mod tests {
         assert_eq!((events[0].job, events[0].token, events[0].worker), (3, 2, None));
         assert_eq!((events[0].sent_us, events[0].done_us), (10, 15));
         assert!(decode(&v2).is_err(), "read as version 3 it is cut short");
+    }
+
+    /// Claims carry their holders (a byte each within one claim call and to the next), other
+    /// events none; a version 4 stream has no holder after a claim's worker and decodes with
+    /// none.
+    #[test]
+    fn claims_carry_their_holders_and_version_4_streams_none() {
+        let start = Instant::now();
+        let mut buf = HistoryBuf::new(start);
+        let minter = 3u64 << 32;
+        let holders = [Some(minter | 1), Some(minter | 1), Some(minter | 2), None, Some(u64::MAX), Some(minter | 3)];
+        for (job, holder) in holders.iter().enumerate() {
+            buf.push_claim(job as u32, Outcome::Ok, 1, Some(4), *holder, start, 5);
+            buf.push(job as u32, Kind::Complete, Outcome::Ok, 1, Some(4), start, 5);
+        }
+        let bytes = buf.take().remove(0);
+        let events = decode(&bytes).unwrap();
+        let claims: Vec<Option<u64>> = events.iter().filter(|e| e.kind == Kind::Claim).map(|e| e.holder).collect();
+        assert_eq!(claims, holders);
+        assert!(events.iter().filter(|e| e.kind != Kind::Claim).all(|e| e.holder.is_none()));
+        // Re-encoded (a merge, the kept events) they come back the same.
+        assert_eq!(decode(&encode_events(&events).remove(0)).unwrap(), events);
+        // claim of job 3, token 2, worker 4 (5), sent at 10 µs, 5 µs long: no holder in version 4.
+        let v4 = [2u8 << 5, 6, 2, 5, 20, 5];
+        let old = decode_version(&v4, 4).unwrap();
+        assert_eq!((old[0].job, old[0].token, old[0].worker, old[0].holder), (3, 2, Some(4), None));
+        assert!(decode(&v4).is_err(), "read as version 5 it is cut short");
     }
 
     #[test]

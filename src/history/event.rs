@@ -139,6 +139,11 @@ pub struct Event {
     /// process, `consumer × pipeline + lane`), so the check tells two holders of one token
     /// apart; `None` for enqueues and in histories written before it was recorded.
     pub worker: Option<u32>,
+    /// The holder a claim presented ([`crate::queue::Holder::value`]), unique per claim call
+    /// across a fleet: two claims of one token with two holders are two claims, not one
+    /// claim's reply read twice. `None` for other calls, a claim made without one (EchoMQ
+    /// v1.1 scripts) or of unknown outcome, and in histories written before it was recorded.
+    pub holder: Option<u64>,
     /// The fleet shard that made the call, in a `shared` fleet's merged history
     /// ([`super::HistoryHeader::stream_shards`]); `None` in one process's.
     pub shard: Option<u16>,
@@ -152,12 +157,17 @@ impl Event {
     }
 
     /// ` by worker W (shard N)`, ` by worker W`, or [`origin`](Self::origin) when the event
-    /// carries no worker: what a violation adds to name who made a call.
-    pub fn holder(&self) -> String {
-        match (self.worker, self.shard) {
+    /// carries no worker, then `, holder H` (its 16 hex digits, as the row's `holder` field
+    /// says) when it carries one: what a violation adds to name who made a call.
+    pub fn maker(&self) -> String {
+        let who = match (self.worker, self.shard) {
             (Some(w), Some(s)) => format!(" by worker {w} (shard {s})"),
             (Some(w), None) => format!(" by worker {w}"),
             (None, _) => self.origin(),
+        };
+        match self.holder {
+            Some(h) => format!("{who}, holder {h:016x}"),
+            None => who,
         }
     }
 
@@ -184,6 +194,7 @@ impl Event {
             sent_us,
             done_us: sent_us + 10,
             worker: (!matches!(kind, Kind::Enqueue | Kind::Retire)).then_some(worker),
+            holder: None,
             shard: None,
         }
     }

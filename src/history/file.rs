@@ -147,9 +147,10 @@ pub fn each_stream(
         }
         Err(other) => return Err(other),
     };
+    // EMQHIST3's header says its events' encoding (3 and later); EMQHIST2's events are 2.
     let version = match magic.as_slice() {
-        m if m == MAGIC => super::EVENT_VERSION,
-        m if m == MAGIC_V2 => 2,
+        m if m == MAGIC => None,
+        m if m == MAGIC_V2 => Some(2),
         m if m == STREAMED_MAGIC => return load_segments(path, input, sink),
         _ => return Err(not_history()),
     };
@@ -160,6 +161,10 @@ pub fn each_stream(
         .take(u64::from(len), |there| format!("the header: {len} bytes of JSON from byte {at} ({there} there)"))?;
     let mut header: HistoryHeader = serde_json::from_slice(&json)
         .map_err(|source| HistoryFileError::Header { path: path.to_path_buf(), source })?;
+    let version = version.unwrap_or(header.event_version);
+    if version > super::EVENT_VERSION {
+        return Err(HistoryFileError::Newer { path: path.to_path_buf(), version });
+    }
     header.event_version = version;
     let at = input.at;
     let count = input.u32(|| format!("the 4-byte stream count at byte {at}"))?;
@@ -301,10 +306,12 @@ fn load_streamed(
                 }
                 header = Some(read);
             }
-            _ => sink(super::EVENT_VERSION, bytes)?,
+            // A stream's events are in the encoding its header says (a stream before any
+            // header cannot be: the writer puts the header first).
+            _ => sink(header.as_ref().map_or(super::EVENT_VERSION, |h| h.event_version), bytes)?,
         }
     }
-    Ok(header.map(|header| HistoryHeader { event_version: super::EVENT_VERSION, ..header }))
+    Ok(header)
 }
 
 /// A history file read section by section, each length checked against the file's size

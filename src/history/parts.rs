@@ -288,6 +288,7 @@ fn decode(bytes: &[u8]) -> Option<(Event, u32, usize)> {
         sent_us,
         done_us: sent_us.wrapping_add(took as u64),
         worker,
+        holder: None,
         shard: None,
     };
     Some((event, stream, at))
@@ -425,6 +426,7 @@ mod tests {
             sent_us: 1 << 40,
             done_us: (1 << 40) + 9,
             worker: Some(0),
+            holder: None,
             shard: None,
         };
         let mut out = [0u8; RECORD_MAX];

@@ -71,12 +71,12 @@ pub async fn lane<Q: QueueOps>(ctx: Rc<ThreadCtx>, mut ops: Q, lane: usize, seed
                 ctx.bump(JobCounter::PayloadCorrupt, 1);
             }
             let outcome = if intact { Outcome::Ok } else { Outcome::Alt };
-            ctx.history.borrow_mut().push(
+            ctx.history.borrow_mut().push_claim(
                 job_number(&job.id),
-                Kind::Claim,
                 outcome,
                 Q::attempt(&job.token),
                 Some(worker),
+                Q::holder(&job.token),
                 span.sent,
                 span.service_us,
             );

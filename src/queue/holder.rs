@@ -32,6 +32,12 @@ impl Holder {
         &self.0
     }
 
+    /// The number the holder's digits write ([`from_u64`](Self::from_u64) reversed): what the
+    /// history records of a claim's holder.
+    pub fn value(&self) -> u64 {
+        self.0.iter().fold(0, |n, &d| (n << 4) | u64::from(if d <= b'9' { d - b'0' } else { d - b'a' + 10 }))
+    }
+
     /// The holder as text.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("hex digits are ASCII")
@@ -98,5 +104,8 @@ mod tests {
         let mut wrap = HolderMint { next: (7 << 32) | COUNTER_MASK };
         assert_eq!(wrap.mint().as_str(), "00000007ffffffff");
         assert_eq!(wrap.mint().as_str(), "0000000700000001", "wraps within the minter, never 0");
+        for n in [0, 1, 0xa1, 0x0002_0003_0000_0001, u64::MAX] {
+            assert_eq!(Holder::from_u64(n).value(), n);
+        }
     }
 }

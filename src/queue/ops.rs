@@ -60,6 +60,9 @@ pub trait QueueOps: Clone + 'static {
     /// The attempt number the history records for `token` (invariant I5 checks that a job's
     /// attempts run 1, 2, 3, ...).
     fn attempt(token: &Self::Token) -> u32;
+    /// The holder the claim that made `token` presented, as the history records it
+    /// ([`Holder::value`](super::Holder::value)); `None` for a claim made without one.
+    fn holder(token: &Self::Token) -> Option<u64>;
 
     /// One lane per node (by node index), for one producer's window.
     fn enqueue_lanes(&self) -> Vec<Self::Lane>;

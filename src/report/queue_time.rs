@@ -52,6 +52,7 @@ mod tests {
             sent_us: done_us / 2,
             done_us,
             worker: None,
+            holder: None,
             shard: None,
         }
     }

@@ -432,7 +432,8 @@ pub async fn merge_with(args: MergeArgs, target: Option<FleetTarget>) -> Result<
                     checked.queues.iter().map(|k| k.queue.to_string()).skip_while(|q| q != queue).collect()
                 }
             };
-            summary.cleanup = Some(Cleanup { deleted, remaining, secs: started.elapsed().as_secs_f64(), ..Default::default() });
+            summary.cleanup =
+                Some(Cleanup { deleted, remaining, secs: started.elapsed().as_secs_f64(), ..Default::default() });
             summary.keys = Some(judge::keys_deleted(failed.as_ref().err().map(|(_, err)| err.clone())));
             if let Err((_, err)) = failed {
                 let mut findings = verdict.findings.clone();

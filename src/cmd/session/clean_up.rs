@@ -8,13 +8,13 @@
 
 use super::judge;
 use crate::keyspace::QueueKeys;
+use crate::load::coordinator::queue_keys_counted;
 use crate::output::Deletion;
 use crate::plane::{self, Plane, Route};
 use crate::report::run_summary::{RunSummary, SUMMARY_FILE};
 use crate::report::write_json;
-use crate::verdict::Cleanup;
-use crate::load::coordinator::queue_keys_counted;
 use crate::resp::CallError;
+use crate::verdict::Cleanup;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
