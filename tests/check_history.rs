@@ -255,7 +255,7 @@ async fn a_reissued_token_names_both_holders() {
     let holder = claim.worker.expect("claims name their worker");
     let second = holder + 1000;
     // Each claim call presents a holder of its own; the reissue's is another.
-    let first_holder = claim.holder.expect("claims record their holder");
+    let first_holder = claim.holder.expect("claims record their holder").get();
     let second_holder = first_holder + 1000;
     // The first holder's accepted complete moves after the reissue; the second holder's
     // same-token complete is answered "already completed".
@@ -265,7 +265,7 @@ async fn a_reissued_token_names_both_holders() {
     }
     history.events.push(Event {
         worker: Some(second),
-        holder: Some(second_holder),
+        holder: std::num::NonZeroU64::new(second_holder),
         sent_us: claim.done_us + 400,
         done_us: claim.done_us + 500,
         ..claim

@@ -48,7 +48,9 @@ pub struct ProbeRecord {
     pub achieved_per_sec: f64,
     /// Jobs finished per second over the measured load phase (the system's rate).
     pub completed_per_sec: f64,
-    /// `true`/`false`, or `null` when too short to tell.
+    /// `true`/`false`, or `null` when too short to tell: the search's reading of the probe's
+    /// summary.json `steady`, which differs from it where only trends that do not bind
+    /// ([`trends_not_binding`](Self::trends_not_binding)) failed.
     pub steady: Option<bool>,
     /// The steadiness checks that failed and bind, one line each.
     pub not_steady: Vec<String>,
@@ -115,7 +117,7 @@ impl ProbeRecord {
             ));
         }
         reasons.extend(not_steady.iter().map(|l| format!("not steady: {l}")));
-        reasons.extend(trends_not_binding.iter().map(|l| format!("trend reported, not binding (no objective): {l}")));
+        reasons.extend(trends_not_binding.iter().map(|l| format!("{NOT_BINDING}{l}")));
         if steady.is_none() {
             reasons.push("steadiness: too short to tell".to_string());
         }
@@ -173,6 +175,10 @@ impl ProbeRecord {
         }
     }
 }
+
+/// How a probe's reasons start a trend that does not bind: capacity.json's `binding` leaves
+/// such lines out.
+pub const NOT_BINDING: &str = "trend reported, not binding (no objective): ";
 
 /// A probe's steadiness as the search reads it: the run's own judgment, except that a failed
 /// `p99 <script>` check of a script no objective names does not bind. Returns the steadiness,
@@ -267,8 +273,9 @@ pub struct CapacityReport {
     pub workload: String,
     /// What decided each probe, for this workload: `objectives`, `rate_carried` (at most
     /// [`MAX_UNSENT`] of the intended sends unsent), `steady.<check>` for each steadiness
-    /// criterion the workload admits ([`crate::report::steady::criteria`]) and `verdict`. A
-    /// client-bound probe is never counted against the deployment either way.
+    /// criterion the workload admits ([`crate::report::steady::criteria`]; `steady.p99` binds
+    /// only on the scripts an objective names) and `verdict`. A client-bound probe is never
+    /// counted against the deployment either way.
     #[serde(default)]
     pub criteria: Vec<String>,
     /// The highest offered rate sustained (R*), jobs (enqueue calls) per second: the bracket's

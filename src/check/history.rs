@@ -506,7 +506,7 @@ fn check_tokens(
             // Holders are unique per claim call: as many holders as claims says each was a
             // claim of its own (the token handed out again after the first was rolled back),
             // not one claim's reply recorded twice.
-            let holders: std::collections::BTreeSet<u64> = claims.iter().filter_map(|c| c.holder).collect();
+            let holders: std::collections::BTreeSet<_> = claims.iter().filter_map(|c| c.holder).collect();
             let to_holders = match claims.iter().all(|c| c.holder.is_some()) {
                 true => format!(" to {} holder{}", holders.len(), if holders.len() == 1 { "" } else { "s" }),
                 false => String::new(),

@@ -11,7 +11,7 @@ use super::session::{check_out, results_dir, RunOptions, Session};
 use super::CommandOutcome;
 use crate::capacity::{
     CapacityReport, NextProbe, ProbeOutcome, ProbeRecord, RateInterval, Search, SearchEnd, Slo, CAPACITY_FILE,
-    CAPACITY_SCHEMA_VERSION,
+    CAPACITY_SCHEMA_VERSION, NOT_BINDING,
 };
 use crate::cli::capacity::CapacityArgs;
 use crate::error::AppError;
@@ -92,7 +92,7 @@ pub async fn capacity(args: CapacityArgs, stop: impl Into<StopSignal>) -> Result
         let (lo, hi) = (search.lo(), search.hi());
         let binding = hi
             .and_then(|hi| probes.iter().rev().find(|p| p.rate == hi && p.outcome == Some(ProbeOutcome::NotSustained)))
-            .map(|p| p.reasons.clone())
+            .map(|p| p.reasons.iter().filter(|r| !r.starts_with(NOT_BINDING)).cloned().collect())
             .unwrap_or_default();
         let report = CapacityReport {
             schema_version: CAPACITY_SCHEMA_VERSION,

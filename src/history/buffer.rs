@@ -6,7 +6,7 @@
 //! was recorded, never joined (joining would copy every byte once more into fresh pages, a
 //! page fault per 4 KiB of history).
 //!
-//! Encoding of one event (version 3): a byte `kind << 5 | outcome`; the job number as a zigzag
+//! Encoding of one event (version 5): a byte `kind << 5 | outcome`; the job number as a zigzag
 //! varint delta from the previous event's; for enqueues the CRC-32 (4 bytes LE), the queue (a
 //! varint) and the id's time part (a zigzag varint delta, ms, from the previous enqueue's),
 //! otherwise the token and the worker (two varints), and for a claim its holder (a varint: 0
@@ -18,6 +18,7 @@
 use super::event::{Event, Kind, Outcome};
 use super::spool::HistorySpill;
 use crate::metrics::elapsed_us;
+use std::num::NonZeroU64;
 use std::time::{Duration, Instant};
 
 /// How often a buffer that spills hands over the chunk it is writing even when not full
@@ -56,7 +57,8 @@ pub struct HistoryBuf {
 }
 
 /// Appends `v` as a LEB128 varint at `buf[at..]`; returns the new end. `buf` has room for any
-/// event (at most 1 + 5 + 4 + 3 + 10 + 10 + 10 bytes), so no bounds check fails.
+/// event (an enqueue at most 1 + 5 + 4 + 3 + 10 + 10 + 10 bytes, a claim 1 + 5 + 5 + 5 + 10 +
+/// 10 + 10), so no bounds check fails.
 #[inline]
 pub(super) fn put_varint(buf: &mut [u8], mut at: usize, mut v: u64) -> usize {
     // Most fields are one byte (deltas of 0 and 1, queue 0): no loop for them.
@@ -185,7 +187,7 @@ impl HistoryBuf {
         if matches!(e.kind, Kind::Enqueue | Kind::EnqueueDup) {
             self.push_enqueue(e.job, e.kind, e.outcome, e.token, e.queue, e.id_ms, sent, dur_us);
         } else if e.kind == Kind::Claim {
-            self.push_claim(e.job, e.outcome, e.token, e.worker, e.holder, sent, dur_us);
+            self.push_claim(e.job, e.outcome, e.token, e.worker, e.holder.map(NonZeroU64::get), sent, dur_us);
         } else {
             self.push(e.job, e.kind, e.outcome, e.token, e.worker, sent, dur_us);
         }
@@ -394,7 +396,7 @@ pub fn decode_version(bytes: &[u8], version: u8) -> Result<Vec<Event>, DecodeErr
                 0 => None,
                 code => {
                     last_holder = last_holder.wrapping_add(unzigzag(code - 1) as u64);
-                    Some(last_holder)
+                    NonZeroU64::new(last_holder)
                 }
             },
         };
@@ -527,7 +529,8 @@ mod tests {
         }
         let bytes = buf.take().remove(0);
         let events = decode(&bytes).unwrap();
-        let claims: Vec<Option<u64>> = events.iter().filter(|e| e.kind == Kind::Claim).map(|e| e.holder).collect();
+        let claims: Vec<Option<u64>> =
+            events.iter().filter(|e| e.kind == Kind::Claim).map(|e| e.holder.map(NonZeroU64::get)).collect();
         assert_eq!(claims, holders);
         assert!(events.iter().filter(|e| e.kind != Kind::Claim).all(|e| e.holder.is_none()));
         // Re-encoded (a merge, the kept events) they come back the same.

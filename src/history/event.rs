@@ -2,6 +2,7 @@
 //! reduced to what the invariants of docs/protocol.md need).
 
 use crate::lua::ErrorCode;
+use std::num::NonZeroU64;
 
 /// Which call an event records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -141,9 +142,10 @@ pub struct Event {
     pub worker: Option<u32>,
     /// The holder a claim presented ([`crate::queue::Holder::value`]), unique per claim call
     /// across a fleet: two claims of one token with two holders are two claims, not one
-    /// claim's reply read twice. `None` for other calls, a claim made without one (EchoMQ
-    /// v1.1 scripts) or of unknown outcome, and in histories written before it was recorded.
-    pub holder: Option<u64>,
+    /// claim's reply read twice. The client presents one on every claim, whichever script
+    /// version answers (never 0, so the option costs no room). `None` for other calls, a claim of unknown outcome (its holder is not
+    /// kept), and in histories written before it was recorded.
+    pub holder: Option<NonZeroU64>,
     /// The fleet shard that made the call, in a `shared` fleet's merged history
     /// ([`super::HistoryHeader::stream_shards`]); `None` in one process's.
     pub shard: Option<u16>,

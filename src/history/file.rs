@@ -1,14 +1,17 @@
 //! `history.bin`: the run's history saved in the results folder, so `emq-bench check` can be
-//! re-run later. Versioned: magic `EMQHIST3` (3: claims and fenced calls name their worker;
-//! `EMQHIST2` files, whose enqueues already keep the id's time part, are still read), a JSON
+//! re-run later. Versioned: magic `EMQHIST5` (its header's `event_version` says the events'
+//! encoding: 5, claims carry their holder; `EMQHIST3` files, encodings 3 and 4, and `EMQHIST2`
+//! files, whose enqueues already keep the id's time part, are still read; a build that reads
+//! every stream in its own encoding refuses the new magic instead of misreading it), a JSON
 //! header, then the load threads' streams as recorded (the compact varint encoding of
 //! `buffer.rs`; a thread's history is one stream per 1 MiB chunk, each decoding on its own).
 //!
-//! Layout: `EMQHIST3` · u32 LE header length · header JSON · u32 LE stream count ·
+//! Layout: `EMQHIST5` · u32 LE header length · header JSON · u32 LE stream count ·
 //! for each stream: u64 LE length · bytes.
 //!
-//! A run writes its history as it records it (`super::spool`): magic `EMQHIST4` (events as
-//! in `EMQHIST3`), then records, each `H` · u32 LE length · header JSON or `S` · u64 LE
+//! A run writes its history as it records it (`super::spool`): magic `EMQHIST6` (events in
+//! the encoding its headers say; `EMQHIST4` files, encodings 3 and 4, are still read), then
+//! records, each `H` · u32 LE length · header JSON or `S` · u64 LE
 //! length · one stream's bytes, in the order written. The last header counts: the first one
 //! says the run has not ended (`complete: false`), the last record of a run that ended is its
 //! final header. A file cut inside a record (a run killed while it wrote) reads up to the last
@@ -24,11 +27,17 @@ use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// The file's magic and format version, as this build writes it.
-pub const MAGIC: &[u8; 8] = b"EMQHIST3";
-/// The magic of the previous version (no worker in its events), still read.
+pub const MAGIC: &[u8; 8] = b"EMQHIST5";
+/// The magic of the layout before claims carried holders (event encodings 3 and 4), still read.
+const MAGIC_V3: &[u8; 8] = b"EMQHIST3";
+/// The magic of the version before it (no worker in its events), still read.
 const MAGIC_V2: &[u8; 8] = b"EMQHIST2";
-/// The magic of the streamed layout (records appended as the run goes; events as [`MAGIC`]'s).
-pub const STREAMED_MAGIC: &[u8; 8] = b"EMQHIST4";
+/// The magic of the streamed layout (records appended as the run goes; events in the encoding
+/// its header records say).
+pub const STREAMED_MAGIC: &[u8; 8] = b"EMQHIST6";
+/// The streamed layout's magic before claims carried holders (event encodings 3 and 4), still
+/// read.
+const STREAMED_MAGIC_V4: &[u8; 8] = b"EMQHIST4";
 /// A streamed file's header record.
 pub(crate) const RECORD_HEADER: u8 = b'H';
 /// A streamed file's stream record.
@@ -46,7 +55,7 @@ pub enum HistoryFileError {
         source: std::io::Error,
     },
     /// Not a history file of this version.
-    #[error("{}: not an emq-bench history (expected magic EMQHIST4, EMQHIST3 or EMQHIST2)", path.display())]
+    #[error("{}: not an emq-bench history this build reads (expected magic EMQHIST6, EMQHIST5, EMQHIST4, EMQHIST3 or EMQHIST2)", path.display())]
     Magic {
         /// The file.
         path: PathBuf,
@@ -138,7 +147,7 @@ pub fn each_stream(
     let size = file.metadata().map_err(io)?.len();
     let mut input = Sections { input: BufReader::new(file), at: 0, size, path };
     let not_history = || HistoryFileError::Magic { path: path.to_path_buf() };
-    let magic = match input.take(8, |there| format!("the 8-byte magic EMQHIST3 at byte 0 ({there} there)")) {
+    let magic = match input.take(8, |there| format!("the 8-byte magic EMQHIST5 at byte 0 ({there} there)")) {
         Ok(magic) => magic,
         // Fewer than 8 bytes: a prefix of the magic is a history cut short, anything else is
         // another file.
@@ -147,11 +156,11 @@ pub fn each_stream(
         }
         Err(other) => return Err(other),
     };
-    // EMQHIST3's header says its events' encoding (3 and later); EMQHIST2's events are 2.
+    // EMQHIST5's and EMQHIST3's headers say their events' encoding; EMQHIST2's events are 2.
     let version = match magic.as_slice() {
-        m if m == MAGIC => None,
+        m if m == MAGIC || m == MAGIC_V3 => None,
         m if m == MAGIC_V2 => Some(2),
-        m if m == STREAMED_MAGIC => return load_segments(path, input, sink),
+        m if m == STREAMED_MAGIC || m == STREAMED_MAGIC_V4 => return load_segments(path, input, &magic, sink),
         _ => return Err(not_history()),
     };
     let at = input.at;
@@ -228,16 +237,17 @@ pub fn history_bytes(path: &Path) -> Result<u64, HistoryFileError> {
 /// `history.1.bin`, ... while they exist. Each segment starts with its magic and a header
 /// record; the header that counts is the last segment's last one.
 ///
-/// Errors: those of [`load_streamed`] for any segment; a later segment that is not a streamed
-/// history file.
+/// Errors: those of [`load_streamed`] for any segment; a later segment whose magic is not the
+/// first's (`magic`).
 fn load_segments(
     first: &Path,
     mut input: Sections,
+    magic: &[u8],
     mut sink: impl FnMut(u8, Vec<u8>) -> Result<(), HistoryFileError>,
 ) -> Result<HistoryHeader, HistoryFileError> {
     let at = input.at;
     let mut header = load_streamed(&mut input, &mut sink)?
-        .ok_or_else(|| input.truncated(format!("a header record after the magic EMQHIST4 at byte {at}")))?;
+        .ok_or_else(|| input.truncated(format!("a header record after the 8-byte magic at byte {at}")))?;
     for k in 1.. {
         let path = segment_path(first, k);
         let io = |source| HistoryFileError::Io { path: path.clone(), source };
@@ -253,7 +263,7 @@ fn load_segments(
         if size < 8 {
             break;
         }
-        if input.take(8, |_| String::new())? != STREAMED_MAGIC {
+        if input.take(8, |_| String::new())? != magic {
             return Err(HistoryFileError::Magic { path: path.clone() });
         }
         match load_streamed(&mut input, &mut sink)? {
@@ -425,8 +435,8 @@ mod tests {
         let file = path.with_file_name("cut.bin");
         let f = file.display();
         for (cut, want) in [
-            (0, format!("{f}: truncated: the file ends at byte 0, expected the 8-byte magic EMQHIST3 at byte 0 (0 there)")),
-            (5, "ends at byte 5, expected the 8-byte magic EMQHIST3 at byte 0 (5 there)".into()),
+            (0, format!("{f}: truncated: the file ends at byte 0, expected the 8-byte magic EMQHIST5 at byte 0 (0 there)")),
+            (5, "ends at byte 5, expected the 8-byte magic EMQHIST5 at byte 0 (5 there)".into()),
             (10, "ends at byte 10, expected the header's 4-byte length at byte 8".into()),
             (20, format!("ends at byte 20, expected the header: {json} bytes of JSON from byte 12 (8 there)")),
             (count_at + 2, format!("expected the 4-byte stream count at byte {count_at}")),

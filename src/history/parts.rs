@@ -27,7 +27,7 @@ const MIN_EVENT_BYTES: u64 = 5;
 pub const MAX_PARTS: usize = 256;
 
 /// The most bytes one event takes in a part file (see [`encode`]).
-const RECORD_MAX: usize = 2 + 10 * 8;
+const RECORD_MAX: usize = 2 + 10 * 9;
 
 /// The prefix of a part folder's name; the process id follows, so a folder whose process is
 /// gone is known to be left over.
@@ -242,19 +242,22 @@ fn get(bytes: &[u8], at: &mut usize) -> Option<u64> {
 }
 
 /// `e` (from stream `stream`) as a part file's record in `out`; returns its length. A byte
-/// `kind << 5 | outcome`, a flags byte (bit 0: a worker), then varints: job, queue, token,
-/// the worker (when there is one), the stream, the id's time, the send time and the reply
+/// `kind << 5 | outcome`, a flags byte (bit 0: a worker, bit 1: a holder), then varints: job,
+/// queue, token, the worker and the holder (when there are), the stream, the id's time, the send time and the reply
 /// time's zigzag difference from it. About 18 bytes for a claim or a complete, 25 for an
 /// enqueue.
 fn encode(e: &Event, stream: u32, out: &mut [u8; RECORD_MAX]) -> usize {
     out[0] = (e.kind as u8) << 5 | e.outcome.bits();
-    out[1] = u8::from(e.worker.is_some());
+    out[1] = u8::from(e.worker.is_some()) | u8::from(e.holder.is_some()) << 1;
     let mut at = 2;
     at = put(out, at, u64::from(e.job));
     at = put(out, at, u64::from(e.queue));
     at = put(out, at, u64::from(e.token));
     if let Some(worker) = e.worker {
         at = put(out, at, u64::from(worker));
+    }
+    if let Some(holder) = e.holder {
+        at = put(out, at, holder.get());
     }
     at = put(out, at, u64::from(stream));
     at = put(out, at, e.id_ms);
@@ -273,6 +276,7 @@ fn decode(bytes: &[u8]) -> Option<(Event, u32, usize)> {
     let queue = u16::try_from(next()?).ok()?;
     let token = u32::try_from(next()?).ok()?;
     let worker = if flags & 1 == 1 { Some(u32::try_from(next()?).ok()?) } else { None };
+    let holder = if flags & 2 == 2 { Some(std::num::NonZeroU64::new(next()?)?) } else { None };
     let stream = u32::try_from(next()?).ok()?;
     let id_ms = next()?;
     let sent_us = next()?;
@@ -288,7 +292,7 @@ fn decode(bytes: &[u8]) -> Option<(Event, u32, usize)> {
         sent_us,
         done_us: sent_us.wrapping_add(took as u64),
         worker,
-        holder: None,
+        holder,
         shard: None,
     };
     Some((event, stream, at))
@@ -433,6 +437,9 @@ mod tests {
         let len = encode(&e, 12, &mut out);
         assert_eq!(decode(&out[..len]), Some((e, 12, len)));
         assert_eq!(decode(&out[..len - 1]), None, "a record cut short");
+        let claim = Event { kind: Kind::Claim, outcome: Outcome::Ok, holder: std::num::NonZeroU64::new(u64::MAX), ..e };
+        let len = encode(&claim, 3, &mut out);
+        assert_eq!(decode(&out[..len]), Some((claim, 3, len)), "a claim keeps its holder");
         let none = Event { worker: None, outcome: Outcome::Unknown, done_us: e.sent_us - 5, ..e };
         let len = encode(&none, 0, &mut out);
         assert_eq!(decode(&out[..len]), Some((none, 0, len)), "a reply read before the send");

@@ -3,7 +3,7 @@
 //! it to `history.bin`, so the run's memory holds no history it has closed, and a run killed
 //! outright leaves every chunk up to about a second before the kill on disk.
 //!
-//! The file is the streamed layout of [`super::file`] (magic `EMQHIST4`): a first header that
+//! The file is the streamed layout of [`super::file`] (magic `EMQHIST6`): a first header that
 //! says the run has not ended (`complete: false`), the chunks as they come, and the final
 //! header at the end. A file without its final header is a run that ended without one.
 

@@ -55,7 +55,7 @@ pub fn render(report: &CapacityReport) -> String {
         "<p class=\"note\">Each probe is a whole run at one offered rate (its folder holds its report.html). A \
          probe is sustained when every objective's 95 % interval (from the order statistics of the recorded \
          histogram) lies under its limit, the run was steady (rate held, no growing backlog, no trend in \
-         throughput or p99) and its verdict passed; an interval across the limit is undecided and the probe is \
+         throughput, nor in the p99 of a script an objective names) and its verdict passed; an interval across the limit is undecided and the probe is \
          run again longer. A probe whose client was saturated (its CPU, or its wait for a CPU: summary.json \
          <code>client</code>) measured the harness's host: unless sustained it is client-bound, never counted \
          as not sustained by the deployment, and no rate is named from it.</p></body></html>",
