@@ -182,6 +182,46 @@ impl EmbeddedCluster {
         Ok(())
     }
 
+    /// Starts again every node whose process has ended (a fault killed it), each on its port
+    /// and data directory, so its nodes.conf makes it rejoin as a replica of the node promoted
+    /// in its place; then waits (up to 30 s) until every node reports the cluster ok and knows
+    /// every node, every node started again says it is a replica, and every replica (by its
+    /// role now: failovers swap them) has its link to its primary up. Returns how many nodes
+    /// were started again (0: nothing to wait for).
+    ///
+    /// Errors: a node that does not start, or a cluster not settled in time, as
+    /// [`ServerError::NotReady`] naming the node and what it reported last.
+    pub fn restore(&mut self) -> Result<usize, ServerError> {
+        let mut restarted = Vec::new();
+        for (i, node) in self.nodes.iter_mut().enumerate() {
+            if node.server.exited() {
+                node.server.start_again()?;
+                restarted.push(i);
+            }
+        }
+        if restarted.is_empty() {
+            return Ok(0);
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let known = format!("cluster_known_nodes:{}", self.nodes.len());
+        for (i, node) in self.nodes.iter().enumerate() {
+            loop {
+                let info: String = query(&node.server, &["CLUSTER", "INFO"])?;
+                let replication: String = query(&node.server, &["INFO", "replication"])?;
+                let replica = replication.contains("role:slave");
+                let settled = info.contains("cluster_state:ok")
+                    && info.contains(&known)
+                    && (!replica || replication.contains("master_link_status:up"))
+                    && (replica || !restarted.contains(&i));
+                if settled {
+                    break;
+                }
+                self.before(deadline, &node.server, format!("not settled after a restart:\n{info}\n{replication}"))?;
+            }
+        }
+        Ok(restarted.len())
+    }
+
     /// Every node: primaries first, then the replicas in primary order.
     pub fn nodes(&self) -> &[ClusterNode] {
         &self.nodes

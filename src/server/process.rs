@@ -197,6 +197,11 @@ impl EmbeddedServer {
         &self.binary
     }
 
+    /// True when the process has ended (a fault killed it, or it crashed).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// The server's process id (for CPU accounting from /proc, or pinning with taskset).
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -295,6 +295,7 @@ impl Session {
         keep: bool,
         stop: StopSignal,
     ) -> Result<(RepResult, RunMetrics), AppError> {
+        self.restore_cluster()?;
         plane::ensure_clean(&self.plane, &self.queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
         let mut target = self.target_info(&registry);
@@ -314,6 +315,25 @@ impl Session {
         let mut assembled = self.assemble(&ended, keys, keep);
         let junit = self.write_folder(dir, &ended, &mut assembled).await;
         Ok(self.render(dir, ended, assembled, junit))
+    }
+
+    /// Starts again the embedded cluster's nodes that a fault of an earlier repetition killed
+    /// ([`EmbeddedCluster::restore`]), so every repetition's faults meet a primary with its
+    /// replicas, not a cluster worn down by the kills before (a primary left without a replica
+    /// is never failed over: its slots stay down).
+    ///
+    /// Errors: a node that does not start again, or a cluster that does not settle.
+    fn restore_cluster(&self) -> Result<(), AppError> {
+        if let Some(cluster) = &self.cluster {
+            let restarted = cluster.lock().expect("cluster").restore()?;
+            if restarted > 0 && !self.options.quiet {
+                crate::output::note(
+                    "cluster",
+                    &format!("started again {restarted} node(s) a fault killed before this run"),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Whether the target is a server or cluster this process started (its keys' hint and the
