@@ -165,8 +165,10 @@ impl SafetyComparison {
 }
 
 /// Compares the effects of BASE's faults with NEW's: `None` when either side injected no fault
-/// whose effects were checked (nothing to compare). `alpha` is the significance level,
-/// `confidence` the intervals' level.
+/// whose effects were checked (nothing to compare). `alpha` is the significance level of the
+/// whole table: each of the [`SafetyEffect::ALL`] effects is tested at its share of it
+/// (Bonferroni), so four effects compared on identical scripts name a difference with at most
+/// `alpha`'s chance, not four times it. `confidence` is the intervals' level.
 pub fn compare_safety(base: &FaultTally, new: &FaultTally, alpha: f64, confidence: f64) -> Option<SafetyComparison> {
     if base.faults == 0 || new.faults == 0 {
         return None;
@@ -181,19 +183,21 @@ pub fn compare_safety(base: &FaultTally, new: &FaultTally, alpha: f64, confidenc
         })
     };
     let mut effects = Vec::new();
+    let each = alpha / SafetyEffect::ALL.len() as f64;
+    let share = format!("{each} (α {alpha} over {} effects)", SafetyEffect::ALL.len());
     for (i, &effect) in SafetyEffect::ALL.iter().enumerate() {
         let (b, n) = (rate(base, i)?, rate(new, i)?);
         let p = poisson_rates_test(b.count, base.faults as f64, n.count, new.faults as f64)?;
-        let verdict = match (p < alpha, n.per_fault < b.per_fault) {
+        let verdict = match (p < each, n.per_fault < b.per_fault) {
             (true, true) => SafetyVerdict::Fewer,
             (true, false) => SafetyVerdict::More,
             (false, _) => SafetyVerdict::NoDifferenceShown,
         };
         let words = effect.words();
         let sentence = match verdict {
-            SafetyVerdict::Fewer => format!("NEW has fewer {words} per fault (p {p:.4} < {alpha})"),
-            SafetyVerdict::More => format!("NEW has more {words} per fault (p {p:.4} < {alpha})"),
-            SafetyVerdict::NoDifferenceShown => format!("no difference shown in {words} (p {p:.4} ≥ {alpha})"),
+            SafetyVerdict::Fewer => format!("NEW has fewer {words} per fault (p {p:.4} < {share})"),
+            SafetyVerdict::More => format!("NEW has more {words} per fault (p {p:.4} < {share})"),
+            SafetyVerdict::NoDifferenceShown => format!("no difference shown in {words} (p {p:.4} ≥ {share})"),
         };
         effects.push(EffectComparison { effect, base: b, new: n, p, verdict, sentence });
     }
@@ -249,6 +253,13 @@ mod tests {
         // Three against none is not enough at α = 0.01 (p = 0.25).
         let s = compare_safety(&tally(5, [3, 0, 0, 0]), &tally(5, [0, 0, 0, 0]), 0.01, 0.95).unwrap();
         assert_eq!(s.effects[0].verdict, SafetyVerdict::NoDifferenceShown, "{}", s.effects[0].sentence);
+        // 31 unknown outcomes over 10 faults against 13 (measured here on two script sets):
+        // p ≈ 0.0096 is under α but not under its share for one of four effects.
+        let s = compare_safety(&tally(10, [14, 6, 165, 31]), &tally(10, [12, 5, 171, 13]), 0.01, 0.95).unwrap();
+        let unknown = &s.effects[3];
+        assert!(unknown.p > 0.0025 && unknown.p < 0.01, "{}", unknown.p);
+        assert_eq!(unknown.verdict, SafetyVerdict::NoDifferenceShown, "{}", unknown.sentence);
+        assert!(unknown.sentence.ends_with("≥ 0.0025 (α 0.01 over 4 effects))"), "{}", unknown.sentence);
     }
 
     #[test]

@@ -138,6 +138,13 @@ pub struct FaultEffects {
     pub unknown_outcomes: u64,
     /// The jobs the violations above name, the first [`MAX_JOBS_NAMED`] of them.
     pub jobs: Vec<String>,
+    /// Violations whose evidence carries no time (an end state that contradicts the history,
+    /// e.g. "accepted with token 1 but token 2 was handed out") of a job that a finding in this
+    /// window already names, by the effect that finding counts in (`fencing_violations`: 2):
+    /// the same failure read a second time, judged with it and not counted in the effects
+    /// above.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub untimed_same_job: std::collections::BTreeMap<String, u64>,
 }
 
 /// The shortest gap in a queue's acknowledged enqueues that counts as an interruption, s.

@@ -15,6 +15,7 @@ use crate::faults::FaultSpan;
 use crate::history::file::HistoryFileError;
 use crate::history::{HistoryParts, Kind, Outcome, UNKNOWN_JOB};
 use crate::metrics::{JobCounter, RunMetrics};
+use crate::scenario::thresholds::FaultEffect;
 
 /// How long before a fault's start its evidence may lie, s.
 const LEAD: f64 = 0.25;
@@ -36,6 +37,8 @@ pub(super) fn attribute(
     let mut order: Vec<usize> = (0..injected.len()).collect();
     order.sort_by(|&a, &b| injected[a].from_s.total_cmp(&injected[b].from_s));
     let (acks, unknown_sent) = acknowledged_enqueues(history)?;
+    // Each fault's jobs with a timed finding, and the effect that finding counts in.
+    let mut named: Vec<std::collections::HashMap<&str, &'static str>> = vec![Default::default(); injected.len()];
     for (k, &i) in order.iter().enumerate() {
         let from = injected[i].from_s - LEAD;
         let until = order.get(k + 1).map_or(f64::INFINITY, |&next| injected[next].from_s - LEAD);
@@ -51,13 +54,15 @@ pub(super) fn attribute(
         effects.cluster_down_s = cluster_down_seconds(metrics, from, until);
         effects.unknown_outcomes = unknown_sent.iter().filter(|&&sent| within(sent)).count() as u64;
         for v in violations.iter().filter(|v| v.at_us.is_some_and(within)) {
-            match v.invariant {
-                Invariant::I7 => effects.lost_enqueues += 1,
-                Invariant::I5 if v.found.contains(" handed out ") => effects.reissued_tokens += 1,
-                Invariant::I6 => effects.fencing_violations += 1,
-                _ => effects.other_violations += 1,
-            }
+            let effect = effect_of(v);
+            *match effect {
+                FaultEffect::LostEnqueues => &mut effects.lost_enqueues,
+                FaultEffect::ReissuedTokens => &mut effects.reissued_tokens,
+                FaultEffect::FencingViolations => &mut effects.fencing_violations,
+                _ => &mut effects.other_violations,
+            } += 1;
             if let Some(job) = &v.job {
+                named[i].entry(job.as_str()).or_insert(effect.name());
                 if effects.jobs.len() < MAX_JOBS_NAMED && !effects.jobs.contains(job) {
                     effects.jobs.push(job.clone());
                 }
@@ -65,7 +70,29 @@ pub(super) fn attribute(
         }
         injected[i].effects = Some(effects);
     }
+    // A finding with no time of a job a fault's window names is that fault's (the first such
+    // fault's, in time order): the same failure, seen in the end state.
+    for v in violations.iter().filter(|v| v.at_us.is_none()) {
+        let Some(job) = v.job.as_deref() else { continue };
+        let Some((i, effect)) = order.iter().find_map(|&i| named[i].get(job).map(|effect| (i, *effect))) else {
+            continue;
+        };
+        if let Some(effects) = injected[i].effects.as_mut() {
+            *effects.untimed_same_job.entry(effect.to_string()).or_default() += 1;
+        }
+    }
     Ok(())
+}
+
+/// The effect a violation in a fault's window counts in: I7 a lost enqueue, an I5 token handed
+/// out twice a reissued token, I6 a fencing failure, anything else another violation.
+fn effect_of(v: &Violation) -> FaultEffect {
+    match v.invariant {
+        Invariant::I7 => FaultEffect::LostEnqueues,
+        Invariant::I5 if v.found.contains(" handed out ") => FaultEffect::ReissuedTokens,
+        Invariant::I6 => FaultEffect::FencingViolations,
+        _ => FaultEffect::OtherViolations,
+    }
 }
 
 /// Each queue's acknowledged enqueues' reply times, µs, sorted (by the header's queue index),
@@ -139,6 +166,22 @@ fn cluster_down_seconds(metrics: &RunMetrics, from: f64, until: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finding_with_no_time_goes_to_the_fault_whose_window_names_its_job() {
+        let v = |invariant, job: &str, at_us: Option<u64>, found: &str| Violation {
+            invariant,
+            queue: "q".into(),
+            job: Some(job.into()),
+            expected: String::new(),
+            found: found.into(),
+            at_us,
+        };
+        assert_eq!(effect_of(&v(Invariant::I7, "a", None, "")), FaultEffect::LostEnqueues);
+        assert_eq!(effect_of(&v(Invariant::I5, "a", None, "token 1 handed out 2 times")), FaultEffect::ReissuedTokens);
+        assert_eq!(effect_of(&v(Invariant::I5, "a", None, "attempts = 2")), FaultEffect::OtherViolations);
+        assert_eq!(effect_of(&v(Invariant::I6, "a", None, "")), FaultEffect::FencingViolations);
+    }
 
     #[test]
     fn a_queue_answers_again_after_its_longest_gap_in_the_window() {

@@ -352,7 +352,12 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
             .injected
             .iter()
             .filter_map(|f| f.effects.as_ref())
-            .flat_map(|e| rules.bounded_effects.iter().map(|&effect| effect_of(effect, e)))
+            .flat_map(|e| {
+                rules
+                    .bounded_effects
+                    .iter()
+                    .map(|&effect| effect_of(effect, e) + e.untimed_same_job.get(effect.name()).copied().unwrap_or(0))
+            })
             .sum();
         let left = (violations as u64).saturating_sub(bounded);
         if left > 0 && bounded > 0 {
@@ -360,7 +365,8 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
                 FindingKind::Violations,
                 format!(
                     "{left} invariant violations beyond what the fault thresholds bound ({bounded} in the faults' \
-                     windows are theirs to judge; all in invariants.json)"
+                     windows, or of their jobs with no time of their own, are theirs to judge; all in \
+                     invariants.json)"
                 ),
             );
         } else if left > 0 {

@@ -278,4 +278,13 @@ fn violations_a_fault_threshold_bounds_are_its_to_judge() {
     // A fencing failure in the window, a kind no threshold bounds.
     let facts = Facts { injected: vec![kill(30, 1)], check: CheckFate::Ran { violations: 31 }, ..clean() };
     assert_eq!(kinds(&facts, &bounded), vec![K::Violations]);
+    // The same job's finding again with no time of its own (its end state) is judged with the
+    // effect its timed finding counts in: bounded when that effect is, else it fails.
+    let mut twice = kill(30, 1);
+    let untimed = [("fencing_violations".to_string(), 1)].into_iter().collect();
+    twice.effects.as_mut().unwrap().untimed_same_job = untimed;
+    let facts = Facts { injected: vec![twice], check: CheckFate::Ran { violations: 32 }, ..clean() };
+    let both = Rules { bounded_effects: vec![FaultEffect::LostEnqueues, FaultEffect::FencingViolations], ..rules() };
+    assert!(kinds(&facts, &both).is_empty(), "{}", message(&facts, &both));
+    assert!(message(&facts, &bounded).contains("2 invariant violations beyond"), "{}", message(&facts, &bounded));
 }
