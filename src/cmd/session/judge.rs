@@ -345,35 +345,38 @@ pub fn judge(facts: &Facts, rules: &Rules) -> Verdict {
             },
         );
     }
-    if let CheckFate::Ran { violations } = facts.check {
-        // The violations a `fault.<effect>` threshold bounds, in a fault's window: judged by
-        // it (rule 3). Any other (outside every window, or of a kind no threshold bounds) fails.
-        let bounded: u64 = facts
-            .injected
-            .iter()
-            .filter_map(|f| f.effects.as_ref())
-            .flat_map(|e| {
-                rules
-                    .bounded_effects
-                    .iter()
-                    .map(|&effect| effect_of(effect, e) + e.untimed_same_job.get(effect.name()).copied().unwrap_or(0))
-            })
-            .sum();
-        let left = (violations as u64).saturating_sub(bounded);
-        if left > 0 && bounded > 0 {
-            say(
-                FindingKind::Violations,
-                format!(
-                    "{left} invariant violations beyond what the fault thresholds bound ({bounded} in the faults' \
-                     windows, or of their jobs with no time of their own, are theirs to judge; all in \
-                     invariants.json)"
-                ),
-            );
-        } else if left > 0 {
-            say(FindingKind::Violations, format!("{violations} invariant violations (all in invariants.json)"));
-        }
+    if let Some(line) = violations_beyond_bounds(facts, rules) {
+        say(FindingKind::Violations, line);
     }
     Verdict::of(out)
+}
+
+/// The violations finding, when the check ran and found any that no `fault.<effect>` threshold
+/// bounds. The violations a threshold bounds, in a fault's window or of a job its window names
+/// (with no time of their own), are judged by it (rule 3); any other (outside every window, or
+/// of a kind no threshold bounds) fails.
+fn violations_beyond_bounds(facts: &Facts, rules: &Rules) -> Option<String> {
+    let CheckFate::Ran { violations } = facts.check else { return None };
+    let bounded: u64 = facts
+        .injected
+        .iter()
+        .filter_map(|f| f.effects.as_ref())
+        .flat_map(|e| {
+            rules
+                .bounded_effects
+                .iter()
+                .map(|&effect| effect_of(effect, e) + e.untimed_same_job.get(effect.name()).copied().unwrap_or(0))
+        })
+        .sum();
+    let left = (violations as u64).saturating_sub(bounded);
+    match (left > 0, bounded > 0) {
+        (true, true) => Some(format!(
+            "{left} invariant violations beyond what the fault thresholds bound ({bounded} in the faults' windows, \
+             or of their jobs with no time of their own, are theirs to judge; all in invariants.json)"
+        )),
+        (true, false) => Some(format!("{violations} invariant violations (all in invariants.json)")),
+        (false, _) => None,
+    }
 }
 
 #[cfg(test)]
