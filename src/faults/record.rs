@@ -139,10 +139,10 @@ pub struct FaultEffects {
     /// The jobs the violations above name, the first [`MAX_JOBS_NAMED`] of them.
     pub jobs: Vec<String>,
     /// Violations whose evidence carries no time (an end state that contradicts the history,
-    /// e.g. "accepted with token 1 but token 2 was handed out") of a job that a finding in this
-    /// window already names, by the effect that finding counts in (`fencing_violations`: 2):
-    /// the same failure read a second time, judged with it and not counted in the effects
-    /// above.
+    /// e.g. "accepted with token 1 but token 2 was handed out"), by the effect they count in
+    /// (`fencing_violations`: 2), each of a job whose finding of the same effect lies in this
+    /// window: the same failure read a second time, judged with it (bounded when that effect
+    /// has a threshold) and not counted again in the effects above.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub untimed_same_job: std::collections::BTreeMap<String, u64>,
 }

@@ -183,11 +183,12 @@ impl EmbeddedCluster {
     }
 
     /// Starts again every node whose process has ended (a fault killed it), each on its port
-    /// and data directory, so its nodes.conf makes it rejoin as a replica of the node promoted
-    /// in its place; then waits (up to 30 s) until every node reports the cluster ok and knows
-    /// every node, every node started again says it is a replica, and every replica (by its
-    /// role now: failovers swap them) has its link to its primary up. Returns how many nodes
-    /// were started again (0: nothing to wait for).
+    /// and data directory, so its nodes.conf makes it rejoin: as a replica of the node promoted
+    /// in its place, or as the primary of its own slots when none was; then waits (up to 30 s)
+    /// until every node reports the cluster ok and knows every node, and every replica (by its
+    /// role now: failovers swap them) has its link to its primary up. A node that does not
+    /// answer yet is asked again until then. Returns how many nodes were started again (0:
+    /// nothing to wait for).
     ///
     /// Errors: a node that does not start, or a cluster not settled in time, as
     /// [`ServerError::NotReady`] naming the node and what it reported last.
@@ -204,19 +205,24 @@ impl EmbeddedCluster {
         }
         let deadline = Instant::now() + READY_TIMEOUT;
         let known = format!("cluster_known_nodes:{}", self.nodes.len());
-        for (i, node) in self.nodes.iter().enumerate() {
+        for node in &self.nodes {
             loop {
-                let info: String = query(&node.server, &["CLUSTER", "INFO"])?;
-                let replication: String = query(&node.server, &["INFO", "replication"])?;
-                let replica = replication.contains("role:slave");
-                let settled = info.contains("cluster_state:ok")
-                    && info.contains(&known)
-                    && (!replica || replication.contains("master_link_status:up"))
-                    && (replica || !restarted.contains(&i));
-                if settled {
-                    break;
-                }
-                self.before(deadline, &node.server, format!("not settled after a restart:\n{info}\n{replication}"))?;
+                let read = query::<String>(&node.server, &["CLUSTER", "INFO"])
+                    .and_then(|info| Ok((info, query::<String>(&node.server, &["INFO", "replication"])?)));
+                let last = match read {
+                    Ok((info, replication)) => {
+                        let replica = replication.contains("role:slave");
+                        let settled = info.contains("cluster_state:ok")
+                            && info.contains(&known)
+                            && (!replica || replication.contains("master_link_status:up"));
+                        if settled {
+                            break;
+                        }
+                        format!("{info}\n{replication}")
+                    }
+                    Err(err) => err.to_string(),
+                };
+                self.before(deadline, &node.server, format!("not settled after a restart:\n{last}"))?;
             }
         }
         Ok(restarted.len())

@@ -37,8 +37,8 @@ pub(super) fn attribute(
     let mut order: Vec<usize> = (0..injected.len()).collect();
     order.sort_by(|&a, &b| injected[a].from_s.total_cmp(&injected[b].from_s));
     let (acks, unknown_sent) = acknowledged_enqueues(history)?;
-    // Each fault's jobs with a timed finding, and the effect that finding counts in.
-    let mut named: Vec<std::collections::HashMap<&str, &'static str>> = vec![Default::default(); injected.len()];
+    // Each fault's timed findings, as (job, the effect it counts in).
+    let mut named: Vec<std::collections::HashSet<(&str, &str)>> = vec![Default::default(); injected.len()];
     for (k, &i) in order.iter().enumerate() {
         let from = injected[i].from_s - LEAD;
         let until = order.get(k + 1).map_or(f64::INFINITY, |&next| injected[next].from_s - LEAD);
@@ -62,7 +62,7 @@ pub(super) fn attribute(
                 _ => &mut effects.other_violations,
             } += 1;
             if let Some(job) = &v.job {
-                named[i].entry(job.as_str()).or_insert(effect.name());
+                named[i].insert((job.as_str(), effect.name()));
                 if effects.jobs.len() < MAX_JOBS_NAMED && !effects.jobs.contains(job) {
                     effects.jobs.push(job.clone());
                 }
@@ -70,18 +70,34 @@ pub(super) fn attribute(
         }
         injected[i].effects = Some(effects);
     }
-    // A finding with no time of a job a fault's window names is that fault's (the first such
-    // fault's, in time order): the same failure, seen in the end state.
-    for v in violations.iter().filter(|v| v.at_us.is_none()) {
-        let Some(job) = v.job.as_deref() else { continue };
-        let Some((i, effect)) = order.iter().find_map(|&i| named[i].get(job).map(|effect| (i, *effect))) else {
-            continue;
-        };
+    // A finding with no time, of a job whose timed finding of the same effect a fault's window
+    // holds, is that fault's (the first such fault's, in time order): the same failure, seen
+    // again in the end state. Any other untimed finding stays outside every window.
+    for (i, effect) in untimed_same_job(violations, &named, &order) {
         if let Some(effects) = injected[i].effects.as_mut() {
             *effects.untimed_same_job.entry(effect.to_string()).or_default() += 1;
         }
     }
     Ok(())
+}
+
+/// For each violation with no time whose job has a timed finding of the same effect in a
+/// fault's window (`named[i]`: fault `i`'s (job, effect name) pairs), that fault (the first in
+/// time `order`) and the effect's name.
+fn untimed_same_job(
+    violations: &[Violation],
+    named: &[std::collections::HashSet<(&str, &str)>],
+    order: &[usize],
+) -> Vec<(usize, &'static str)> {
+    let mut out = Vec::new();
+    for v in violations.iter().filter(|v| v.at_us.is_none()) {
+        let Some(job) = v.job.as_deref() else { continue };
+        let effect = effect_of(v).name();
+        if let Some(&i) = order.iter().find(|&&i| named[i].contains(&(job, effect))) {
+            out.push((i, effect));
+        }
+    }
+    out
 }
 
 /// The effect a violation in a fault's window counts in: I7 a lost enqueue, an I5 token handed
@@ -181,6 +197,18 @@ mod tests {
         assert_eq!(effect_of(&v(Invariant::I5, "a", None, "token 1 handed out 2 times")), FaultEffect::ReissuedTokens);
         assert_eq!(effect_of(&v(Invariant::I5, "a", None, "attempts = 2")), FaultEffect::OtherViolations);
         assert_eq!(effect_of(&v(Invariant::I6, "a", None, "")), FaultEffect::FencingViolations);
+        // Job a's timed fencing failure is fault 1's (the later one in time, order [1, 0]).
+        let named: Vec<std::collections::HashSet<(&str, &str)>> =
+            vec![Default::default(), [("a", "fencing_violations"), ("b", "reissued_tokens")].into_iter().collect()];
+        let violations = [
+            v(Invariant::I6, "a", None, "accepted with token 1 but token 2 was handed out"),
+            v(Invariant::I6, "a", Some(5), "2 accepted"),
+            // Another effect of the same job, or another job: not the same failure.
+            v(Invariant::I4, "a", None, "payload differs"),
+            v(Invariant::I6, "b", None, "accepted with token 1 but token 2 was handed out"),
+            v(Invariant::I6, "c", None, "accepted with token 1 but token 2 was handed out"),
+        ];
+        assert_eq!(untimed_same_job(&violations, &named, &[1, 0]), [(1, "fencing_violations")]);
     }
 
     #[test]

@@ -295,7 +295,7 @@ impl Session {
         keep: bool,
         stop: StopSignal,
     ) -> Result<(RepResult, RunMetrics), AppError> {
-        self.restore_cluster()?;
+        self.restore_cluster().await?;
         plane::ensure_clean(&self.plane, &self.queues, false).await?;
         // INFO may be denied to a least-privilege user: the run goes on without server figures.
         let mut target = self.target_info(&registry);
@@ -323,14 +323,16 @@ impl Session {
     /// is never failed over: its slots stay down).
     ///
     /// Errors: a node that does not start again, or a cluster that does not settle.
-    fn restore_cluster(&self) -> Result<(), AppError> {
-        if let Some(cluster) = &self.cluster {
-            let restarted = cluster.lock().expect("cluster").restore()?;
-            if restarted > 0 && !self.options.quiet {
-                crate::output::note(
-                    "cluster",
-                    &format!("started again {restarted} node(s) a fault killed before this run"),
-                );
+    async fn restore_cluster(&self) -> Result<(), AppError> {
+        let Some(cluster) = &self.cluster else { return Ok(()) };
+        let restarted = cluster.lock().expect("cluster").restore()?;
+        if restarted > 0 {
+            // The slot map and the replicas the load connects to, read again: a node that was
+            // dead when they were last read is a replica now.
+            let _ = self.plane.refresh().await;
+            if !self.options.quiet {
+                let line = format!("started again {restarted} node(s) a fault killed before this run");
+                crate::output::note("cluster", &line);
             }
         }
         Ok(())
