@@ -52,9 +52,10 @@ pub(super) async fn clean_up(
         let before = record.deleted;
         let deleted = plane::delete_queue(&mut plane.conn_for(keys), keys, |so_far| {
             record.deleted = before + so_far;
-            record.under_way(so_far);
             progress.update(keys.queue.as_str(), record.deleted);
             if Instant::now() >= rewrite_at {
+                // What is left is read only from a written record: worked out when one is.
+                record.under_way(so_far);
                 record.secs = start.elapsed().as_secs_f64();
                 summary.cleanup = Some(record.clone());
                 let _ = write_json(&dir.join(SUMMARY_FILE), summary);
@@ -69,6 +70,7 @@ pub(super) async fn clean_up(
                 record.under_way(0);
             }
             Err(err) => {
+                record.under_way(record.deleted - before);
                 error = Some(format!("queue {}: {err}", keys.queue));
                 break;
             }

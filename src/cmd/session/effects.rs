@@ -54,7 +54,7 @@ pub(super) fn attribute(
         effects.cluster_down_s = cluster_down_seconds(metrics, from, until);
         effects.unknown_outcomes = unknown_sent.iter().filter(|&&sent| within(sent)).count() as u64;
         for v in violations.iter().filter(|v| v.at_us.is_some_and(within)) {
-            let effect = effect_of(v);
+            let effect = counted_in(v);
             *match effect {
                 FaultEffect::LostEnqueues => &mut effects.lost_enqueues,
                 FaultEffect::ReissuedTokens => &mut effects.reissued_tokens,
@@ -92,7 +92,7 @@ fn untimed_same_job(
     let mut out = Vec::new();
     for v in violations.iter().filter(|v| v.at_us.is_none()) {
         let Some(job) = v.job.as_deref() else { continue };
-        let effect = effect_of(v).name();
+        let effect = counted_in(v).name();
         if let Some(&i) = order.iter().find(|&&i| named[i].contains(&(job, effect))) {
             out.push((i, effect));
         }
@@ -102,7 +102,7 @@ fn untimed_same_job(
 
 /// The effect a violation in a fault's window counts in: I7 a lost enqueue, an I5 token handed
 /// out twice a reissued token, I6 a fencing failure, anything else another violation.
-fn effect_of(v: &Violation) -> FaultEffect {
+fn counted_in(v: &Violation) -> FaultEffect {
     match v.invariant {
         Invariant::I7 => FaultEffect::LostEnqueues,
         Invariant::I5 if v.found.contains(" handed out ") => FaultEffect::ReissuedTokens,
@@ -193,10 +193,10 @@ mod tests {
             found: found.into(),
             at_us,
         };
-        assert_eq!(effect_of(&v(Invariant::I7, "a", None, "")), FaultEffect::LostEnqueues);
-        assert_eq!(effect_of(&v(Invariant::I5, "a", None, "token 1 handed out 2 times")), FaultEffect::ReissuedTokens);
-        assert_eq!(effect_of(&v(Invariant::I5, "a", None, "attempts = 2")), FaultEffect::OtherViolations);
-        assert_eq!(effect_of(&v(Invariant::I6, "a", None, "")), FaultEffect::FencingViolations);
+        assert_eq!(counted_in(&v(Invariant::I7, "a", None, "")), FaultEffect::LostEnqueues);
+        assert_eq!(counted_in(&v(Invariant::I5, "a", None, "token 1 handed out 2 times")), FaultEffect::ReissuedTokens);
+        assert_eq!(counted_in(&v(Invariant::I5, "a", None, "attempts = 2")), FaultEffect::OtherViolations);
+        assert_eq!(counted_in(&v(Invariant::I6, "a", None, "")), FaultEffect::FencingViolations);
         // Job a's timed fencing failure is fault 1's (the later one in time, order [1, 0]).
         let named: Vec<std::collections::HashSet<(&str, &str)>> =
             vec![Default::default(), [("a", "fencing_violations"), ("b", "reissued_tokens")].into_iter().collect()];
